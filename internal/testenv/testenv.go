@@ -1,0 +1,44 @@
+// Package testenv decides what a test does when something it needs from the
+// machine (a control plane, a containerd) is not there: skip with a message
+// that names the make target providing it, or, with NODEKIT_REQUIRE_ALL=1,
+// fail.
+package testenv
+
+import (
+	"fmt"
+	"os"
+)
+
+// RequireAll reports whether NODEKIT_REQUIRE_ALL=1 is set, in which case a
+// missing prerequisite fails the run instead of skipping.
+func RequireAll() bool { return os.Getenv("NODEKIT_REQUIRE_ALL") == "1" }
+
+// TB is the part of testing.TB that Missing uses.
+type TB interface {
+	Helper()
+	Skipf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// Missing skips t (or fails it under NODEKIT_REQUIRE_ALL=1), saying what is
+// missing and which make target provides it.
+func Missing(t TB, what, target string, cause error) {
+	t.Helper()
+	msg := fmt.Sprintf("%s is not available (%v); run `make %s` or `make test` to provide it", what, cause, target)
+	if RequireAll() {
+		t.Fatalf("NODEKIT_REQUIRE_ALL=1: %s", msg)
+	}
+	t.Skipf("%s", msg)
+}
+
+// MissingMain is Missing for TestMain, where there is no *testing.T: it returns
+// a message for the skip, or exits the process with status 1 under
+// NODEKIT_REQUIRE_ALL=1.
+func MissingMain(what, target string, cause error) string {
+	msg := fmt.Sprintf("%s is not available (%v); run `make %s` or `make test` to provide it", what, cause, target)
+	if RequireAll() {
+		fmt.Fprintf(os.Stderr, "NODEKIT_REQUIRE_ALL=1: %s\n", msg)
+		os.Exit(1)
+	}
+	return msg
+}

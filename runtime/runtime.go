@@ -1,0 +1,100 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Runtime is everything a node agent asks of its container runtime, in CRI v1
+// terms. It is composed of smaller interfaces so that a caller can ask for only
+// the part it uses (a prober needs only an Execer).
+type Runtime interface {
+	VersionStatuser
+	SandboxManager
+	ContainerManager
+	Execer
+	ImageManager
+}
+
+// VersionStatuser reports what the runtime is and whether it is ready.
+type VersionStatuser interface {
+	// Version returns the runtime's name and version and the CRI version it serves.
+	Version(ctx context.Context) (*runtimeapi.VersionResponse, error)
+	// Status returns the RuntimeReady and NetworkReady conditions (and, where the
+	// runtime reports them, its runtime handlers and features).
+	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
+}
+
+// SandboxManager runs and removes pod sandboxes.
+type SandboxManager interface {
+	// RunPodSandbox creates and starts a sandbox and returns its ID.
+	RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error)
+	// StopPodSandbox stops a sandbox and every container in it. Stopping a
+	// sandbox that is already stopped or gone is not an error.
+	StopPodSandbox(ctx context.Context, podSandboxID string) error
+	// RemovePodSandbox removes a sandbox, stopping it first if it runs. Removing
+	// a sandbox that is gone is not an error.
+	RemovePodSandbox(ctx context.Context, podSandboxID string) error
+	// PodSandboxStatus inspects a sandbox. A missing sandbox is an error with
+	// gRPC code NotFound (see IsNotFound).
+	PodSandboxStatus(ctx context.Context, podSandboxID string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error)
+	// ListPodSandbox lists the sandboxes that match filter (nil: all).
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+}
+
+// ContainerManager creates, starts, stops and removes containers.
+type ContainerManager interface {
+	// CreateContainer creates a container in a sandbox and returns its ID.
+	CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
+	// StartContainer starts a created container.
+	StartContainer(ctx context.Context, containerID string) error
+	// StopContainer stops a running container, sending SIGTERM and, after
+	// timeout (rounded up to whole seconds, as CRI counts), SIGKILL. Stopping a
+	// container that is not running or gone is not an error.
+	StopContainer(ctx context.Context, containerID string, timeout time.Duration) error
+	// RemoveContainer removes a container, stopping it first if it runs.
+	// Removing a container that is gone is not an error.
+	RemoveContainer(ctx context.Context, containerID string) error
+	// ListContainers lists the containers that match filter (nil: all).
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	// ContainerStatus inspects a container. A missing container is an error with
+	// gRPC code NotFound (see IsNotFound).
+	ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
+}
+
+// Execer runs a command in a running container and waits for it.
+type Execer interface {
+	// ExecSync runs cmd in the container and returns its output and exit code.
+	// A non-zero exit code is a result, not an error. When the command does not
+	// finish within timeout (0: no limit), the error matches ErrExecTimeout.
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*ExecResult, error)
+}
+
+// ExecResult is what a command run by ExecSync printed and how it exited.
+type ExecResult struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int32
+}
+
+// ImageManager lists, inspects, pulls and removes images.
+type ImageManager interface {
+	// ListImages lists the images that match filter (nil: all).
+	ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error)
+	// ImageStatus inspects an image. A missing image is not an error: the
+	// response's Image is nil, as CRI specifies.
+	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, verbose bool) (*runtimeapi.ImageStatusResponse, error)
+	// PullImage pulls an image and returns its reference.
+	PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
+	// RemoveImage removes an image. Removing an image that is gone is not an error.
+	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error
+	// ImageFsInfo reports the file systems that hold images and their usage.
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
+}
+
+// ErrExecTimeout is matched (errors.Is) by the error ExecSync returns when the
+// command did not finish within its timeout.
+var ErrExecTimeout = errors.New("exec timed out")
