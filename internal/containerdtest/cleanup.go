@@ -1,0 +1,451 @@
+package containerdtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Stop tears the instance down and removes every trace of it, touching only
+// what this instance created: it stops and removes every CRI pod sandbox (so
+// the shims exit), stops containerd by PID (SIGTERM, then SIGKILL), kills any
+// process left whose command line names the instance's directory or that
+// sits in its cgroups, removes its cgroups, unmounts everything mounted under
+// its directory (deepest first) and removes the directory. It is bounded by
+// Options.StopTimeout; calling it again returns the first result.
+func (c *Containerd) Stop() error {
+	c.stopOnce.Do(func() { c.stopErr = c.stop() })
+	return c.stopErr
+}
+
+func (c *Containerd) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StopTimeout)
+	defer cancel()
+	var errs []error
+	sockets := c.ShimSockets()
+	if c.conn != nil && c.ready && c.running() {
+		sub, subCancel := context.WithTimeout(ctx, c.opts.StopTimeout/2)
+		if err := c.removeSandboxes(sub); err != nil {
+			// Not fatal: whatever is left is killed below.
+			errs = append(errs, fmt.Errorf("removing pod sandboxes: %w", err))
+		}
+		subCancel()
+	}
+	if c.conn != nil {
+		c.conn.Close()
+	}
+	if c.cmd != nil {
+		if err := c.stopContainerd(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.killLeftovers(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	// A shim that was killed leaves its socket behind.
+	for _, s := range sockets {
+		if err := os.Remove(s); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.removeCgroups(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.unmountAll(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("containerdtest: stopping %s: %w", c.Dir, errors.Join(errs...))
+	}
+	return nil
+}
+
+func (c *Containerd) running() bool {
+	if c.cmd == nil {
+		return false
+	}
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// removeSandboxes stops and removes every pod sandbox (with its containers).
+func (c *Containerd) removeSandboxes(ctx context.Context) error {
+	rt := c.RuntimeClient()
+	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sb := range resp.GetItems() {
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, err)
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopContainerd sends SIGTERM to containerd's PID, then SIGKILL when it has
+// not exited within half of what is left of ctx (at most 10s).
+func (c *Containerd) stopContainerd(ctx context.Context) error {
+	if !c.running() {
+		return nil
+	}
+	grace := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok && time.Until(d)/2 < grace {
+		grace = time.Until(d) / 2
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-c.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("containerd (pid %d) did not exit after SIGKILL: %w", c.cmd.Process.Pid, ctx.Err())
+	}
+}
+
+// ShimSockets returns the socket paths of the instance's running shims, read
+// from the "address" file each shim leaves in its bundle directory. They lie
+// outside the instance's directory (containerd 1.6 puts them in
+// /run/containerd/s), named by a hash of the instance's address.
+func (c *Containerd) ShimSockets() []string {
+	files, _ := filepath.Glob(filepath.Join(c.State, "io.containerd.runtime.v2.task", "*", "*", "address"))
+	var out []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		addr := strings.TrimSpace(string(data))
+		if p, ok := strings.CutPrefix(addr, "unix://"); ok && filepath.IsAbs(p) {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Processes returns the PIDs of live processes that belong to the instance:
+// those whose command line names its directory (containerd, shims, runc)
+// and those in its cgroups (containers). The calling process is never
+// included.
+func (c *Containerd) Processes() []int {
+	self := os.Getpid()
+	set := map[int]bool{}
+	entries, _ := os.ReadDir("/proc")
+	needle := []byte(c.Dir + "/")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(cmdline, needle) && !zombie(pid) {
+			set[pid] = true
+		}
+	}
+	for _, dir := range c.CgroupDirs() {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			if err != nil {
+				return nil
+			}
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid != self && !zombie(pid) {
+					set[pid] = true
+				}
+			}
+			return nil
+		})
+	}
+	pids := make([]int, 0, len(set))
+	for pid := range set {
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+// zombie reports whether pid has exited (gone or a zombie awaiting its
+// parent).
+func zombie(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command name, which is in parentheses.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return true
+	}
+	return data[i+2] == 'Z' || data[i+2] == 'X'
+}
+
+// killLeftovers SIGKILLs the instance's remaining processes until every one
+// of them has exited or ctx ends. Frozen cgroups are thawed first so the kill
+// lands. A killed process leaves its cgroup before it finishes exiting (a
+// PID-namespace init may take a while to tear its namespaces down), so the
+// processes once found are followed by PID and start time, not only
+// rediscovered by the scan.
+func (c *Containerd) killLeftovers(ctx context.Context) error {
+	c.thaw()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	pending := map[int]string{} // pid -> start time
+	for {
+		for _, pid := range c.Processes() {
+			if _, ok := pending[pid]; !ok {
+				pending[pid] = startTime(pid)
+			}
+		}
+		var left []int
+		for pid, start := range pending {
+			if zombie(pid) || startTime(pid) != start {
+				delete(pending, pid)
+				continue
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			left = append(left, pid)
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			sort.Ints(left)
+			return fmt.Errorf("processes %v still alive: %w", left, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// startTime returns field 22 of /proc/<pid>/stat (the start time in clock
+// ticks since boot), which tells a process from a later one with the same
+// PID; "" when the process is gone.
+func startTime(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return ""
+	}
+	// Fields after the command name start at field 3 (state).
+	fields := strings.Fields(string(data[i+1:]))
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[19]
+}
+
+// cgroupMount is a mounted cgroup hierarchy.
+type cgroupMount struct{ root, mountpoint string }
+
+func cgroupMounts() []cgroupMount {
+	var out []cgroupMount
+	for _, m := range mountInfo() {
+		if m.fstype == "cgroup" || m.fstype == "cgroup2" {
+			out = append(out, cgroupMount{root: m.root, mountpoint: m.mountpoint})
+		}
+	}
+	return out
+}
+
+// CgroupDirs returns the existing directories of the instance's cgroup root,
+// one per cgroup hierarchy it was created in.
+func (c *Containerd) CgroupDirs() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range cgroupMounts() {
+		rel := c.CgroupRoot
+		if m.root != "/" {
+			if !strings.HasPrefix(rel, m.root+"/") {
+				continue
+			}
+			rel = strings.TrimPrefix(rel, m.root)
+		}
+		dir := filepath.Join(m.mountpoint, rel)
+		if seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// thaw writes THAWED to every freezer.state below the instance's cgroups.
+func (c *Containerd) thaw() {
+	for _, dir := range c.CgroupDirs() {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && d.Name() == "freezer.state" {
+				_ = os.WriteFile(p, []byte("THAWED"), 0)
+			}
+			return nil
+		})
+	}
+}
+
+// removeCgroups removes the instance's cgroup directories, deepest first,
+// retrying while the kernel still counts exiting tasks in them.
+func (c *Containerd) removeCgroups(ctx context.Context) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var last error
+		for _, root := range c.CgroupDirs() {
+			var dirs []string
+			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+			for _, d := range dirs {
+				if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+					last = fmt.Errorf("removing cgroup %s: %w", d, err)
+				}
+			}
+		}
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-tick.C:
+		}
+	}
+}
+
+// Mounts returns the mount points under the instance's directory, deepest
+// first.
+func (c *Containerd) Mounts() []string {
+	var out []string
+	for _, m := range mountInfo() {
+		if m.mountpoint == c.Dir || strings.HasPrefix(m.mountpoint, c.Dir+"/") {
+			out = append(out, m.mountpoint)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Count(out[i], "/") > strings.Count(out[j], "/")
+	})
+	return out
+}
+
+// unmountAll unmounts everything under the instance's directory, deepest
+// first; a mount that stays busy is detached.
+func (c *Containerd) unmountAll() error {
+	var last error
+	for round := 0; round < 10; round++ {
+		mounts := c.Mounts()
+		if len(mounts) == 0 {
+			return nil
+		}
+		last = nil
+		for _, m := range mounts {
+			if err := syscall.Unmount(m, 0); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+				if err2 := syscall.Unmount(m, syscall.MNT_DETACH); err2 != nil {
+					last = fmt.Errorf("unmounting %s: %w", m, err)
+				}
+			}
+		}
+	}
+	if mounts := c.Mounts(); len(mounts) > 0 {
+		return fmt.Errorf("still mounted: %v (last error: %v)", mounts, last)
+	}
+	return nil
+}
+
+type mountEntry struct{ root, mountpoint, fstype string }
+
+// mountInfo parses /proc/self/mountinfo.
+func mountInfo() []mountEntry {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []mountEntry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+		fields := strings.Fields(sc.Text())
+		sep := -1
+		for i, f := range fields {
+			if f == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
+			continue
+		}
+		out = append(out, mountEntry{
+			root:       unescapeMount(fields[3]),
+			mountpoint: unescapeMount(fields[4]),
+			fstype:     fields[sep+1],
+		})
+	}
+	return out
+}
+
+// unescapeMount decodes the octal escapes (\040 for a space) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,158 @@
+package containerdtest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+var ctrd *Containerd
+
+func TestMain(m *testing.M) { os.Exit(Main(m, &ctrd)) }
+
+// waitFor polls cond every 50ms until it returns true or the deadline
+// passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %v waiting for %s (last error: %v)", timeout, what, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// runBusybox runs a host-network sandbox with one busybox container that
+// prints a line and sleeps, and returns the sandbox and container IDs and the
+// container's log path.
+func runBusybox(t *testing.T, ctx context.Context, c *Containerd, pod string) (sandboxID, containerID, logPath string) {
+	t.Helper()
+	rt := c.RuntimeClient()
+	sbConfig := c.SandboxConfig(pod, "default", "uid-"+pod)
+	sb, err := rt.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbConfig})
+	if err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
+	}
+	sandboxID = sb.PodSandboxId
+
+	ctrConfig := c.BusyboxContainer("main", "sh", "-c", "echo hello-from-busybox; exec sleep 3600")
+	created, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sandboxID, Config: ctrConfig, SandboxConfig: sbConfig,
+	})
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	containerID = created.ContainerId
+	if _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: containerID}); err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
+	return sandboxID, containerID, filepath.Join(sbConfig.LogDirectory, ctrConfig.LogPath)
+}
+
+func TestSmoke(t *testing.T) {
+	c := Need(t, ctrd)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := c.RuntimeClient()
+
+	v, err := rt.Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("runtime %s %s, CRI %s", v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion)
+
+	sandboxID, containerID, logPath := runBusybox(t, ctx, c, "smoke")
+
+	sbStatus, err := rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sandboxID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sbStatus.GetStatus().GetLinux().GetNamespaces().GetOptions().GetNetwork(); got != runtimeapi.NamespaceMode_NODE {
+		t.Errorf("sandbox network namespace mode = %v, want NODE", got)
+	}
+	if got := sbStatus.GetStatus().GetState(); got != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("sandbox state = %v, want READY", got)
+	}
+
+	// The line comes back through the CRI log file:
+	// "<RFC3339Nano timestamp> stdout F hello-from-busybox".
+	var line string
+	waitFor(t, 30*time.Second, "the container's log line", func() (bool, error) {
+		f, err := os.Open(logPath)
+		if err != nil {
+			return false, err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if strings.HasSuffix(sc.Text(), " hello-from-busybox") {
+				line = sc.Text()
+				return true, nil
+			}
+		}
+		return false, errors.New("line not logged yet")
+	})
+	fields := strings.SplitN(line, " ", 4)
+	if len(fields) != 4 || fields[1] != "stdout" || fields[2] != "F" || fields[3] != "hello-from-busybox" {
+		t.Errorf("log line %q is not in the CRI format", line)
+	} else if _, err := time.Parse(time.RFC3339Nano, fields[0]); err != nil {
+		t.Errorf("log line timestamp %q: %v", fields[0], err)
+	}
+
+	exec, err := rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: []string{"echo", "exec-ok"}, Timeout: 10})
+	if err != nil {
+		t.Fatalf("ExecSync: %v", err)
+	}
+	if exec.ExitCode != 0 || string(exec.Stdout) != "exec-ok\n" {
+		t.Errorf("ExecSync = exit %d, stdout %q, stderr %q", exec.ExitCode, exec.Stdout, exec.Stderr)
+	}
+	// The busybox image: /bin/sh works, applets are on PATH, hostname is the node's.
+	exec, err = rt.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: []string{"/bin/sh", "-c", "ls /bin/cat && env | grep -c ^PATH= && hostname"}, Timeout: 10})
+	if err != nil {
+		t.Fatalf("ExecSync: %v", err)
+	}
+	host, _ := os.Hostname()
+	if want := "/bin/cat\n1\n" + host + "\n"; exec.ExitCode != 0 || string(exec.Stdout) != want {
+		t.Errorf("ExecSync = exit %d, stdout %q (want %q), stderr %q", exec.ExitCode, exec.Stdout, want, exec.Stderr)
+	}
+
+	if _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: containerID, Timeout: 0}); err != nil {
+		t.Fatalf("StopContainer: %v", err)
+	}
+	if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: containerID}); err != nil {
+		t.Fatalf("RemoveContainer: %v", err)
+	}
+	if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandboxID}); err != nil {
+		t.Fatalf("StopPodSandbox: %v", err)
+	}
+	if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID}); err != nil {
+		t.Fatalf("RemovePodSandbox: %v", err)
+	}
+	list, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range list.Items {
+		if sb.Id == sandboxID {
+			t.Errorf("sandbox %s still listed after removal", sandboxID)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package controlplane_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/internal/controlplane"
+)
+
+var cp *controlplane.ControlPlane
+
+func TestMain(m *testing.M) { os.Exit(controlplane.Main(m, &cp)) }
+
+// The node identity may write its own Node, its status and its Lease, and is
+// forbidden from touching another node: the Node authorizer and
+// NodeRestriction are really on.
+func TestNodeIdentity(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	a, err := cp.NodeClient("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := a.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("node a creating itself: %v", err)
+	}
+	var tainted bool
+	for _, taint := range node.Spec.Taints {
+		tainted = tainted || taint.Key == corev1.TaintNodeNotReady
+	}
+	if !tainted {
+		t.Logf("new node has taints %v (the not-ready taint comes from admission when enabled)", node.Spec.Taints)
+	}
+
+	patch := []byte(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"smoke"}]}}`)
+	got, err := a.CoreV1().Nodes().Patch(ctx, "a", types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatalf("node a patching its status: %v", err)
+	}
+	if len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Reason != "KubeletReady" {
+		t.Fatalf("status after patch: %+v", got.Status.Conditions)
+	}
+
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: corev1.NamespaceNodeLease},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), LeaseDurationSeconds: ptr.To[int32](40)},
+	}
+	if _, err := a.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("node a creating its lease: %v", err)
+	}
+
+	admin := cp.AdminClient()
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.CoreV1().Nodes().Patch(ctx, "b", types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("node a patching node b's status: got %v, want Forbidden", err)
+	}
+	err = a.CoreV1().Nodes().Delete(ctx, "b", metav1.DeleteOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("node a deleting node b: got %v, want Forbidden", err)
+	}
+	lease.Name = "b"
+	_, err = a.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, lease, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("node a creating node b's lease: got %v, want Forbidden", err)
+	}
+}
+
+// The API server comes back on the same address with the same certificates,
+// so clients made before the restart keep working.
+func TestRestartAPIServer(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := cp.NodeClient("restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Nodes().Get(ctx, "restart", metav1.GetOptions{}); err == nil || apierrors.IsNotFound(err) {
+		t.Fatalf("request to a stopped API server: got %v, want a connection error", err)
+	}
+	if err := cp.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "restart"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+}
