@@ -1,0 +1,127 @@
+package runtime_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// ctrd is the real containerd the end-to-end tests use; nil in -short mode or
+// when containerd is not available (the tests then skip).
+var ctrd *containerdtest.Containerd
+
+func TestMain(m *testing.M) { os.Exit(containerdtest.Main(m, &ctrd)) }
+
+// TestE2EContract runs the contract suite on the CRI client against a real
+// containerd.
+func TestE2EContract(t *testing.T) {
+	c := containerdtest.Need(t, ctrd)
+	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	runtimetest.RunContract(t, func(t *testing.T) runtimetest.ContractTarget {
+		return runtimetest.ContractTarget{
+			Runtime:      client,
+			PauseImage:   c.PauseImage,
+			BusyboxImage: c.BusyboxImage,
+			SandboxConfig: func(cfg *runtimeapi.PodSandboxConfig) {
+				md := cfg.Metadata
+				cfg.LogDirectory = c.PodLogDirectory(md.Name, md.Namespace, md.Uid)
+				cfg.Linux.CgroupParent = c.CgroupParent("pod" + md.Uid)
+			},
+		}
+	})
+}
+
+// TestE2EClientErrors checks on containerd what the unit tests check on the
+// fake server: version, errors naming the endpoint and call, NotFound.
+func TestE2EClientErrors(t *testing.T) {
+	c := containerdtest.Need(t, ctrd)
+	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	v, err := client.Version(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("runtime %s %s, CRI %s", v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion)
+	_, err = client.ContainerStatus(ctx, "c0ffee0000000000000000000000000000000000000000000000000000c0ffee", false)
+	if !runtime.IsNotFound(err) || !strings.HasPrefix(err.Error(), "cri "+c.Endpoint+": ContainerStatus: NotFound: ") {
+		t.Errorf("ContainerStatus(missing): %v", err)
+	}
+}
+
+// TestE2EDecoderMatchesStandard compares what the client decodes from
+// containerd's ListContainers and ContainerStatus (verbose, with its info
+// map) with what the generated client and the standard codec decode.
+func TestE2EDecoderMatchesStandard(t *testing.T) {
+	c := containerdtest.Need(t, ctrd)
+	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	sbCfg := c.SandboxConfig("decoder", "e2e", "decoder-uid")
+	sb, err := client.RunPodSandbox(ctx, sbCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.RemovePodSandbox(context.Background(), sb) }()
+	cfg := c.BusyboxContainer("main", "sh", "-c", "sleep 3600")
+	cfg.Annotations = map[string]string{"io.kubernetes.container.hash": "1234", "é": "世"}
+	cfg.Mounts = []*runtimeapi.Mount{{ContainerPath: "/host-tmp", HostPath: os.TempDir(), Readonly: true}}
+	id, err := client.CreateContainer(ctx, sb, cfg, sbCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+
+	std := c.RuntimeClient()
+	for _, verbose := range []bool{false, true} {
+		got, err := client.ContainerStatus(ctx, id, verbose)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := std.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: verbose})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(got, want) {
+			t.Errorf("ContainerStatus(verbose=%v) differs:\n got %v\nwant %v", verbose, got, want)
+		}
+	}
+	got, err := client.ListContainers(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := std.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&runtimeapi.ListContainersResponse{Containers: got}, want) {
+		t.Errorf("ListContainers differs:\n got %v\nwant %v", got, want.Containers)
+	}
+	res, err := client.ExecSync(ctx, id, []string{"sh", "-c", "printf 'a\\000b'; printf x >&2"}, 10*time.Second)
+	if err != nil || string(res.Stdout) != "a\x00b" || string(res.Stderr) != "x" {
+		t.Errorf("ExecSync = %+v, %v", res, err)
+	}
+}

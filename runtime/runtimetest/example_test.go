@@ -1,0 +1,90 @@
+package runtimetest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// A container that crashes, an exec probe that fails, a runtime error on the
+// next start, and the calls the code under test made.
+func Example() {
+	ctx := context.Background()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fake := runtimetest.New(runtimetest.Options{Clock: clock})
+
+	sb, _ := fake.RunPodSandbox(ctx, &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "u1"},
+	}, "")
+	id, _ := fake.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+		Image:    &runtimeapi.ImageSpec{Image: runtimetest.BusyboxImage},
+	}, nil)
+	_ = fake.StartContainer(ctx, id)
+
+	// An exec probe that fails with exit code 1.
+	probe := []string{"cat", "/tmp/healthy"}
+	fake.ScriptExec(id, probe, runtimetest.ExecScript{Stderr: "No such file or directory\n", ExitCode: 1})
+	res, _ := fake.ExecSync(ctx, id, probe, time.Second)
+	fmt.Printf("probe exit %d: %s", res.ExitCode, res.Stderr)
+
+	// One that hangs.
+	fake.ScriptExec(id, []string{"hang"}, runtimetest.ExecScript{Timeout: true})
+	_, err := fake.ExecSync(ctx, id, []string{"hang"}, time.Second)
+	fmt.Println("timeout:", errors.Is(err, runtime.ErrExecTimeout))
+
+	// The container crashes 5s later.
+	clock.Step(5 * time.Second)
+	_ = fake.Exit(id, 2)
+	st, _ := fake.ContainerStatus(ctx, id, false)
+	fmt.Println(st.Status.State, st.Status.ExitCode, st.Status.Reason,
+		time.Duration(st.Status.FinishedAt-st.Status.StartedAt))
+
+	// The runtime fails the next CreateContainer.
+	fake.InjectError("CreateContainer", errors.New("disk full"))
+	_, err = fake.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: 1},
+		Image:    &runtimeapi.ImageSpec{Image: runtimetest.BusyboxImage},
+	}, nil)
+	fmt.Println("create:", err)
+
+	// The network plugin is not ready.
+	fake.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
+
+	for _, c := range fake.Calls() {
+		fmt.Println(c.Method, c.Cmd)
+	}
+	// Output:
+	// probe exit 1: No such file or directory
+	// timeout: true
+	// CONTAINER_EXITED 2 Error 5s
+	// create: disk full
+	// RunPodSandbox []
+	// CreateContainer []
+	// StartContainer []
+	// ExecSync [cat /tmp/healthy]
+	// ExecSync [hang]
+	// ContainerStatus []
+	// CreateContainer []
+}
+
+// The contract suite on the fake; a real runtime is checked the same way
+// with its Client and its images.
+func ExampleRunContract() {
+	// In a _test.go file:
+	//
+	//	func TestContract(t *testing.T) {
+	//		runtimetest.RunContract(t, func(t *testing.T) runtimetest.ContractTarget {
+	//			f := runtimetest.New(runtimetest.Options{})
+	//			return runtimetest.ContractTarget{Runtime: f, Fake: f,
+	//				PauseImage: runtimetest.PauseImage, BusyboxImage: runtimetest.BusyboxImage}
+	//		})
+	//	}
+}
