@@ -39,8 +39,11 @@ type Setters []Named
 
 var _ StatusSetter = Setters(nil)
 
-// SetStatus runs every setter on node in order.
+// SetStatus runs every setter on node in order. Within one call, setters
+// that share a source (the host's facts, the runtime's version, status and
+// images) ask it once.
 func (s Setters) SetStatus(ctx context.Context, node *corev1.Node) error {
+	ctx = withPass(ctx)
 	var errs []error
 	for _, n := range s {
 		if err := n.SetStatus(ctx, node); err != nil {

@@ -1,0 +1,131 @@
+package nodestatus
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// threshold is one hard eviction threshold: the signal is met while what is
+// available is less than the threshold's quantity.
+type threshold struct {
+	signal    string
+	fact      Fact
+	condition corev1.NodeConditionType
+	percent   float64 // of capacity, 0..1, when isPercent
+	isPercent bool
+	quantity  int64
+	observe   func(f *HostFacts) (available, capacity uint64)
+}
+
+// limit returns the threshold in the signal's unit for a given capacity.
+func (t *threshold) limit(capacity uint64) int64 {
+	if t.isPercent {
+		return int64(float64(capacity) * t.percent)
+	}
+	return t.quantity
+}
+
+// met reports whether the threshold is met, or the fact it needs is missing.
+func (t *threshold) met(f *HostFacts) (bool, error) {
+	if err := f.Err(t.fact); err != nil {
+		return false, err
+	}
+	avail, capacity := t.observe(f)
+	return int64(avail) < t.limit(capacity), nil
+}
+
+type signalInfo struct {
+	fact      Fact
+	condition corev1.NodeConditionType
+	observe   func(f *HostFacts) (available, capacity uint64)
+}
+
+var signals = map[string]signalInfo{
+	"memory.available": {FactMemory, corev1.NodeMemoryPressure,
+		func(f *HostFacts) (uint64, uint64) { return f.MemoryAvailable, f.MemoryTotal }},
+	"nodefs.available": {FactNodeFS, corev1.NodeDiskPressure,
+		func(f *HostFacts) (uint64, uint64) { return f.NodeFS.Available, f.NodeFS.Capacity }},
+	"nodefs.inodesFree": {FactNodeFS, corev1.NodeDiskPressure,
+		func(f *HostFacts) (uint64, uint64) { return f.NodeFS.InodesFree, f.NodeFS.Inodes }},
+	"imagefs.available": {FactImageFS, corev1.NodeDiskPressure,
+		func(f *HostFacts) (uint64, uint64) { return f.ImageFS.Available, f.ImageFS.Capacity }},
+	"imagefs.inodesFree": {FactImageFS, corev1.NodeDiskPressure,
+		func(f *HostFacts) (uint64, uint64) { return f.ImageFS.InodesFree, f.ImageFS.Inodes }},
+	"pid.available": {FactPIDs, corev1.NodePIDPressure,
+		func(f *HostFacts) (uint64, uint64) {
+			if f.PIDsInUse >= f.PIDMax {
+				return 0, f.PIDMax
+			}
+			return f.PIDMax - f.PIDsInUse, f.PIDMax
+		}},
+}
+
+type thresholds []threshold
+
+func parseThresholds(m map[string]string) (thresholds, error) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out thresholds
+	for _, k := range keys {
+		info, ok := signals[k]
+		if !ok {
+			return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: unsupported signal", k)
+		}
+		v := strings.TrimSpace(m[k])
+		t := threshold{signal: k, fact: info.fact, condition: info.condition, observe: info.observe}
+		if p, ok := strings.CutSuffix(v, "%"); ok {
+			f, err := strconv.ParseFloat(p, 64)
+			if err != nil || f < 0 || f > 100 {
+				return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: %q is not a percentage between 0%% and 100%%", k, v)
+			}
+			t.isPercent, t.percent = true, f/100
+		} else {
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Sign() < 0 {
+				return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: %q is not a non-negative quantity or percentage", k, v)
+			}
+			t.quantity = q.Value()
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (ts thresholds) forCondition(c corev1.NodeConditionType) thresholds {
+	var out thresholds
+	for _, t := range ts {
+		if t.condition == c {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// reservation returns what the hard thresholds take from allocatable, as
+// kubelet: memory.available from memory, nodefs.available from
+// ephemeral-storage, each against its capacity.
+func (ts thresholds) reservation(resourceName corev1.ResourceName, capacity uint64) int64 {
+	var signal string
+	switch resourceName {
+	case corev1.ResourceMemory:
+		signal = "memory.available"
+	case corev1.ResourceEphemeralStorage:
+		signal = "nodefs.available"
+	default:
+		return 0
+	}
+	for i := range ts {
+		if ts[i].signal == signal {
+			return ts[i].limit(capacity)
+		}
+	}
+	return 0
+}
