@@ -1,0 +1,284 @@
+package heartbeat
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/lease"
+	"github.com/nodekit/nodekit/nodestatus"
+)
+
+// WriteMode is how the status is written to the nodes/status subresource.
+type WriteMode int
+
+const (
+	// StrategicMergePatch sends a strategic-merge patch from the node as read
+	// to the node as computed, as kubelet does. Conditions merge by type, so
+	// conditions written by other agents are kept.
+	StrategicMergePatch WriteMode = iota
+	// ServerSideApply applies the status the agent owns under
+	// Options.FieldManager: every field its setters fill in, and only the
+	// condition types its setters wrote. Other managers' conditions are
+	// never part of the request.
+	ServerSideApply
+)
+
+func (m WriteMode) String() string {
+	switch m {
+	case StrategicMergePatch:
+		return "StrategicMergePatch"
+	case ServerSideApply:
+		return "ServerSideApply"
+	}
+	return fmt.Sprintf("WriteMode(%d)", int(m))
+}
+
+// Defaults and bounds of Options.
+const (
+	DefaultNodeStatusUpdateFrequency = 10 * time.Second
+	DefaultNodeStatusReportFrequency = 5 * time.Minute
+	DefaultJitter                    = 0.04
+	DefaultRegisterBackoff           = 100 * time.Millisecond
+	DefaultMaxRegisterBackoff        = 7 * time.Second
+	DefaultFastStatusInterval        = 100 * time.Millisecond
+	DefaultNodeReadyGracePeriod      = 120 * time.Second
+	DefaultFieldManager              = "nodekit"
+	// MaxStatusAttempts is the number of attempts of one status round: the
+	// first from the last known node, the others from a fresh GET.
+	MaxStatusAttempts = 5
+
+	minFrequency = 100 * time.Millisecond
+	maxFrequency = time.Hour
+	maxReport    = 24 * time.Hour
+	minBackoff   = 10 * time.Millisecond
+	maxGrace     = time.Hour
+)
+
+// DefaultManagedLabels are the labels the agent reconciles on an existing Node
+// at registration, from the template's values: kubelet's default labels.
+var DefaultManagedLabels = []string{
+	corev1.LabelHostname,
+	corev1.LabelTopologyZone,
+	corev1.LabelTopologyRegion,
+	corev1.LabelFailureDomainBetaZone,
+	corev1.LabelFailureDomainBetaRegion,
+	corev1.LabelInstanceTypeStable,
+	corev1.LabelInstanceType,
+	corev1.LabelOSStable,
+	corev1.LabelArchStable,
+	corev1.LabelWindowsBuild,
+	"beta.kubernetes.io/os",
+	"beta.kubernetes.io/arch",
+}
+
+// ControllerManagedAttachAnnotation is the annotation by which a node asks the
+// attach/detach controller to manage its volumes; it is reconciled at
+// registration from the template.
+const ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
+
+// Options configure a Heartbeat. Zero values take the default named in each
+// field's comment.
+type Options struct {
+	// Client talks to the API server. Required.
+	Client kubernetes.Interface
+	// NodeName is the Node's name. Required.
+	NodeName string
+	// Node is the template of the Node to register: labels, annotations,
+	// taints, spec. Its name is set to NodeName. Default: an empty Node.
+	Node *corev1.Node
+	// StatusSetter computes the status, on a copy of the node as last read.
+	// Required.
+	StatusSetter nodestatus.StatusSetter
+	// Strategy decides when status is posted and whether a lease is used.
+	// Default: Lease().
+	Strategy HeartbeatStrategy
+	// NodeStatusUpdateFrequency is how often status is computed (and, with
+	// StatusOnly, posted). Between 100ms and 1h. Default: 10s.
+	NodeStatusUpdateFrequency time.Duration
+	// NodeStatusReportFrequency is how often an unchanged status is posted
+	// with the Lease strategy. Between 100ms and 24h. Default: 5m, or
+	// NodeStatusUpdateFrequency when that is set and this is not (as
+	// kubelet).
+	NodeStatusReportFrequency time.Duration
+	// Jitter is the largest fraction of the update frequency added at random
+	// to each wait, between 0 and 1. Zero means 0.04; negative turns it off.
+	Jitter float64
+	// DisableRegistration: the Node is created by someone else; the agent
+	// only reads it and writes its status. Default false (register).
+	DisableRegistration bool
+	// DisableReRegistration: a Node deleted while the agent runs is not
+	// created again. Default false (register it again).
+	DisableReRegistration bool
+	// RegisterBackoff is the first wait after a failed registration; it
+	// doubles up to MaxRegisterBackoff. Between 10ms and MaxRegisterBackoff.
+	// Default: 100ms.
+	RegisterBackoff time.Duration
+	// MaxRegisterBackoff caps the registration back-off. At most 10m.
+	// Default: 7s.
+	MaxRegisterBackoff time.Duration
+	// ManagedLabels are reconciled from the template onto an existing Node
+	// at registration. Default: DefaultManagedLabels.
+	ManagedLabels []string
+	// FastStatusInterval is the period of the start-up fast status check
+	// that posts as soon as the node turns Ready. Between 10ms and the update
+	// frequency. Default: 100ms.
+	FastStatusInterval time.Duration
+	// NodeReadyGracePeriod is how long fast status checks go on after
+	// registration when the node does not turn Ready. At most 1h. Zero means
+	// 120s; negative turns fast status checks off.
+	NodeReadyGracePeriod time.Duration
+	// WriteMode is how status is written. Default: StrategicMergePatch.
+	WriteMode WriteMode
+	// FieldManager names the writer in managedFields. Default: "nodekit".
+	FieldManager string
+	// RequestTimeout bounds each request (wall time). Zero means
+	// min(NodeStatusUpdateFrequency, lease duration) as kubelet's heartbeat
+	// client; negative means none other than ctx's.
+	RequestTimeout time.Duration
+	// Clock is the source of time. Default: clock.RealClock{}.
+	Clock clock.Clock
+	// Metrics registers the heartbeat's metrics (and the lease's, when the
+	// heartbeat builds the renewer). Heartbeats sharing a registerer share
+	// metrics. Nil: no metrics.
+	Metrics prometheus.Registerer
+	// EventRecorder records NodeReady / NodeNotReady events. Nil: none.
+	EventRecorder record.EventRecorder
+	// Rand returns numbers in [0,1) for jitter and report spreading.
+	// Default: math/rand/v2.Float64.
+	Rand func() float64
+	// Lease is the renewer used when the strategy uses a lease. Nil: one is
+	// built from LeaseOptions.
+	Lease *lease.Renewer
+	// LeaseOptions build the renewer when Lease is nil and the strategy
+	// uses a lease. Client, NodeName, Clock, Metrics and Rand default to
+	// this Options' values.
+	LeaseOptions lease.Options
+}
+
+func (o *Options) complete() error {
+	if o.Client == nil {
+		return errors.New("heartbeat: Options.Client is required")
+	}
+	if o.NodeName == "" {
+		return errors.New("heartbeat: Options.NodeName is required")
+	}
+	if o.StatusSetter == nil {
+		return errors.New("heartbeat: Options.StatusSetter is required")
+	}
+	if o.Node == nil {
+		o.Node = &corev1.Node{}
+	}
+	if o.Node.Name != "" && o.Node.Name != o.NodeName {
+		return fmt.Errorf("heartbeat: Options.Node.Name %q differs from Options.NodeName %q", o.Node.Name, o.NodeName)
+	}
+	if o.Strategy == nil {
+		o.Strategy = Lease()
+	}
+	updateSet := o.NodeStatusUpdateFrequency != 0
+	if !updateSet {
+		o.NodeStatusUpdateFrequency = DefaultNodeStatusUpdateFrequency
+	}
+	if o.NodeStatusUpdateFrequency < minFrequency || o.NodeStatusUpdateFrequency > maxFrequency {
+		return fmt.Errorf("heartbeat: Options.NodeStatusUpdateFrequency %v must be in [%v, %v]", o.NodeStatusUpdateFrequency, minFrequency, maxFrequency)
+	}
+	if o.NodeStatusReportFrequency == 0 {
+		if updateSet {
+			o.NodeStatusReportFrequency = o.NodeStatusUpdateFrequency
+		} else {
+			o.NodeStatusReportFrequency = DefaultNodeStatusReportFrequency
+		}
+	}
+	if o.NodeStatusReportFrequency < minFrequency || o.NodeStatusReportFrequency > maxReport {
+		return fmt.Errorf("heartbeat: Options.NodeStatusReportFrequency %v must be in [%v, %v]", o.NodeStatusReportFrequency, minFrequency, maxReport)
+	}
+	switch {
+	case o.Jitter == 0:
+		o.Jitter = DefaultJitter
+	case o.Jitter < 0:
+		o.Jitter = 0
+	case o.Jitter > 1:
+		return fmt.Errorf("heartbeat: Options.Jitter %v must not exceed 1", o.Jitter)
+	}
+	if o.RegisterBackoff == 0 {
+		o.RegisterBackoff = DefaultRegisterBackoff
+	}
+	if o.MaxRegisterBackoff == 0 {
+		o.MaxRegisterBackoff = max(DefaultMaxRegisterBackoff, o.RegisterBackoff)
+	}
+	if o.MaxRegisterBackoff > 10*time.Minute {
+		return fmt.Errorf("heartbeat: Options.MaxRegisterBackoff %v must not exceed 10m", o.MaxRegisterBackoff)
+	}
+	if o.RegisterBackoff < minBackoff || o.RegisterBackoff > o.MaxRegisterBackoff {
+		return fmt.Errorf("heartbeat: Options.RegisterBackoff %v must be in [%v, MaxRegisterBackoff %v]", o.RegisterBackoff, minBackoff, o.MaxRegisterBackoff)
+	}
+	if o.ManagedLabels == nil {
+		o.ManagedLabels = DefaultManagedLabels
+	}
+	if o.FastStatusInterval == 0 {
+		o.FastStatusInterval = DefaultFastStatusInterval
+	}
+	if o.FastStatusInterval < minBackoff || o.FastStatusInterval > o.NodeStatusUpdateFrequency {
+		return fmt.Errorf("heartbeat: Options.FastStatusInterval %v must be in [%v, NodeStatusUpdateFrequency %v]", o.FastStatusInterval, minBackoff, o.NodeStatusUpdateFrequency)
+	}
+	switch {
+	case o.NodeReadyGracePeriod == 0:
+		o.NodeReadyGracePeriod = DefaultNodeReadyGracePeriod
+	case o.NodeReadyGracePeriod < 0:
+		o.NodeReadyGracePeriod = 0
+	case o.NodeReadyGracePeriod > maxGrace:
+		return fmt.Errorf("heartbeat: Options.NodeReadyGracePeriod %v must not exceed %v", o.NodeReadyGracePeriod, maxGrace)
+	}
+	if o.WriteMode != StrategicMergePatch && o.WriteMode != ServerSideApply {
+		return fmt.Errorf("heartbeat: Options.WriteMode %v is unknown", o.WriteMode)
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = DefaultFieldManager
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.Strategy.UsesLease() && o.Lease == nil {
+		lo := o.LeaseOptions
+		if lo.Client == nil {
+			lo.Client = o.Client
+		}
+		if lo.NodeName == "" {
+			lo.NodeName = o.NodeName
+		}
+		if lo.NodeName != o.NodeName {
+			return fmt.Errorf("heartbeat: Options.LeaseOptions.NodeName %q differs from Options.NodeName %q", lo.NodeName, o.NodeName)
+		}
+		if lo.Clock == nil {
+			lo.Clock = o.Clock
+		}
+		if lo.Metrics == nil {
+			lo.Metrics = o.Metrics
+		}
+		if lo.Rand == nil {
+			lo.Rand = o.Rand
+		}
+		r, err := lease.New(lo)
+		if err != nil {
+			return fmt.Errorf("heartbeat: Options.LeaseOptions: %w", err)
+		}
+		o.Lease = r
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = o.NodeStatusUpdateFrequency
+		if o.Lease != nil {
+			o.RequestTimeout = min(o.RequestTimeout, o.Lease.Duration())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package heartbeat
+
+import "time"
+
+// PostState is what a HeartbeatStrategy decides on.
+type PostState struct {
+	// Changed reports whether the computed status differs from the node as
+	// last read or written, heartbeat timestamps ignored.
+	Changed bool
+	// NeverPosted is true until the first status post since start-up (or
+	// since the node was registered again).
+	NeverPosted bool
+	// SinceLastPost is the time since the last successful status post.
+	SinceLastPost time.Duration
+	// ReportFrequency is the report period in force for this round
+	// (Options.NodeStatusReportFrequency, shifted at random after a change
+	// so that nodes spread their reports, as kubelet does).
+	ReportFrequency time.Duration
+}
+
+// HeartbeatStrategy decides how a node tells the control plane it is alive.
+type HeartbeatStrategy interface {
+	// UsesLease reports whether the node Lease is renewed as the heartbeat.
+	UsesLease() bool
+	// ShouldPost reports whether a computed status must be posted now.
+	ShouldPost(PostState) bool
+}
+
+// StatusOnly is the strategy without a lease: the status itself is the
+// heartbeat and is posted every update frequency, changed or not.
+func StatusOnly() HeartbeatStrategy { return statusOnly{} }
+
+// Lease is the default strategy: the Lease is renewed every renew interval
+// (10s) and the status is posted only when it changed (heartbeat timestamps
+// ignored) or when the report frequency (5m) has passed since the last post.
+func Lease() HeartbeatStrategy { return leaseStrategy{} }
+
+type statusOnly struct{}
+
+func (statusOnly) UsesLease() bool           { return false }
+func (statusOnly) ShouldPost(PostState) bool { return true }
+func (statusOnly) String() string            { return "StatusOnly" }
+
+type leaseStrategy struct{}
+
+func (leaseStrategy) UsesLease() bool { return true }
+func (leaseStrategy) ShouldPost(s PostState) bool {
+	return s.Changed || s.NeverPosted || s.SinceLastPost >= s.ReportFrequency
+}
+func (leaseStrategy) String() string { return "Lease" }
+
+// StrategyFunc makes a HeartbeatStrategy from a decision function.
+type StrategyFunc struct {
+	Lease bool
+	Post  func(PostState) bool
+}
+
+// UsesLease returns f.Lease.
+func (f StrategyFunc) UsesLease() bool { return f.Lease }
+
+// ShouldPost calls f.Post.
+func (f StrategyFunc) ShouldPost(s PostState) bool { return f.Post(s) }
+
+var (
+	_ HeartbeatStrategy = StrategyFunc{}
+	_ HeartbeatStrategy = statusOnly{}
+	_ HeartbeatStrategy = leaseStrategy{}
+)

@@ -1,0 +1,177 @@
+package heartbeat
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+)
+
+const (
+	strategicMergePatchType = types.StrategicMergePatchType
+	applyPatchType          = types.ApplyPatchType
+)
+
+// strategicPatch returns the strategic-merge patch from base to computed,
+// leaving the spec out. Addresses are replaced as a whole: their merge key in
+// the schema does not identify an address, so a merged list would be wrong.
+func strategicPatch(base, computed *corev1.Node) ([]byte, error) {
+	oldJSON, err := json.Marshal(base)
+	if err != nil {
+		return nil, err
+	}
+	diff := *computed
+	diff.Spec = base.Spec
+	replaceAddresses := len(base.Status.Addresses) > 0 && !apiequality.Semantic.DeepEqual(base.Status.Addresses, computed.Status.Addresses)
+	if replaceAddresses {
+		diff.Status.Addresses = base.Status.Addresses
+	}
+	newJSON, err := json.Marshal(&diff)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, corev1.Node{})
+	if err != nil || !replaceAddresses {
+		return patch, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return nil, err
+	}
+	status, _ := m["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+		m["status"] = status
+	}
+	addrs := make([]any, 0, len(computed.Status.Addresses)+1)
+	for _, a := range computed.Status.Addresses {
+		addrs = append(addrs, map[string]any{"type": string(a.Type), "address": a.Address})
+	}
+	status["addresses"] = append(addrs, map[string]any{"$patch": "replace"})
+	return json.Marshal(m)
+}
+
+// ownedConditions returns the condition types the agent applies: those it
+// applied before and still computes, and those its setters changed (every
+// setter that follows kubelet's rules bumps its conditions' heartbeat times).
+// Conditions copied unchanged from the node as read belong to others.
+func ownedConditions(prev []corev1.NodeConditionType, base, computed []corev1.NodeCondition) []corev1.NodeConditionType {
+	var out []corev1.NodeConditionType
+	for i := range computed {
+		c := &computed[i]
+		owned := slices.Contains(prev, c.Type)
+		if !owned {
+			j := slices.IndexFunc(base, func(b corev1.NodeCondition) bool { return b.Type == c.Type })
+			owned = j < 0 || !apiequality.Semantic.DeepEqual(base[j], *c)
+		}
+		if owned && !slices.Contains(out, c.Type) {
+			out = append(out, c.Type)
+		}
+	}
+	if slices.Equal(out, prev) {
+		return prev
+	}
+	return out
+}
+
+// applyBody returns the server-side apply request for status with only the
+// owned condition types, empty fields pruned so that the agent does not take
+// ownership of fields it does not fill in.
+func applyBody(name string, status *corev1.NodeStatus, owned []corev1.NodeConditionType) ([]byte, error) {
+	st := *status
+	st.Conditions = nil
+	for _, c := range status.Conditions {
+		if slices.Contains(owned, c.Type) {
+			st.Conditions = append(st.Conditions, c)
+		}
+	}
+	raw, err := json.Marshal(&st)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	pruned, _ := prune(m).(map[string]any)
+	if pruned == nil {
+		pruned = map[string]any{}
+	}
+	return json.Marshal(map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Node",
+		"metadata":   map[string]any{"name": name},
+		"status":     pruned,
+	})
+}
+
+// prune drops empty strings, zero numbers, nulls and empty objects and lists.
+func prune(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if p := prune(e); p == nil {
+				delete(t, k)
+			} else {
+				t[k] = p
+			}
+		}
+		if len(t) == 0 {
+			return nil
+		}
+		return t
+	case []any:
+		out := t[:0]
+		for _, e := range t {
+			if p := prune(e); p != nil {
+				out = append(out, p)
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	case string:
+		if t == "" {
+			return nil
+		}
+	case float64:
+		if t == 0 {
+			return nil
+		}
+	case nil:
+		return nil
+	}
+	return v
+}
+
+// StatusChanged reports whether status differs from original, ignoring the
+// conditions' heartbeat times and their order.
+func StatusChanged(original, status *corev1.NodeStatus) bool {
+	if len(original.Conditions) != len(status.Conditions) {
+		return true
+	}
+	a := sortedConditions(original.Conditions)
+	b := sortedConditions(status.Conditions)
+	for i := range a {
+		a[i].LastHeartbeatTime = metav1.Time{}
+		b[i].LastHeartbeatTime = metav1.Time{}
+		if !apiequality.Semantic.DeepEqual(a[i], b[i]) {
+			return true
+		}
+	}
+	o, s := *original, *status
+	o.Conditions, s.Conditions = nil, nil
+	return !apiequality.Semantic.DeepEqual(o, s)
+}
+
+func sortedConditions(cs []corev1.NodeCondition) []corev1.NodeCondition {
+	out := slices.Clone(cs)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}

@@ -1,0 +1,140 @@
+package heartbeat_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/lease"
+)
+
+// meter counts requests and request body bytes by method.
+type meter struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	reqs map[string]int
+	body map[string]int64
+}
+
+func (m *meter) RoundTrip(req *http.Request) (*http.Response, error) {
+	var n int64
+	if req.Body != nil && req.GetBody != nil {
+		if b, err := req.GetBody(); err == nil {
+			n, _ = io.Copy(io.Discard, b)
+			_ = b.Close()
+		}
+	}
+	m.mu.Lock()
+	m.reqs[req.Method]++
+	m.body[req.Method] += n
+	m.mu.Unlock()
+	return m.next.RoundTrip(req)
+}
+
+func (m *meter) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqs, m.body = map[string]int{}, map[string]int64{}
+}
+
+func (m *meter) writes() (n int, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, v := range []string{http.MethodPost, http.MethodPut, http.MethodPatch} {
+		n += m.reqs[v]
+		bytes += m.body[v]
+	}
+	return n, bytes
+}
+
+func (m *meter) all() (n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.reqs {
+		n += c
+	}
+	return n
+}
+
+// BenchmarkWriteLoadPerHour measures what one idle node with the defaults
+// writes to a real API server in one hour, for each strategy: the loops'
+// steps are driven every 10s of a fake clock for 3600 simulated seconds
+// (after registration), and a wrapping RoundTripper counts requests and
+// request bytes. Run with -benchtime=1x; figures are per simulated hour.
+func BenchmarkWriteLoadPerHour(b *testing.B) {
+	if cp == nil {
+		b.Skip("needs the test control plane")
+	}
+	for _, tc := range []struct {
+		strategy heartbeat.HeartbeatStrategy
+		name     string
+		protobuf bool
+	}{
+		{heartbeat.Lease(), "Lease", false},
+		{heartbeat.StatusOnly(), "StatusOnly", false},
+		{heartbeat.Lease(), "Lease", true},
+		{heartbeat.StatusOnly(), "StatusOnly", true},
+	} {
+		enc := "json"
+		if tc.protobuf {
+			enc = "protobuf"
+		}
+		b.Run("strategy="+tc.name+"/encoding="+enc, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				name := strings.ToLower("load-" + tc.name + "-" + enc)
+				cfg, err := cp.NodeConfig(name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.QPS = -1 // no client-side rate limit: only the count matters
+				if tc.protobuf {
+					cfg.ContentType = "application/vnd.kubernetes.protobuf"
+				}
+				m := &meter{reqs: map[string]int{}, body: map[string]int64{}}
+				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { m.next = rt; return m })
+				client, err := kubernetes.NewForConfig(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+				hb, err := heartbeat.New(heartbeat.Options{
+					Client: client, NodeName: name, StatusSetter: newKubeletLike(fc), Strategy: tc.strategy,
+					Clock: fc, Jitter: -1, LeaseOptions: lease.Options{Jitter: -1},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				step := func() {
+					if err := hb.SyncStatus(ctx); err != nil {
+						b.Fatal(err)
+					}
+					if err := hb.SyncLease(ctx); err != nil {
+						b.Fatal(err)
+					}
+					fc.Step(10 * time.Second)
+				}
+				step() // registration, first post, lease creation
+				m.reset()
+				for range 360 {
+					step()
+				}
+				w, bytes := m.writes()
+				b.ReportMetric(float64(w), "writes/h")
+				b.ReportMetric(float64(bytes)/1024, "KiB/h")
+				b.ReportMetric(float64(m.all()), "requests/h")
+				admin := cp.AdminClient()
+				_ = admin.CoreV1().Nodes().Delete(ctx, name, deleteNow)
+				_ = admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, name, deleteNow)
+			}
+		})
+	}
+}

@@ -1,0 +1,456 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults and bounds of Options.
+const (
+	DefaultNamespace          = corev1.NamespaceNodeLease // "kube-node-lease"
+	DefaultLeaseDuration      = 40 * time.Second
+	DefaultJitter             = 0.04
+	DefaultEnsureBackoff      = 200 * time.Millisecond
+	DefaultMaxEnsureBackoff   = 7 * time.Second
+	MinRenewInterval          = 100 * time.Millisecond
+	MinLeaseDuration          = time.Second
+	MaxLeaseDuration          = time.Hour
+	MaxUpdateAttempts         = 5
+	minBackoff                = 10 * time.Millisecond
+	maxJitter                 = 1.0
+	nodeOwnerAPIVersion       = "v1"
+	nodeOwnerKind             = "Node"
+	defaultRequestTimeoutCeil = 10 * time.Second
+)
+
+// ErrUpdateAttempts is wrapped by the error SyncOnce returns when every update
+// attempt of one renewal failed.
+var ErrUpdateAttempts = errors.New("lease: all update attempts failed")
+
+// Options configure a Renewer. Zero values take the default named in each
+// field's comment.
+type Options struct {
+	// Client talks to the API server. Required.
+	Client kubernetes.Interface
+	// NodeName names the lease and the Node that owns it. Required.
+	NodeName string
+	// HolderIdentity is written to spec.holderIdentity. Default: NodeName.
+	HolderIdentity string
+	// Namespace of the lease. Default: "kube-node-lease".
+	Namespace string
+	// LeaseDuration is written to spec.leaseDurationSeconds. It must be a
+	// whole number of seconds between 1s and 1h. Default: 40s.
+	LeaseDuration time.Duration
+	// RenewInterval is the time between the end of one renewal and the start
+	// of the next. Between 100ms and LeaseDuration. Default: LeaseDuration/4
+	// (10s with the default duration).
+	RenewInterval time.Duration
+	// Jitter is the largest fraction of RenewInterval added at random to each
+	// wait, between 0 and 1. Zero means the default 0.04; a negative value
+	// turns jitter off.
+	Jitter float64
+	// EnsureBackoff is the first wait after a failed renewal; it doubles after
+	// each further failure up to MaxEnsureBackoff and is reset by a success.
+	// Between 10ms and MaxEnsureBackoff. Default: 200ms.
+	EnsureBackoff time.Duration
+	// MaxEnsureBackoff caps the back-off. Between EnsureBackoff and
+	// RenewInterval+LeaseDuration. Default: 7s.
+	MaxEnsureBackoff time.Duration
+	// RequestTimeout bounds one renewal's requests together (wall time, not
+	// the injected clock). Zero means min(RenewInterval, 10s); a negative
+	// value means no timeout other than ctx's.
+	RequestTimeout time.Duration
+	// NodeUID is the UID of the Node, when already known; the lease then gets
+	// its owner reference from the first write. Otherwise call SetOwner once
+	// the Node exists (heartbeat does), or set LookupNodeUID.
+	NodeUID types.UID
+	// LookupNodeUID makes a renewal GET the Node while its UID is unknown (at
+	// most one GET per renewal, made after the lease write so it never
+	// delays it; a failure is ignored). Default false: SetOwner is cheaper
+	// when the caller registers the Node itself.
+	LookupNodeUID bool
+	// Clock is the source of time. Default: clock.RealClock{}.
+	Clock clock.Clock
+	// Metrics registers the renewer's metrics; renewers sharing a registerer
+	// share the metrics. Nil: no metrics.
+	Metrics prometheus.Registerer
+	// Rand returns numbers in [0,1) for jitter. Default: math/rand/v2.Float64.
+	Rand func() float64
+}
+
+// Renewer keeps one node Lease alive. Its methods are safe for concurrent
+// use; SyncOnce calls are serialised.
+type Renewer struct {
+	client   kubernetes.Interface
+	leases   coordclient.LeaseInterface
+	name     string
+	ns       string
+	holder   string
+	duration int32
+	interval time.Duration
+	jitter   float64
+	backoff0 time.Duration
+	backoffN time.Duration
+	timeout  time.Duration
+	lookup   bool
+	clock    clock.Clock
+	rand     func() float64
+	metrics  *metrics
+
+	mu      sync.Mutex // serialises SyncOnce
+	latest  *coordinationv1.Lease
+	now     metav1.MicroTime // renewTime of the write in flight (saves an allocation)
+	backoff time.Duration
+
+	ownerMu sync.Mutex
+	uid     types.UID
+
+	recreated atomic.Uint64
+}
+
+// New checks opts, fills in defaults and returns a Renewer. It makes no
+// request.
+func New(opts Options) (*Renewer, error) {
+	if opts.Client == nil {
+		return nil, errors.New("lease: Options.Client is required")
+	}
+	if opts.NodeName == "" {
+		return nil, errors.New("lease: Options.NodeName is required")
+	}
+	if opts.HolderIdentity == "" {
+		opts.HolderIdentity = opts.NodeName
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration = DefaultLeaseDuration
+	}
+	if opts.LeaseDuration < MinLeaseDuration || opts.LeaseDuration > MaxLeaseDuration || opts.LeaseDuration%time.Second != 0 {
+		return nil, fmt.Errorf("lease: Options.LeaseDuration %v must be a whole number of seconds in [%v, %v]", opts.LeaseDuration, MinLeaseDuration, MaxLeaseDuration)
+	}
+	if opts.RenewInterval == 0 {
+		opts.RenewInterval = opts.LeaseDuration / 4
+	}
+	if opts.RenewInterval < MinRenewInterval || opts.RenewInterval > opts.LeaseDuration {
+		return nil, fmt.Errorf("lease: Options.RenewInterval %v must be in [%v, LeaseDuration %v]", opts.RenewInterval, MinRenewInterval, opts.LeaseDuration)
+	}
+	switch {
+	case opts.Jitter == 0:
+		opts.Jitter = DefaultJitter
+	case opts.Jitter < 0:
+		opts.Jitter = 0
+	case opts.Jitter > maxJitter:
+		return nil, fmt.Errorf("lease: Options.Jitter %v must not exceed %v", opts.Jitter, maxJitter)
+	}
+	if opts.EnsureBackoff == 0 {
+		opts.EnsureBackoff = DefaultEnsureBackoff
+	}
+	if opts.MaxEnsureBackoff == 0 {
+		opts.MaxEnsureBackoff = max(DefaultMaxEnsureBackoff, opts.EnsureBackoff)
+	}
+	if opts.EnsureBackoff < minBackoff || opts.EnsureBackoff > opts.MaxEnsureBackoff {
+		return nil, fmt.Errorf("lease: Options.EnsureBackoff %v must be in [%v, MaxEnsureBackoff %v]", opts.EnsureBackoff, minBackoff, opts.MaxEnsureBackoff)
+	}
+	if opts.MaxEnsureBackoff > opts.RenewInterval+opts.LeaseDuration {
+		return nil, fmt.Errorf("lease: Options.MaxEnsureBackoff %v must not exceed RenewInterval+LeaseDuration %v", opts.MaxEnsureBackoff, opts.RenewInterval+opts.LeaseDuration)
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = min(opts.RenewInterval, defaultRequestTimeoutCeil)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
+	}
+	m, err := newMetrics(opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	return &Renewer{
+		client:   opts.Client,
+		leases:   opts.Client.CoordinationV1().Leases(opts.Namespace),
+		name:     opts.NodeName,
+		ns:       opts.Namespace,
+		holder:   opts.HolderIdentity,
+		duration: int32(opts.LeaseDuration / time.Second),
+		interval: opts.RenewInterval,
+		jitter:   opts.Jitter,
+		backoff0: opts.EnsureBackoff,
+		backoffN: opts.MaxEnsureBackoff,
+		timeout:  opts.RequestTimeout,
+		lookup:   opts.LookupNodeUID,
+		clock:    opts.Clock,
+		rand:     opts.Rand,
+		metrics:  m,
+		uid:      opts.NodeUID,
+	}, nil
+}
+
+// SetOwner records the UID of the Node that owns the lease. The next renewal
+// writes the owner reference (apiVersion v1, kind Node) or moves it to the new
+// UID when the Node was recreated. An empty uid is ignored. It makes no
+// request and never blocks a renewal.
+func (r *Renewer) SetOwner(uid types.UID) {
+	if uid == "" {
+		return
+	}
+	r.ownerMu.Lock()
+	r.uid = uid
+	r.ownerMu.Unlock()
+}
+
+func (r *Renewer) owner() types.UID {
+	r.ownerMu.Lock()
+	defer r.ownerMu.Unlock()
+	return r.uid
+}
+
+// Recreated returns how many times a renewal found the lease deleted behind
+// its back and created it again. In a cluster with a garbage collector the
+// lease goes when its owner Node is deleted, so a change is a hint that the
+// Node may be gone (package heartbeat then reads the Node).
+func (r *Renewer) Recreated() uint64 { return r.recreated.Load() }
+
+// Latest returns a copy of the lease as last written or read, or nil.
+func (r *Renewer) Latest() *coordinationv1.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.latest == nil {
+		return nil
+	}
+	return r.latest.DeepCopy()
+}
+
+// Interval returns the renew interval in force.
+func (r *Renewer) Interval() time.Duration { return r.interval }
+
+// Duration returns the lease duration written to the lease.
+func (r *Renewer) Duration() time.Duration { return time.Duration(r.duration) * time.Second }
+
+// NodeName returns the name of the lease and of its Node.
+func (r *Renewer) NodeName() string { return r.name }
+
+// SyncOnce renews the lease once. The first call (and any call after the
+// lease was lost) reads the lease and creates it when it is missing; later
+// calls update it from the lease last written, with up to 5 immediate
+// attempts: a conflict re-reads the lease, and a lease deleted behind the
+// renewer's back is created again in the same call.
+func (r *Renewer) SyncOnce(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	start := r.clock.Now()
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	err := r.renew(ctx, start)
+	r.metrics.observe(r.clock.Since(start), err)
+	if err == nil && r.lookup && r.owner() == "" {
+		r.lookupOwner(ctx)
+	}
+	return err
+}
+
+func (r *Renewer) renew(ctx context.Context, now time.Time) error {
+	leases := r.leases
+	base := r.latest
+	if base == nil {
+		got, err := leases.Get(ctx, r.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return r.create(ctx, now)
+		case err != nil:
+			return fmt.Errorf("lease: get %s/%s: %w", r.ns, r.name, err)
+		}
+		r.keep(got)
+		base = got
+	}
+	var lastErr error
+	for range MaxUpdateAttempts {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("lease: renew %s/%s: %w", r.ns, r.name, errors.Join(err, lastErr))
+		}
+		got, err := leases.Update(ctx, r.desired(base, now), metav1.UpdateOptions{})
+		if err == nil {
+			r.keep(got)
+			return nil
+		}
+		lastErr = err
+		if apierrors.IsNotFound(err) {
+			// Deleted behind our back: create it again now.
+			r.latest = nil
+			r.recreated.Add(1)
+			cerr := r.create(ctx, now)
+			if cerr == nil || !apierrors.IsAlreadyExists(cerr) {
+				return cerr
+			}
+			lastErr = cerr
+		} else if !apierrors.IsConflict(err) {
+			continue
+		}
+		// Conflict (or a racing create): re-read and retry from what is there.
+		fresh, gerr := leases.Get(ctx, r.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) {
+			return r.create(ctx, now)
+		}
+		if gerr != nil {
+			lastErr = gerr
+			continue
+		}
+		r.keep(fresh)
+		base = fresh
+	}
+	return fmt.Errorf("%w (%d) for %s/%s: %w", ErrUpdateAttempts, MaxUpdateAttempts, r.ns, r.name, lastErr)
+}
+
+func (r *Renewer) create(ctx context.Context, now time.Time) error {
+	got, err := r.leases.Create(ctx, r.desired(nil, now), metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("lease: create %s/%s: %w", r.ns, r.name, err)
+	}
+	r.keep(got)
+	return nil
+}
+
+// keep stores l as the base of the next update, without its managed fields:
+// an update that omits them leaves the server's as they are, so every
+// renewal request is smaller and the renewer holds less.
+func (r *Renewer) keep(l *coordinationv1.Lease) {
+	l.ManagedFields = nil
+	r.latest = l
+}
+
+// desired returns the lease to write: a shallow copy of base (the renewer
+// never mutates what it stores) with the fields the renewer owns set.
+func (r *Renewer) desired(base *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{}
+	if base != nil {
+		l.ObjectMeta = base.ObjectMeta
+		l.Spec = base.Spec
+	} else {
+		l.Name = r.name
+		l.Namespace = r.ns
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != r.holder {
+		h := r.holder
+		l.Spec.HolderIdentity = &h
+	}
+	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != r.duration {
+		d := r.duration
+		l.Spec.LeaseDurationSeconds = &d
+	}
+	r.now = metav1.MicroTime{Time: now}
+	l.Spec.RenewTime = &r.now
+	if uid := r.owner(); uid != "" {
+		l.OwnerReferences = withNodeOwner(l.OwnerReferences, r.name, uid)
+	}
+	return l
+}
+
+// withNodeOwner returns refs with exactly one Node owner reference, to name and
+// uid, keeping other owners. refs is returned as is when already right.
+func withNodeOwner(refs []metav1.OwnerReference, name string, uid types.UID) []metav1.OwnerReference {
+	n := 0
+	for _, ref := range refs {
+		if ref.Kind == nodeOwnerKind && ref.APIVersion == nodeOwnerAPIVersion {
+			if ref.UID != uid || ref.Name != name {
+				n = -1
+				break
+			}
+			n++
+		}
+	}
+	if n == 1 {
+		return refs
+	}
+	out := make([]metav1.OwnerReference, 0, len(refs)+1)
+	for _, ref := range refs {
+		if ref.Kind != nodeOwnerKind || ref.APIVersion != nodeOwnerAPIVersion {
+			out = append(out, ref)
+		}
+	}
+	return append(out, metav1.OwnerReference{APIVersion: nodeOwnerAPIVersion, Kind: nodeOwnerKind, Name: name, UID: uid})
+}
+
+func (r *Renewer) lookupOwner(ctx context.Context) {
+	node, err := r.client.CoreV1().Nodes().Get(ctx, r.name, metav1.GetOptions{})
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Node UID not known yet", "node", r.name, "err", err)
+		return
+	}
+	r.SetOwner(node.UID)
+}
+
+// NextWait returns how long Run waits after a renewal that ended with err:
+// the renew interval plus jitter after a success, the growing back-off after
+// a failure. It advances the back-off; it is exported for schedulers that
+// drive many renewers' SyncOnce themselves.
+func (r *Renewer) NextWait(err error) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		r.backoff = 0
+		if r.jitter > 0 {
+			return r.interval + time.Duration(r.rand()*r.jitter*float64(r.interval))
+		}
+		return r.interval
+	}
+	if r.backoff == 0 {
+		r.backoff = r.backoff0
+	} else {
+		r.backoff = min(2*r.backoff, r.backoffN)
+	}
+	return r.backoff
+}
+
+// Run renews the lease until ctx ends: once at once, then every renew
+// interval (with jitter) after a success, or after the back-off (200ms
+// doubling to 7s by default) after a failure. It returns ctx's error.
+func (r *Renewer) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	for {
+		err := r.SyncOnce(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := r.NextWait(err)
+		if err != nil {
+			logger.Error(err, "Failed to renew node lease, will retry", "lease", klog.KRef(r.ns, r.name), "backoff", wait)
+		}
+		if !sleep(ctx, r.clock, wait) {
+			return ctx.Err()
+		}
+	}
+}
+
+// sleep waits d on c, returning false when ctx ended first.
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
