@@ -1,11 +1,12 @@
 package heartbeat
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodekit/nodekit/internal/promutil"
 )
 
 // Metric names registered through Options.Metrics.
@@ -64,15 +65,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, fmt.Errorf("heartbeat: Options.Metrics: %w", err)
+	c, err := promutil.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("heartbeat: Options.Metrics: %w", err)
 	}
 	return c, nil
 }

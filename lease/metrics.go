@@ -1,11 +1,12 @@
 package lease
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodekit/nodekit/internal/promutil"
 )
 
 // Metric names registered through Options.Metrics.
@@ -48,18 +49,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return &metrics{renewals: renewals, failures: failures, duration: duration}, nil
 }
 
-// register registers c, or returns the collector already registered under the
-// same description so that renewers sharing a registerer share metrics.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, fmt.Errorf("lease: Options.Metrics: %w", err)
+	c, err := promutil.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("lease: Options.Metrics: %w", err)
 	}
 	return c, nil
 }
