@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/nodestatus"
+)
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{
+		"--kubeconfig=/k", "--hostname-override=Node-A", "--node-ip=192.0.2.7",
+		"--node-labels=a=b,example.com/c=", "--register-node=false",
+		"--node-status-update-frequency=3s", "--node-lease-duration-seconds=8",
+		"--max-pods=20", "--system-reserved=cpu=500m,memory=1Gi", "--kube-reserved=memory=256Mi",
+		"--disk-usage-path=/tmp", "--disk-usage-threshold=80", "--listen=", "-v=2",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := cfg.nodeName()
+	if err != nil || name != "node-a" {
+		t.Errorf("nodeName() = %q, %v; want node-a", name, err)
+	}
+	if len(cfg.nodeIPs) != 1 || cfg.nodeIPs[0].String() != "192.0.2.7" {
+		t.Errorf("nodeIPs = %v", cfg.nodeIPs)
+	}
+	if cfg.nodeLabels["a"] != "b" || cfg.nodeLabels["example.com/c"] != "" || len(cfg.nodeLabels) != 2 {
+		t.Errorf("nodeLabels = %v", cfg.nodeLabels)
+	}
+	if cfg.registerNode || cfg.statusUpdateFrequency != 3*time.Second || cfg.statusReportFrequency != 0 ||
+		cfg.leaseDuration != 8*time.Second || cfg.maxPods != 20 || cfg.listen != "" || cfg.diskUsageThreshold != 80 {
+		t.Errorf("cfg = %+v", cfg)
+	}
+	if q := cfg.systemReserved[corev1.ResourceMemory]; q.String() != "1Gi" {
+		t.Errorf("system-reserved memory = %s", q.String())
+	}
+	if q := cfg.kubeReserved[corev1.ResourceMemory]; q.String() != "256Mi" {
+		t.Errorf("kube-reserved memory = %s", q.String())
+	}
+
+	def, err := parseFlags([]string{"--kubeconfig=/k"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !def.registerNode || def.leaseDuration != 40*time.Second || def.listen != defaultListen ||
+		def.diskUsagePath != "/" || def.runtimeEndpoint != "" || def.maxPods != 110 || def.memoryLimit != 24<<20 {
+		t.Errorf("defaults = %+v", def)
+	}
+}
+
+func TestParseFlagsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--kubeconfig is required"},
+		{[]string{"--kubeconfig=k", "--node-ip=x"}, "--node-ip"},
+		{[]string{"--kubeconfig=k", "--node-labels=novalue"}, "--node-labels"},
+		{[]string{"--kubeconfig=k", "--node-labels=a b=c"}, "--node-labels"},
+		{[]string{"--kubeconfig=k", "--system-reserved=cpu=lots"}, "--system-reserved"},
+		{[]string{"--kubeconfig=k", "--kube-reserved=memory=-1Gi"}, "--kube-reserved"},
+		{[]string{"--kubeconfig=k", "--node-lease-duration-seconds=0"}, "--node-lease-duration-seconds"},
+		{[]string{"--kubeconfig=k", "--node-status-update-frequency=-1s"}, "--node-status-update-frequency"},
+		{[]string{"--kubeconfig=k", "--max-pods=-1"}, "--max-pods"},
+		{[]string{"--kubeconfig=k", "--memory-limit=lots"}, "--memory-limit"},
+		{[]string{"--kubeconfig=k", "extra"}, "unexpected arguments"},
+		{[]string{"--kubeconfig=k", "--no-such-flag"}, "no-such-flag"},
+	} {
+		_, err := parseFlags(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseFlags(%q) = %v; want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := (&config{hostnameOverride: "Not_Valid"}).nodeName(); err == nil {
+		t.Error("nodeName accepted an invalid name")
+	}
+}
+
+func TestAPIResource(t *testing.T) {
+	for path, want := range map[string]string{
+		"/api/v1/nodes":                         "nodes",
+		"/api/v1/nodes/n1":                      "nodes",
+		"/api/v1/nodes/n1/status":               "nodes/status",
+		"/api/v1/namespaces/default/pods":       "pods",
+		"/api/v1/namespaces/default/pods/p/log": "pods/log",
+		"/api/v1/namespaces/default":            "namespaces",
+		"/api/v1/namespaces/default/status":     "namespaces/status",
+		"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1": "leases",
+		"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases":    "leases",
+		"/version": "other",
+		"/api":     "other",
+		"/api/v1":  "other",
+	} {
+		if got := apiResource(path); got != want {
+			t.Errorf("apiResource(%q) = %q; want %q", path, got, want)
+		}
+	}
+}
+
+func TestCountingTransport(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("0123456789"))
+	}))
+	defer srv.Close()
+	reg := prometheus.NewRegistry()
+	c, err := newAPICounter(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: c.wrap(http.DefaultTransport)}
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n", strings.NewReader("hello"))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if got := testutil.ToFloat64(c.requests.WithLabelValues("PUT", "leases", "200")); got != 2 {
+		t.Errorf("requests = %v; want 2", got)
+	}
+	if got := testutil.ToFloat64(c.requestBytes.WithLabelValues("PUT", "leases")); got != 10 {
+		t.Errorf("request bytes = %v; want 10", got)
+	}
+	if got := testutil.ToFloat64(c.responseBytes.WithLabelValues("PUT", "leases")); got != 20 {
+		t.Errorf("response bytes = %v; want 20", got)
+	}
+	// A request that gets no response is counted with code 0.
+	srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/nodes/n", nil)
+	if _, err := hc.Do(req); err == nil {
+		t.Fatal("request to a closed server succeeded")
+	}
+	if got := testutil.ToFloat64(c.requests.WithLabelValues("GET", "nodes", "0")); got != 1 {
+		t.Errorf("failed requests = %v; want 1", got)
+	}
+}
+
+func TestRunComponents(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	stopped := 0
+	err := runComponents(ctx, []component{
+		{name: "a", run: func(ctx context.Context) error { <-ctx.Done(); stopped++; return ctx.Err() }},
+	})
+	if err != nil || stopped != 1 {
+		t.Errorf("plain stop: err %v, stopped %d", err, stopped)
+	}
+
+	boom := errors.New("boom")
+	done := make(chan struct{})
+	err = runComponents(context.Background(), []component{
+		{name: "waits", run: func(ctx context.Context) error { <-ctx.Done(); close(done); return nil }},
+		{name: "fails", run: func(context.Context) error { return boom }},
+	})
+	<-done
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "fails: boom") {
+		t.Errorf("failure: err %v", err)
+	}
+	err = runComponents(context.Background(), []component{
+		{name: "quits", run: func(context.Context) error { return nil }},
+	})
+	if err == nil || !strings.Contains(err.Error(), "quits: stopped unexpectedly") {
+		t.Errorf("early return: err %v", err)
+	}
+}
+
+// The fake runtime makes a Ready node with the disk condition on a fake
+// clientset: the composition without a control plane.
+func TestAgentOnFakes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := &config{hostnameOverride: "n1", registerNode: true, leaseDuration: 40 * time.Second,
+		diskUsagePath: t.TempDir(), diskUsageThreshold: 99.9, maxPods: 110}
+	rc := newRuntimeConn("", clock.RealClock{})
+	setters, err := newSetters(cfg, "n1", rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i, j := setters.Index("DiskUsage"), setters.Index(nodestatus.SetterReady); i < 0 || i != j-1 {
+		t.Errorf("DiskUsage at %d, Ready at %d; want DiskUsage just before Ready", i, j)
+	}
+	client := fake.NewClientset()
+	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: "n1", Node: nodeTemplate("n1", map[string]string{"x": "y"}), StatusSetter: setters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.SyncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Labels["x"] != "y" || node.Labels[corev1.LabelHostname] != "n1" || node.Labels[corev1.LabelOSStable] == "" {
+		t.Errorf("labels = %v", node.Labels)
+	}
+	if got := node.Status.NodeInfo.ContainerRuntimeVersion; got != "fake://1.0.0" {
+		t.Errorf("containerRuntimeVersion = %q", got)
+	}
+	conds := map[corev1.NodeConditionType]corev1.ConditionStatus{}
+	for _, c := range node.Status.Conditions {
+		conds[c.Type] = c.Status
+	}
+	if conds[corev1.NodeReady] != corev1.ConditionTrue || conds[nodestatus.DiskUsageCondition] == "" {
+		t.Errorf("conditions = %v", conds)
+	}
+}
+
+func TestRuntimeConnUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rc := newRuntimeConn("unix://"+t.TempDir()+"/none.sock", clock.RealClock{})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rc.Run(runCtx) }()
+	if _, err := rc.Version(ctx); err == nil {
+		t.Error("Version succeeded without a runtime")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+}
+
+func TestServeHealthzAndMetrics(t *testing.T) {
+	a := &agent{registry: prometheus.NewRegistry()}
+	if _, err := newAPICounter(a.registry); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.listener = ln
+	a.server = &http.Server{Handler: a.handler()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.serve(ctx) }()
+	for path, want := range map[string]string{"/healthz": "ok", "/metrics": "# HELP"} {
+		resp, err := http.Get("http://" + ln.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %d %q", path, resp.StatusCode, b)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("serve = %v", err)
+	}
+}

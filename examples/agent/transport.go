@@ -1,0 +1,118 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the agent's API traffic, counted by apiCounter.
+const (
+	metricAPIRequests      = "nodekit_agent_api_requests_total"
+	metricAPIRequestBytes  = "nodekit_agent_api_request_bytes_total"
+	metricAPIResponseBytes = "nodekit_agent_api_response_bytes_total"
+)
+
+// apiCounter counts the agent's requests to the API server by verb, resource
+// and status code, and the bytes of their bodies. It wraps the REST client's
+// transport, so it sees every request the agent makes, retries included.
+type apiCounter struct {
+	requests      *prometheus.CounterVec
+	requestBytes  *prometheus.CounterVec
+	responseBytes *prometheus.CounterVec
+}
+
+func newAPICounter(reg prometheus.Registerer) (*apiCounter, error) {
+	c := &apiCounter{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricAPIRequests,
+			Help: "Requests the agent sent to the API server, by HTTP method, resource and status code (code 0: no response).",
+		}, []string{"verb", "resource", "code"}),
+		requestBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricAPIRequestBytes,
+			Help: "Bytes of request bodies the agent sent to the API server, by HTTP method and resource.",
+		}, []string{"verb", "resource"}),
+		responseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricAPIResponseBytes,
+			Help: "Bytes of response bodies the agent read from the API server, by HTTP method and resource.",
+		}, []string{"verb", "resource"}),
+	}
+	for _, col := range []prometheus.Collector{c.requests, c.requestBytes, c.responseBytes} {
+		if err := reg.Register(col); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// wrap is a rest.Config.WrapTransport.
+func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return &countingTransport{next: rt, c: c}
+}
+
+type countingTransport struct {
+	next http.RoundTripper
+	c    *apiCounter
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	verb, res := req.Method, apiResource(req.URL.Path)
+	if req.ContentLength > 0 {
+		t.c.requestBytes.WithLabelValues(verb, res).Add(float64(req.ContentLength))
+	}
+	resp, err := t.next.RoundTrip(req)
+	code := "0"
+	if resp != nil {
+		code = strconv.Itoa(resp.StatusCode)
+		if resp.Body != nil {
+			resp.Body = &countingBody{ReadCloser: resp.Body, counter: t.c.responseBytes.WithLabelValues(verb, res)}
+		}
+	}
+	t.c.requests.WithLabelValues(verb, res, code).Inc()
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	counter prometheus.Counter
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.counter.Add(float64(n))
+	}
+	return n, err
+}
+
+// apiResource names the resource of an API path, with its subresource:
+// /api/v1/nodes/n/status is "nodes/status", /apis/coordination.k8s.io/v1/
+// namespaces/kube-node-lease/leases/n is "leases". Other paths are "other".
+func apiResource(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "other"
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		if len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize") {
+			return "namespaces/" + parts[2]
+		}
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return "other"
+	case 1, 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
+	}
+}

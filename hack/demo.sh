@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# make demo: runs examples/agent against a local kube-apiserver and etcd.
+#
+#   make demo                    # runs until Ctrl-C
+#   make demo DEMO_SECONDS=60    # runs 60 s in all, then tears everything down
+#   make demo RUNTIME=containerd # insist on a real containerd
+#   make demo RUNTIME=fake       # the in-memory fake runtime
+#
+# Environment:
+#   KUBEBUILDER_ASSETS  directory with kube-apiserver, etcd and kubectl
+#                       (default: what hack/testbin.sh builds or finds)
+#   DEMO_SECONDS        0 (default): run until Ctrl-C; N: stop N seconds after
+#                       the agent started (builds and start-up not counted)
+#   RUNTIME             empty (default): the system containerd when
+#                       /run/containerd/containerd.sock answers, else the fake;
+#                       containerd: the system containerd, or else (as root) a
+#                       private containerd started in the demo directory;
+#                       fake: the fake
+#   DEMO_NODE           node name (default nodekit-demo)
+#   DEMO_DIR            working directory (default: a new /tmp/nodekit-demo.*,
+#                       removed at the end)
+#
+# Everything the script starts runs in process groups of its own and is
+# stopped, by PID, when the script exits.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DEMO_SECONDS=${DEMO_SECONDS:-0}
+RUNTIME=${RUNTIME:-}
+DEMO_NODE=${DEMO_NODE:-nodekit-demo}
+system_sock=/run/containerd/containerd.sock
+
+log() { echo "demo: $*" >&2; }
+# table: aligns tab-separated columns.
+table() { awk -F'\t' '{ for (i = 1; i <= NF; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } if (NF > n) n = NF }
+  END { for (r = 1; r <= NR; r++) { line = ""; for (i = 1; i <= n; i++) line = line sprintf(i < n ? "%-" w[i] + 2 "s" : "%s", c[r, i]); print line } }'; }
+die() { log "$*"; exit 1; }
+
+pids=()        # process groups to stop, newest last
+own_dir=""     # demo directory to remove at exit
+ctrd_dir=""    # private containerd's directory
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  local i pid
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    pid=${pids[i]}
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  done
+  if [ -n "$ctrd_dir" ]; then
+    # Unmount whatever the private containerd left mounted (deepest first).
+    awk -v d="$ctrd_dir" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
+      while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  fi
+  if [ -n "$own_dir" ]; then
+    rm -rf "$own_dir"
+  fi
+  exit "$rc"
+}
+
+# start_bg NAME CMD...: starts CMD in a process group of its own, logging to
+# $dir/NAME.log, and records its PID (which is also the group's ID).
+start_bg() {
+  local name=$1
+  shift
+  setsid "$@" >"$dir/$name.log" 2>&1 </dev/null &
+  pids+=("$!")
+  eval "${name//-/_}_pid=$!"
+}
+
+# wait_for SECONDS DESCRIPTION CMD...: polls CMD every 0.1 s until it succeeds.
+wait_for() {
+  local limit=$1 what=$2
+  shift 2
+  local end=$((SECONDS + limit))
+  until "$@"; do
+    [ "$SECONDS" -lt "$end" ] || return 1
+    sleep 0.1
+  done
+}
+
+setup_dir() {
+  if [ -n "${DEMO_DIR:-}" ]; then
+    dir=$DEMO_DIR
+    mkdir -p "$dir"
+  else
+    dir=$(mktemp -d /tmp/nodekit-demo.XXXXXX)
+    own_dir=$dir
+  fi
+  mkdir -p "$dir/bin"
+  trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+build() {
+  if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then
+    KUBEBUILDER_ASSETS=$("$root/hack/testbin.sh")
+  fi
+  export KUBEBUILDER_ASSETS
+  export PATH="$KUBEBUILDER_ASSETS:$PATH"
+  log "building the agent and the local control plane"
+  (cd "$root" &&
+    CGO_ENABLED=0 go build -o "$dir/bin/agent" ./examples/agent &&
+    go build -o "$dir/bin/localcluster" ./internal/controlplane/localcluster)
+}
+
+start_cluster() {
+  log "starting etcd and kube-apiserver"
+  start_bg cluster "$dir/bin/localcluster" -dir "$dir" -node "$DEMO_NODE"
+  if ! wait_for 180 "control plane" grep -q '^ready ' "$dir/cluster.log"; then
+    tail -n 20 "$dir/cluster.log" >&2
+    die "the control plane did not start within 180 s (log: $dir/cluster.log)"
+  fi
+  api_url=$(awk '/^ready /{print $2; exit}' "$dir/cluster.log")
+  export KUBECONFIG="$dir/admin.kubeconfig"
+  log "control plane ready at $api_url"
+}
+
+# containerd_answers SOCKET: true when a containerd serves SOCKET.
+containerd_answers() {
+  [ -S "$1" ] && command -v ctr >/dev/null 2>&1 && timeout 5 ctr --address "$1" version >/dev/null 2>&1
+}
+
+# start_private_containerd: a containerd of the demo's own, with its root,
+# state and socket in $dir/containerd and a loopback-only CNI configuration
+# (no pod networking, but the runtime reports NetworkReady, so the node is
+# Ready).
+start_private_containerd() {
+  [ "$(id -u)" = 0 ] || die "RUNTIME=containerd: no containerd at $system_sock, and starting one needs root"
+  if ! command -v containerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
+    log "installing containerd and runc (hack/containerd-deps.sh)"
+    "$root/hack/containerd-deps.sh" >/dev/null
+  fi
+  ctrd_dir="$dir/containerd"
+  mkdir -p "$ctrd_dir/cni/conf" "$ctrd_dir/cni/bin"
+  cat >"$ctrd_dir/cni/conf/10-demo.conflist" <<'EOF'
+{"cniVersion": "0.4.0", "name": "nodekit-demo", "plugins": [{"type": "loopback"}]}
+EOF
+  cat >"$ctrd_dir/config.toml" <<EOF
+version = 2
+root = "$ctrd_dir/root"
+state = "$ctrd_dir/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "$ctrd_dir/containerd.sock"
+[ttrpc]
+  address = "$ctrd_dir/containerd.sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      Root = "$ctrd_dir/runc"
+      SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$ctrd_dir/cni/bin"
+    conf_dir = "$ctrd_dir/cni/conf"
+EOF
+  log "starting a private containerd ($(containerd --version | awk '{print $3}')) in $ctrd_dir"
+  start_bg containerd containerd --config "$ctrd_dir/config.toml"
+  if ! wait_for 60 containerd containerd_answers "$ctrd_dir/containerd.sock"; then
+    tail -n 20 "$dir/containerd.log" >&2
+    die "the private containerd did not answer within 60 s"
+  fi
+  runtime_endpoint="unix://$ctrd_dir/containerd.sock"
+}
+
+choose_runtime() {
+  runtime_endpoint=""
+  case "$RUNTIME" in
+    fake) ;;
+    "")
+      if containerd_answers "$system_sock"; then
+        runtime_endpoint="unix://$system_sock"
+      fi
+      ;;
+    containerd)
+      if containerd_answers "$system_sock"; then
+        runtime_endpoint="unix://$system_sock"
+      else
+        start_private_containerd
+      fi
+      ;;
+    *) die "RUNTIME=$RUNTIME: want containerd, fake or nothing" ;;
+  esac
+  if [ -n "$runtime_endpoint" ]; then
+    log "runtime: containerd at $runtime_endpoint"
+  else
+    log "runtime: the in-memory fake (no containerd answers at $system_sock; RUNTIME=containerd starts one as root)"
+  fi
+}
+
+start_agent() {
+  local args=(--kubeconfig "$dir/node-$DEMO_NODE.kubeconfig" --hostname-override "$DEMO_NODE"
+    --disk-usage-path "$dir" --listen "${DEMO_LISTEN:-127.0.0.1:10248}" "$@")
+  if [ -n "$runtime_endpoint" ]; then
+    args+=(--container-runtime-endpoint "$runtime_endpoint")
+  fi
+  log "starting the agent: agent ${args[*]}"
+  agent_start=$(date +%s.%N)
+  agent_t0=$SECONDS
+  start_bg agent "$dir/bin/agent" "${args[@]}"
+}
+
+node_ready() {
+  [ "$(kubectl get node "$DEMO_NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+lease_line() {
+  kubectl -n kube-node-lease get lease "$DEMO_NODE" \
+    -o jsonpath='{.metadata.name}  holder={.spec.holderIdentity}  duration={.spec.leaseDurationSeconds}s  renewTime={.spec.renewTime}{"\n"}'
+}
+
+show() {
+  echo
+  echo "== kubectl get node -o wide"
+  kubectl get node -o wide
+  echo
+  echo "== conditions of node $DEMO_NODE (DiskUsageHigh is the custom setter's)"
+  kubectl get node "$DEMO_NODE" -o jsonpath='{range .status.conditions[*]}{.type}{"\t"}{.status}{"\t"}{.reason}{"\t"}{.message}{"\n"}{end}' | table
+  echo
+  echo "== capacity / allocatable"
+  kubectl get node "$DEMO_NODE" -o go-template='{{range $k, $v := .status.capacity}}{{$k}}{{"\t"}}{{$v}}{{"\t"}}{{index $.status.allocatable $k}}{{"\n"}}{{end}}' |
+    (echo -e "RESOURCE\tCAPACITY\tALLOCATABLE"; cat) | table
+  echo
+  echo "== node lease (renewed every 10 s)"
+  lease_line
+  sleep 12
+  lease_line
+  echo
+}
+
+main() {
+  setup_dir
+  local t0=$SECONDS
+  build
+  start_cluster
+  choose_runtime
+  start_agent
+  if ! wait_for 30 "node Ready" node_ready; then
+    tail -n 20 "$dir/agent.log" >&2
+    die "node $DEMO_NODE not Ready within 30 s (agent log: $dir/agent.log)"
+  fi
+  local ready
+  ready=$(awk -v s="$agent_start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
+  log "node $DEMO_NODE Ready (seen by kubectl ${ready}s after the agent started; $((SECONDS - t0))s since make demo began)"
+  show
+  echo "Point kubectl at the demo cluster:"
+  echo "  export KUBECONFIG=$dir/admin.kubeconfig"
+  echo "  kubectl get nodes; kubectl -n kube-node-lease get lease $DEMO_NODE -w"
+  echo "Agent: logs $dir/agent.log, metrics http://${DEMO_LISTEN:-127.0.0.1:10248}/metrics"
+  if [ "$DEMO_SECONDS" -gt 0 ]; then
+    local left=$((DEMO_SECONDS - (SECONDS - agent_t0)))
+    if [ "$left" -gt 0 ]; then
+      echo "Running $left s more (DEMO_SECONDS=$DEMO_SECONDS), then tearing down."
+      sleep "$left" &
+      wait $! || true
+    fi
+  else
+    echo "Running until Ctrl-C."
+    while kill -0 "$agent_pid" 2>/dev/null; do
+      sleep 2 &
+      wait $! || true
+    done
+    log "the agent exited:"
+    tail -n 5 "$dir/agent.log" >&2
+    exit 1
+  fi
+  log "done after $((SECONDS - t0)) s; stopping the agent, the control plane and what else was started"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
+fi
