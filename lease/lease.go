@@ -71,7 +71,8 @@ type Options struct {
 	// Between 10ms and MaxEnsureBackoff. Default: 200ms.
 	EnsureBackoff time.Duration
 	// MaxEnsureBackoff caps the back-off. Between EnsureBackoff and
-	// RenewInterval+LeaseDuration. Default: 7s.
+	// RenewInterval+LeaseDuration. Default: 7s, or RenewInterval+LeaseDuration
+	// when that is shorter (a lease of a few seconds).
 	MaxEnsureBackoff time.Duration
 	// RequestTimeout bounds one renewal's requests together (wall time, not
 	// the injected clock). Zero means min(RenewInterval, 10s); a negative
@@ -164,7 +165,7 @@ func New(opts Options) (*Renewer, error) {
 		opts.EnsureBackoff = DefaultEnsureBackoff
 	}
 	if opts.MaxEnsureBackoff == 0 {
-		opts.MaxEnsureBackoff = max(DefaultMaxEnsureBackoff, opts.EnsureBackoff)
+		opts.MaxEnsureBackoff = max(min(DefaultMaxEnsureBackoff, opts.RenewInterval+opts.LeaseDuration), opts.EnsureBackoff)
 	}
 	if opts.EnsureBackoff < minBackoff || opts.EnsureBackoff > opts.MaxEnsureBackoff {
 		return nil, fmt.Errorf("lease: Options.EnsureBackoff %v must be in [%v, MaxEnsureBackoff %v]", opts.EnsureBackoff, minBackoff, opts.MaxEnsureBackoff)

@@ -416,3 +416,13 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A lease of a few seconds (as tests and simulations use) is valid with the
+// default back-off: the 7s cap shrinks to fit renew interval + duration.
+func TestShortLeaseDefaultBackoff(t *testing.T) {
+	for _, d := range []time.Duration{time.Second, 4 * time.Second, 5 * time.Second} {
+		if _, err := lease.New(lease.Options{Client: fake.NewClientset(), NodeName: "n1", LeaseDuration: d}); err != nil {
+			t.Fatalf("LeaseDuration %v: %v", d, err)
+		}
+	}
+}

@@ -116,15 +116,9 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 }
 
 // leaseOptions returns the lease options for duration: kubelet's timing (a
-// renewal every quarter of the duration). The lease package rejects a
-// back-off cap above renew interval + duration, which its 7s default exceeds
-// for durations under 6s, so the cap is lowered for those.
+// renewal every quarter of the duration, the lease package's default).
 func leaseOptions(duration time.Duration) lease.Options {
-	o := lease.Options{LeaseDuration: duration}
-	if limit := duration + duration/4; limit < lease.DefaultMaxEnsureBackoff {
-		o.MaxEnsureBackoff = limit
-	}
-	return o
+	return lease.Options{LeaseDuration: duration}
 }
 
 // newClient returns the agent's one clientset: protobuf on the wire (smaller
