@@ -1,0 +1,96 @@
+package podsource
+
+import (
+	"context"
+	"errors"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// APIOptions configures an API source.
+type APIOptions struct {
+	// Client reads pods; a node identity (system:node:<name>) suffices.
+	// Required.
+	Client kubernetes.Interface
+	// NodeName is this node's name. Required.
+	NodeName string
+	// Clock drives the reflector's back-off. Default the real clock.
+	Clock clock.Clock
+}
+
+// API is the source of pods bound to this node in the API server: a
+// client-go reflector listing and watching pods with the field selector
+// spec.nodeName=<node>, the only pod list a node identity may make.
+//
+// It starts when Run is called. kubelet starts it only once its node
+// informer has synced; a caller wanting that calls Run after the Node is
+// registered. The first set (possibly empty) is sent once the first list
+// succeeded; after that, a set on every change the watch reports. Mirror
+// pods are in the set, as in kubelet (see IsMirrorPod).
+type API struct {
+	client   kubernetes.Interface
+	nodeName string
+	clock    clock.Clock
+}
+
+// NewAPI checks the options and returns an API source.
+func NewAPI(opts APIOptions) (*API, error) {
+	if opts.Client == nil {
+		return nil, errors.New("podsource: APIOptions.Client: required")
+	}
+	if err := checkNodeName("APIOptions", opts.NodeName); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &API{client: opts.Client, nodeName: opts.NodeName, clock: opts.Clock}, nil
+}
+
+// Name returns APISource.
+func (a *API) Name() string { return APISource }
+
+// Run lists and watches the node's pods, sending the full set on every
+// change, until ctx ends.
+func (a *API) Run(ctx context.Context, updates chan<- Update) error {
+	logger := klog.FromContext(ctx).WithValues("source", APISource)
+	selector := fields.OneTermEqualSelector("spec.nodeName", a.nodeName).String()
+	pods := a.client.CoreV1().Pods(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return pods.Watch(ctx, o)
+		},
+	}
+	push := func(objs []any) {
+		set := make([]*v1.Pod, 0, len(objs))
+		for _, o := range objs {
+			// The selector is the server's job; this guards clients that
+			// ignore it (fakes).
+			if p, ok := o.(*v1.Pod); ok && p.Spec.NodeName == a.nodeName {
+				set = append(set, p)
+			}
+		}
+		_ = send(ctx, updates, Update{Op: OpSet, Source: APISource, Pods: set})
+	}
+	store := cache.NewUndeltaStore(push, cache.MetaNamespaceKeyFunc)
+	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, a.client), &v1.Pod{}, store, cache.ReflectorOptions{
+		Name:   "podsource-api",
+		Logger: &logger,
+		Clock:  a.clock,
+	})
+	r.RunWithContext(ctx)
+	return nil
+}

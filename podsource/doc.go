@@ -1,0 +1,138 @@
+// Package podsource says which pods this node should run. Pods come from
+// sources, each sending its full set; a Merger turns the sets into one
+// stream of incremental updates, as kubelet's pod config does; MirrorPods
+// keeps a mirror pod in the API server for every static pod.
+//
+// # Sources
+//
+// A PodSource sends its full set (an Update with Op OpSet) whenever it
+// changes, the first as soon as it is known, even when empty. Three come
+// with the package, named as kubelet names them:
+//
+//   - File ("file"): a directory of manifests (not recursed; names starting
+//     with "." ignored) or a single manifest file; one Pod per file, YAML or
+//     JSON. Watched with inotify (fsnotify) on the directory, or on the
+//     file's directory so a file renamed into place is seen, and re-listed
+//     every 20s so nothing is missed. A manifest is parsed again only when
+//     its bytes change.
+//   - HTTP ("http"): a manifest URL serving one Pod, a PodList or a v1 List,
+//     fetched every 20s with configurable headers and a 10s timeout.
+//   - API ("api"): the pods bound to the node, listed and watched by a
+//     client-go reflector with the field selector spec.nodeName=<node>, the
+//     only pod list a node identity may make. It starts when Run is called;
+//     kubelet waits for its node informer to sync first, so call Run once
+//     the Node is registered if that matters. Mirror pods come through it,
+//     as in kubelet; IsMirrorPod tells them apart.
+//
+// Manifests from files and URLs get kubelet's static pod defaults and are
+// validated (see DecodeManifest, SetPodDefaults, ValidateStaticPod): the name
+// becomes "<name>-<node>", the namespace "default" when empty, spec.nodeName
+// the node; the UID, unless metadata.uid is given, is a hash of the
+// defaulted pod, the node name and the file path or URL, so the same
+// manifest keeps its UID and an edited one gets a new one; the annotations
+// kubernetes.io/config.hash (the UID) and kubernetes.io/config.source are
+// set, and file pods tolerate every NoExecute taint. The merger adds
+// kubernetes.io/config.seen. A manifest that cannot be used is a
+// *ManifestError naming the file or URL and the field:
+//
+//	podsource: file /etc/kubernetes/manifests/web.yaml: spec.containers[1].name: Duplicate value: "app"
+//
+// Static pods may not reference other API objects (service accounts,
+// Secrets, ConfigMaps, projected tokens, ClusterTrustBundles, pod
+// certificates, claims, CSI and other API-backed volumes): kubelet refuses
+// them, and NodeRestriction would refuse their mirror pods.
+//
+// The UID hash is FNV-128a, as in kubelet v1.37 (older kubelets used MD5),
+// but over nodekit's encoding of the pod, so UIDs are not byte-for-byte
+// kubelet's. Unlike kubelet, the node name is part of the hash for URL pods
+// too.
+//
+// # Merging
+//
+// NewMerger takes the sources; Run runs them; Updates is the merged stream
+// for the pod sync loop. Each SET is compared, by UID, with the source's
+// previous one: ADD (new), UPDATE (spec, labels, non-local annotations,
+// deletion grace period changed), DELETE (graceful deletion began), REMOVE
+// (gone), RECONCILE (status alone changed), sent in the order REMOVE, ADD,
+// UPDATE, DELETE, RECONCILE. An edited static manifest therefore yields
+// REMOVE of the old pod and ADD of the new one; a manifest rewritten with
+// the same content yields nothing. A source's first set always yields an
+// update (an empty ADD when nothing else), and SeenAllSources or
+// AllSourcesSeen tell when every source has been heard from: until then a
+// missing pod may only be late. A full pod name is held by one pod: the
+// first in a set, and across sources the source that has it; others are
+// dropped with a log line and, with a Recorder, a FailedValidation event,
+// and admitted once the holder lets the name go. Mirror pods are exempt.
+//
+// Merge is Run's step, for callers that run sources themselves.
+//
+// # Nothing good is lost
+//
+// Two deliberate differences from kubelet:
+//
+//   - A manifest file that was valid and becomes unreadable or invalid (a
+//     half-written file, a bad edit) keeps the pod from its last valid
+//     version. The error is logged and, with a Recorder, recorded as an
+//     InvalidManifest event on that pod, at once and at every re-list, until
+//     the file is fixed or removed. kubelet drops the pod, killing a working
+//     static pod (an API server, say) because of a typo.
+//   - A manifest URL that fails, times out, answers other than 200 or serves
+//     something invalid keeps the last set it served (kubelet keeps it too
+//     for fetch failures; nodekit also for undecodable and invalid bodies).
+//     Until the first good answer nothing is sent, so the source is not
+//     counted as seen. An empty 200 body is an empty set, as in kubelet.
+//
+// # Mirror pods
+//
+// MirrorPods.SyncOnce(ctx, staticPods) makes the API server's mirror pods
+// match the static pods: each gets a copy (same labels, annotations and
+// spec) with kubernetes.io/config.mirror set to the config hash and a
+// controller owner reference to the Node, without blockOwnerDeletion. A
+// mirror pod whose hash no longer matches, or whose deletion began, is
+// deleted and recreated; one without a static pod is deleted. Deletions use
+// a UID precondition and grace period 0. Run repeats SyncOnce every 10s and
+// on Trigger. All of it works as system:node:<name> under the Node
+// authorizer and NodeRestriction, which allow a node to create only mirror
+// pods bound to itself with a controller owner reference to its own Node
+// (matching UID) and no references to other API objects, and to delete only
+// pods bound to itself.
+//
+// # Timing
+//
+// File re-list and URL fetch: every 20s (Period, 1s to 24h). URL timeout:
+// 10s (10ms to 5m). Mirror pod sync: every 10s (1s to 24h). All timers come
+// from the injected clock; the URL timeout too, so a FakeClock drives it.
+// Merged updates are buffered (50, as kubelet); a full buffer blocks the
+// merger, and so the sources.
+//
+// # Limits
+//
+// One pod per manifest file; manifests up to 10 MiB. The File source does
+// not follow a directory of symlinks swapped atomically (a ConfigMap volume)
+// by inotify; the re-list catches it. API defaults are a subset of the API
+// server's (see SetPodDefaults); the API server defaults the rest on the
+// mirror pod. Validation covers what a node needs and what the API server
+// would refuse most often, not all of the API server's pod validation.
+//
+// # Figures
+//
+// Measured on a shared, heavily loaded 2-core VM (AMD EPYC, load average
+// about 16), with go test -short -run '^$' -bench FileSource1000 -benchmem
+// -benchtime=20x ./podsource/. Manifests of about 900 bytes, two
+// containers each.
+//
+//	                          ns/op       B/op  allocs/op  peak heap  live heap
+//	1,000 files to first ADD  818 ms   55.2 MB    756,424    15.8 MB    14.1 MB
+//	one file changed to ADD   4.8 ms    335 kB      1,830     6.7 MB
+//
+// The first figure is the File source reading and decoding 1,000 manifests
+// and the Merger copying and annotating 1,000 pods (about 0.8 ms, 55 kB and
+// 760 allocations per pod); the second is one inotify event, one decode and
+// a merge that skips the 999 pods the source sent unchanged. Peak heap is
+// the highest heap-object size sampled every millisecond, above the heap
+// before the run; live heap is what stays reachable after a GC with the
+// first set held.
+//
+// FuzzDecodeManifest ran 30s (about 12,700 inputs on the same loaded
+// machine) with no failure.
+package podsource

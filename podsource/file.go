@@ -1,0 +1,483 @@
+package podsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// FileOptions configures a File source.
+type FileOptions struct {
+	// Path is a directory of manifests (not recursed into; names starting
+	// with "." ignored) or one manifest file. Required. It need not exist
+	// yet.
+	Path string
+	// NodeName is this node's name. Required.
+	NodeName string
+	// Period is how often the path is re-listed besides inotify. Default
+	// 20s; 1s to 24h.
+	Period time.Duration
+	// Clock drives the re-list ticker. Default the real clock.
+	Clock clock.WithTicker
+	// Recorder, if set, receives a Warning event (reason InvalidManifest)
+	// for each manifest that cannot be used, on the pod kept from its last
+	// valid version, or on the Node when there is none. Default none.
+	Recorder record.EventRecorder
+}
+
+// File is the static pod source for a manifest directory or file.
+//
+// Run lists the path at once, then on every inotify event (through
+// fsnotify) for a manifest and every Period, and sends the full set when it
+// changed. Files are read whole (at most MaxManifestBytes), one pod each, in
+// YAML or JSON; see DecodeManifest. A manifest is re-parsed only when its
+// bytes change.
+//
+// Unlike kubelet, a manifest that was valid and becomes unreadable or
+// invalid keeps its last valid pod in the set; the error is logged and
+// recorded as an event when it first appears and at every re-list, until
+// the file is fixed or removed. A manifest never valid contributes no pod.
+// A path that does not exist yields an empty set; a directory that cannot
+// be read keeps the last set.
+type File struct {
+	path     string
+	nodeName string
+	period   time.Duration
+	clock    clock.WithTicker
+	recorder record.EventRecorder
+	single   bool // path was not a directory at the last re-list
+
+	mu      sync.Mutex
+	entries map[string]*fileEntry
+	pathErr error
+}
+
+type fileEntry struct {
+	sum  uint64
+	size int
+	pod  *v1.Pod // from the last valid version; nil if never valid
+	err  error   // why the current version is not used
+}
+
+// NewFile checks the options and returns a File source.
+func NewFile(opts FileOptions) (*File, error) {
+	if opts.Path == "" {
+		return nil, errors.New("podsource: FileOptions.Path: required")
+	}
+	if err := checkNodeName("FileOptions", opts.NodeName); err != nil {
+		return nil, err
+	}
+	if err := checkDuration("FileOptions.Period", &opts.Period, DefaultPeriod, MinPeriod, MaxPeriod); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	p := filepath.Clean(opts.Path)
+	return &File{
+		path:     p,
+		nodeName: opts.NodeName,
+		period:   opts.Period,
+		clock:    opts.Clock,
+		recorder: opts.Recorder,
+		entries:  map[string]*fileEntry{},
+	}, nil
+}
+
+// Name returns FileSource.
+func (f *File) Name() string { return FileSource }
+
+// SyncOnce re-lists the path and returns the full set of pods, sorted by
+// file name. The error is non-nil only when the path could not be read at
+// all (the last set is returned with it); problems with single manifests
+// are in Errors.
+func (f *File) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
+	pods, _, err := f.relist(ctx)
+	return pods, err
+}
+
+// Errors returns the current problem of each manifest that cannot be used,
+// keyed by path, and of the path itself. Every value is a *ManifestError
+// except path-level errors.
+func (f *File) Errors() map[string]error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]error{}
+	for p, e := range f.entries {
+		if e.err != nil {
+			out[p] = e.err
+		}
+	}
+	if f.pathErr != nil {
+		out[f.path] = f.pathErr
+	}
+	return out
+}
+
+// Run watches and re-lists the path, sending the full set first at once and
+// then whenever it changes, until ctx ends.
+func (f *File) Run(ctx context.Context, updates chan<- Update) error {
+	logger := klog.FromContext(ctx).WithValues("source", FileSource, "path", f.path)
+	ctx = klog.NewContext(ctx, logger)
+
+	w := f.watch(logger)
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	ticker := f.clock.NewTicker(f.period)
+	defer ticker.Stop()
+
+	pods, _, err := f.relist(ctx)
+	if err != nil {
+		logger.Error(err, "Cannot read the manifest path; will retry")
+	}
+	if err := send(ctx, updates, Update{Op: OpSet, Source: FileSource, Pods: pods}); err != nil {
+		return nil
+	}
+	for {
+		var (
+			events <-chan fsnotify.Event
+			errs   <-chan error
+		)
+		if w != nil {
+			events, errs = w.Events, w.Errors
+		}
+		var changed bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+			if w == nil {
+				w = f.watch(logger)
+			}
+			pods, changed, err = f.relist(ctx)
+			if err != nil {
+				logger.Error(err, "Cannot read the manifest path; keeping the last set")
+			}
+		case ev, ok := <-events:
+			if !ok {
+				w.Close()
+				w = nil
+				continue
+			}
+			names := map[string]bool{ev.Name: true}
+		drain:
+			for {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						break drain
+					}
+					names[ev.Name] = true
+				default:
+					break drain
+				}
+			}
+			var rewatch bool
+			pods, changed, rewatch = f.handleEvents(ctx, names)
+			if rewatch {
+				// The watched directory itself went away or moved.
+				w.Close()
+				w = f.watch(logger)
+				pods, changed, err = f.relist(ctx)
+				if err != nil {
+					logger.Error(err, "Cannot read the manifest path; keeping the last set")
+				}
+			}
+		case err, ok := <-errs:
+			if ok {
+				logger.Error(err, "Watching the manifest path failed; re-listing and watching again")
+			}
+			w.Close()
+			w = f.watch(logger)
+			pods, changed, err = f.relist(ctx)
+			if err != nil {
+				logger.Error(err, "Cannot read the manifest path; keeping the last set")
+			}
+		}
+		if changed {
+			if err := send(ctx, updates, Update{Op: OpSet, Source: FileSource, Pods: pods}); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// watch starts an inotify watch on the directory, or on the directory
+// holding the file (so a file renamed into place is seen). It returns nil
+// when that is not possible yet; the next re-list tries again.
+func (f *File) watch(logger klog.Logger) *fsnotify.Watcher {
+	target := f.path
+	if st, err := os.Stat(f.path); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			logger.V(2).Info("Cannot watch the manifest path yet", "err", err)
+			return nil
+		}
+		// Watch the parent so the path's creation is seen as soon as it happens
+		// when it is a file; a directory created later is watched after the
+		// next re-list.
+		target = filepath.Dir(f.path)
+	} else if !st.IsDir() {
+		target = filepath.Dir(f.path)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		logger.Error(err, "Cannot create an inotify watcher; relying on re-lists")
+		return nil
+	}
+	if err := w.Add(target); err != nil {
+		w.Close()
+		logger.V(2).Info("Cannot watch the manifest path yet", "target", target, "err", err)
+		return nil
+	}
+	return w
+}
+
+// handleEvents re-reads the manifests the events name. rewatch is true when
+// the event concerns the watched path itself or its parent.
+func (f *File) handleEvents(ctx context.Context, names map[string]bool) (pods []*v1.Pod, changed, rewatch bool) {
+	logger := klog.FromContext(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, filepath.Clean(n))
+	}
+	sort.Strings(sorted)
+	st, err := os.Stat(f.path)
+	isDir := err == nil && st.IsDir()
+	if isDir == f.single {
+		// The path changed between a file and a directory: start over.
+		return f.setLocked(), false, true
+	}
+	for _, name := range sorted {
+		if !isDir {
+			if name == f.path && f.readLocked(logger, name, true) {
+				changed = true
+			}
+			continue
+		}
+		if name == f.path {
+			rewatch = true
+			continue
+		}
+		if filepath.Dir(name) != f.path || strings.HasPrefix(filepath.Base(name), ".") {
+			continue
+		}
+		if f.readLocked(logger, name, true) {
+			changed = true
+		}
+	}
+	return f.setLocked(), changed, rewatch
+}
+
+// relist reads the whole path.
+func (f *File) relist(ctx context.Context) (pods []*v1.Pod, changed bool, err error) {
+	logger := klog.FromContext(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+
+	st, err := os.Stat(f.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f.pathErr = nil
+		f.single = true
+		changed = f.dropAllLocked()
+		return f.setLocked(), changed, nil
+	case err != nil:
+		f.pathErr = fmt.Errorf("podsource: file %s: %w", f.path, err)
+		return f.setLocked(), false, f.pathErr
+	}
+	seen := map[string]bool{}
+	if st.IsDir() {
+		f.single = false
+		dirents, err := os.ReadDir(f.path)
+		if err != nil {
+			f.pathErr = fmt.Errorf("podsource: file %s: %w", f.path, err)
+			return f.setLocked(), false, f.pathErr
+		}
+		for _, de := range dirents {
+			name := de.Name()
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			p := filepath.Join(f.path, name)
+			seen[p] = true
+			if f.readLocked(logger, p, false) {
+				changed = true
+			}
+		}
+	} else {
+		f.single = true
+		seen[f.path] = true
+		if f.readLocked(logger, f.path, false) {
+			changed = true
+		}
+	}
+	f.pathErr = nil
+	for p, e := range f.entries {
+		if !seen[p] {
+			delete(f.entries, p)
+			if e.pod != nil {
+				changed = true
+			}
+		}
+	}
+	// Keep telling about manifests that are still broken.
+	for _, p := range sortedKeys(f.entries) {
+		if e := f.entries[p]; e.err != nil {
+			f.report(logger, e)
+		}
+	}
+	return f.setLocked(), changed, nil
+}
+
+func sortedKeys(m map[string]*fileEntry) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (f *File) dropAllLocked() bool {
+	changed := false
+	for p, e := range f.entries {
+		if e.pod != nil {
+			changed = true
+		}
+		delete(f.entries, p)
+	}
+	return changed
+}
+
+// readLocked reads one manifest and updates its entry. It reports whether
+// the set changed. fromEvent makes a new error be reported at once (a
+// re-list reports all errors itself).
+func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool {
+	e := f.entries[path]
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !st.Mode().IsRegular()) {
+		if err == nil && st.IsDir() {
+			logger.V(4).Info("Not recursing into a directory in the manifest path", "dir", path)
+		}
+		delete(f.entries, path)
+		return e != nil && e.pod != nil
+	}
+	origin := Origin{Source: FileSource, Location: path, NodeName: f.nodeName}
+	var data []byte
+	if err == nil {
+		data, err = readManifest(path)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(f.entries, path)
+		return e != nil && e.pod != nil
+	}
+	if e == nil {
+		e = &fileEntry{}
+		f.entries[path] = e
+	}
+	if err != nil {
+		if me := (*ManifestError)(nil); !errors.As(err, &me) {
+			err = &ManifestError{Source: FileSource, Location: path, Err: err}
+		}
+		newErr := e.err == nil || e.err.Error() != err.Error()
+		e.err, e.sum, e.size = err, 0, 0
+		if fromEvent && newErr {
+			f.report(logger, e)
+		}
+		return false
+	}
+	sum := fnvSum(data)
+	if e.sum == sum && e.size == len(data) && (e.pod != nil || e.err != nil) {
+		return false
+	}
+	e.sum, e.size = sum, len(data)
+	pod, err := DecodeManifest(data, origin)
+	if err != nil {
+		e.err = err
+		if fromEvent {
+			f.report(logger, e)
+		}
+		return false
+	}
+	if e.err != nil && e.pod != nil {
+		logger.Info("Manifest is valid again", "file", path)
+	}
+	e.err = nil
+	if e.pod != nil && e.pod.UID == pod.UID && e.pod.Annotations[ConfigHashAnnotation] == pod.Annotations[ConfigHashAnnotation] &&
+		equalPods(e.pod, pod) {
+		return false
+	}
+	e.pod = pod
+	return true
+}
+
+func equalPods(a, b *v1.Pod) bool {
+	return !differSemantically(a, b) && a.Name == b.Name && a.Namespace == b.Namespace
+}
+
+func (f *File) report(logger klog.Logger, e *fileEntry) {
+	if e.pod != nil {
+		logger.Error(e.err, "Manifest cannot be used; keeping the pod from its last valid version until it is fixed or removed", "pod", klog.KObj(e.pod))
+		if f.recorder != nil {
+			f.recorder.Eventf(e.pod, v1.EventTypeWarning, ReasonInvalidManifest, "%v; keeping the pod from its last valid version", e.err)
+		}
+		return
+	}
+	logger.Error(e.err, "Manifest cannot be used")
+	if f.recorder != nil {
+		f.recorder.Eventf(nodeRef(f.nodeName), v1.EventTypeWarning, ReasonInvalidManifest, "%v", e.err)
+	}
+}
+
+// setLocked returns the current set, sorted by file name.
+func (f *File) setLocked() []*v1.Pod {
+	pods := make([]*v1.Pod, 0, len(f.entries))
+	for _, p := range sortedKeys(f.entries) {
+		if e := f.entries[p]; e.pod != nil {
+			pods = append(pods, e.pod)
+		}
+	}
+	return pods
+}
+
+func readManifest(path string) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	data, err := io.ReadAll(io.LimitReader(fh, MaxManifestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxManifestBytes {
+		return nil, fmt.Errorf("manifest is larger than %d bytes", MaxManifestBytes)
+	}
+	return data, nil
+}
+
+func fnvSum(data []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(data)
+	return h.Sum64()
+}

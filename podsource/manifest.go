@@ -1,0 +1,297 @@
+package podsource
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// MaxManifestBytes is the largest manifest accepted, file or URL body (10 MiB,
+// as kubelet).
+const MaxManifestBytes = 10 << 20
+
+// ErrInvalidManifest is wrapped by every *ManifestError, so
+// errors.Is(err, ErrInvalidManifest) tells a rejected manifest from other
+// failures (unreadable directory, network error).
+var ErrInvalidManifest = errors.New("invalid manifest")
+
+// Origin says where a static pod manifest came from. It takes part in the
+// pod's UID and annotations.
+type Origin struct {
+	// Source is FileSource or HTTPSource (or a caller's own source name). Only
+	// FileSource pods get the Exists:NoExecute toleration.
+	Source string
+	// Location is the file path or the URL.
+	Location string
+	// NodeName is the node the pod is for. Required.
+	NodeName string
+}
+
+// ManifestError is a manifest that could not be used: unreadable, not a pod,
+// or invalid. Its message names the source, the file or URL, and the field:
+//
+//	podsource: file /etc/kubernetes/manifests/web.yaml: spec.containers[1].name: Duplicate value: "app"
+type ManifestError struct {
+	// Source and Location are those of the manifest's Origin.
+	Source, Location string
+	// Fields holds validation failures, each naming a field. Empty when Err is set.
+	Fields field.ErrorList
+	// Err is a read or decode failure.
+	Err error
+}
+
+func (e *ManifestError) Error() string {
+	var b strings.Builder
+	b.WriteString("podsource: ")
+	b.WriteString(e.Source)
+	b.WriteString(" ")
+	b.WriteString(e.Location)
+	b.WriteString(": ")
+	switch {
+	case e.Err != nil:
+		b.WriteString(e.Err.Error())
+	case len(e.Fields) == 1:
+		b.WriteString(e.Fields[0].Error())
+	default:
+		for i, fe := range e.Fields {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(fe.Error())
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrInvalidManifest and the underlying error (the decode
+// failure, or the field errors as an aggregate).
+func (e *ManifestError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidManifest, e.Err}
+	}
+	return []error{ErrInvalidManifest, e.Fields.ToAggregate()}
+}
+
+func (o Origin) errorf(format string, args ...any) *ManifestError {
+	return &ManifestError{Source: o.Source, Location: o.Location, Err: fmt.Errorf(format, args...)}
+}
+
+// DecodeManifest decodes one static pod from YAML or JSON (a Pod, apiVersion
+// v1), applies API defaults (SetPodDefaults) and static pod defaults, and
+// validates it (ValidateStaticPod). Any rejection is a *ManifestError.
+//
+// Static pod defaults, as kubelet: the UID, unless metadata.uid is given, is
+// a hash (FNV-128a, hex) over the defaulted pod, the node name and the
+// origin's location, so the same content gives the same UID and changed
+// content a new one; the name becomes "<name>-<node>" (node lower-cased);
+// the namespace "default" when empty; spec.nodeName the node; annotations
+// kubernetes.io/config.hash (the UID) and kubernetes.io/config.source; the
+// Exists:NoExecute toleration for FileSource; status.phase Pending. The
+// kubernetes.io/config.seen annotation is added by the Merger.
+func DecodeManifest(data []byte, origin Origin) (*v1.Pod, error) {
+	js, err := toJSON(data, origin)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKind(js, "Pod", origin, nil); err != nil {
+		return nil, err
+	}
+	return decodePod(js, origin, nil)
+}
+
+// DecodeManifestList decodes what a manifest URL may serve: one Pod, a
+// PodList, or a v1 List of Pods. Each pod is defaulted and validated as by
+// DecodeManifest; one bad pod rejects the whole document, with the field path
+// starting at items[i].
+func DecodeManifestList(data []byte, origin Origin) ([]*v1.Pod, error) {
+	js, err := toJSON(data, origin)
+	if err != nil {
+		return nil, err
+	}
+	var tm metav1.TypeMeta
+	if err := utiljson.Unmarshal(js, &tm); err != nil {
+		return nil, origin.errorf("not a Kubernetes object: %w", err)
+	}
+	switch tm.Kind {
+	case "Pod":
+		if err := checkKind(js, "Pod", origin, nil); err != nil {
+			return nil, err
+		}
+		pod, err := decodePod(js, origin, nil)
+		if err != nil {
+			return nil, err
+		}
+		return []*v1.Pod{pod}, nil
+	case "PodList", "List":
+		if tm.APIVersion != "v1" {
+			return nil, origin.errorf("apiVersion %q: want \"v1\"", tm.APIVersion)
+		}
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := utiljson.Unmarshal(js, &list); err != nil {
+			return nil, origin.errorf("decoding %s: %w", tm.Kind, err)
+		}
+		pods := make([]*v1.Pod, 0, len(list.Items))
+		for i, item := range list.Items {
+			path := field.NewPath("items").Index(i)
+			if tm.Kind == "List" {
+				if err := checkKind(item, "Pod", origin, path); err != nil {
+					return nil, err
+				}
+			}
+			pod, err := decodePod(item, origin, path)
+			if err != nil {
+				return nil, err
+			}
+			pods = append(pods, pod)
+		}
+		return pods, nil
+	case "":
+		return nil, origin.errorf("kind: Required value: want Pod, PodList or List")
+	default:
+		return nil, origin.errorf("kind %q: want Pod, PodList or List", tm.Kind)
+	}
+}
+
+func toJSON(data []byte, origin Origin) (js []byte, err error) {
+	if len(data) > MaxManifestBytes {
+		return nil, origin.errorf("manifest is %d bytes, more than the %d allowed", len(data), MaxManifestBytes)
+	}
+	defer func() {
+		// The YAML parser must not take the process down on hostile input.
+		if r := recover(); r != nil {
+			js, err = nil, origin.errorf("YAML parser failed: %v", r)
+		}
+	}()
+	js, err = yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, origin.errorf("not YAML or JSON: %w", err)
+	}
+	if len(js) == 0 || string(js) == "null" {
+		return nil, origin.errorf("empty manifest")
+	}
+	if js[0] != '{' {
+		return nil, origin.errorf("not an object")
+	}
+	return js, nil
+}
+
+func checkKind(js []byte, kind string, origin Origin, path *field.Path) error {
+	var tm metav1.TypeMeta
+	if err := utiljson.Unmarshal(js, &tm); err != nil {
+		return origin.errorf("%snot a Kubernetes object: %w", prefix(path), err)
+	}
+	if tm.Kind != kind {
+		if tm.Kind == "" {
+			return origin.errorf("%skind: Required value: want %q", prefix(path), kind)
+		}
+		return origin.errorf("%skind %q: want %q", prefix(path), tm.Kind, kind)
+	}
+	if tm.APIVersion != "v1" {
+		return origin.errorf("%sapiVersion %q: want \"v1\"", prefix(path), tm.APIVersion)
+	}
+	return nil
+}
+
+func prefix(path *field.Path) string {
+	if path == nil {
+		return ""
+	}
+	return path.String() + ": "
+}
+
+func decodePod(js []byte, origin Origin, path *field.Path) (*v1.Pod, error) {
+	if origin.NodeName == "" {
+		return nil, origin.errorf("no node name")
+	}
+	pod := &v1.Pod{}
+	if err := utiljson.Unmarshal(js, pod); err != nil {
+		return nil, origin.errorf("%sdecoding Pod: %w", prefix(path), err)
+	}
+	meta := path.Child("metadata")
+	if pod.Name == "" {
+		return nil, &ManifestError{Source: origin.Source, Location: origin.Location,
+			Fields: field.ErrorList{field.Required(meta.Child("name"), "a static pod needs a name")}}
+	}
+	// Server-set fields mean nothing in a manifest.
+	pod.ResourceVersion = ""
+	pod.Generation = 0
+	pod.ManagedFields = nil
+	SetPodDefaults(pod)
+	if pod.UID == "" {
+		pod.UID = staticPodUID(pod, origin)
+	}
+	applyStaticDefaults(pod, origin)
+	if errs := validateStaticPod(pod, path); len(errs) > 0 {
+		return nil, &ManifestError{Source: origin.Source, Location: origin.Location, Fields: errs}
+	}
+	return pod, nil
+}
+
+// staticPodUID hashes the defaulted pod (before the static pod defaults), the
+// node and the location.
+func staticPodUID(pod *v1.Pod, origin Origin) types.UID {
+	h := fnv.New128a()
+	js, err := utiljson.Marshal(pod)
+	if err != nil {
+		// A decoded pod always marshals; fall back to its printed form.
+		js = []byte(pod.String())
+	}
+	h.Write(js)
+	fmt.Fprintf(h, "host:%s", origin.NodeName)
+	if origin.Source == FileSource {
+		fmt.Fprintf(h, "file:%s", origin.Location)
+	} else {
+		fmt.Fprintf(h, "%s:%s", origin.Source, origin.Location)
+	}
+	return types.UID(hex.EncodeToString(h.Sum(nil)))
+}
+
+func applyStaticDefaults(pod *v1.Pod, origin Origin) {
+	pod.Name = pod.Name + "-" + strings.ToLower(origin.NodeName)
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = origin.NodeName
+	if pod.Annotations == nil {
+		pod.Annotations = make(map[string]string, 3)
+	}
+	pod.Annotations[ConfigHashAnnotation] = string(pod.UID)
+	pod.Annotations[ConfigSourceAnnotation] = origin.Source
+	if origin.Source == FileSource {
+		addToleration(pod, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
+	}
+	pod.Status.Phase = v1.PodPending
+}
+
+func addToleration(pod *v1.Pod, t v1.Toleration) {
+	for i := range pod.Spec.Tolerations {
+		have := &pod.Spec.Tolerations[i]
+		if have.MatchToleration(&t) {
+			if have.Value == t.Value && equalInt64Ptr(have.TolerationSeconds, t.TolerationSeconds) {
+				return
+			}
+			pod.Spec.Tolerations[i] = t
+			return
+		}
+	}
+	pod.Spec.Tolerations = append(pod.Spec.Tolerations, t)
+}
+
+func equalInt64Ptr(a, b *int64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}

@@ -1,0 +1,315 @@
+package podsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Mirror pod timing defaults and bounds.
+const (
+	// DefaultMirrorPeriod is how often MirrorPods.Run syncs without a trigger.
+	DefaultMirrorPeriod = 10 * time.Second
+)
+
+// MirrorPodsOptions configures MirrorPods.
+type MirrorPodsOptions struct {
+	// Client writes mirror pods. A node identity (system:node:<name>, under
+	// the Node authorizer and NodeRestriction) suffices. Required.
+	Client kubernetes.Interface
+	// NodeName is this node's name. Required.
+	NodeName string
+	// NodeUID returns the Node's UID for the owner reference NodeRestriction
+	// requires. Default: GET the Node with Client, remembered once found
+	// (forgotten when the API server reports a UID mismatch).
+	NodeUID func(ctx context.Context) (types.UID, error)
+	// StaticPods returns the current static pods; Run calls it each round
+	// (Merger.StaticPods fits). Required by Run only.
+	StaticPods func() []*v1.Pod
+	// Period is how often Run syncs besides Trigger. Default 10s; 1s to 24h.
+	Period time.Duration
+	// Clock drives Run's ticker. Default the real clock.
+	Clock clock.WithTicker
+}
+
+// MirrorPods keeps a mirror pod in the API server for every static pod, as
+// kubelet does: a copy of the static pod (metadata name, namespace, labels
+// and annotations, and the spec) with the kubernetes.io/config.mirror
+// annotation set to the static pod's config hash and a controller owner
+// reference to the Node (without blockOwnerDeletion, which NodeRestriction
+// forbids a node to set).
+//
+// SyncOnce lists the pods bound to the node (spec.nodeName=<node>), creates
+// missing mirror pods, deletes and recreates those whose hash differs or
+// whose deletion began, and deletes mirror pods whose static pod is gone.
+// Every delete carries a UID precondition and grace period 0, so a pod
+// recreated meanwhile under the same name is never deleted by mistake.
+//
+// A static pod whose name is taken by a pod that is not a mirror pod gets no
+// mirror pod (an error says so). Static pods that reference other API
+// objects are refused by ValidateStaticPod before they get here, as
+// NodeRestriction would refuse their mirror pods.
+type MirrorPods struct {
+	client     kubernetes.Interface
+	nodeName   string
+	nodeUIDFn  func(ctx context.Context) (types.UID, error)
+	staticPods func() []*v1.Pod
+	period     time.Duration
+	clock      clock.WithTicker
+	trigger    chan struct{}
+
+	mu      sync.Mutex
+	nodeUID types.UID
+}
+
+// NewMirrorPods checks the options and returns MirrorPods.
+func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
+	if opts.Client == nil {
+		return nil, errors.New("podsource: MirrorPodsOptions.Client: required")
+	}
+	if err := checkNodeName("MirrorPodsOptions", opts.NodeName); err != nil {
+		return nil, err
+	}
+	if err := checkDuration("MirrorPodsOptions.Period", &opts.Period, DefaultMirrorPeriod, MinPeriod, MaxPeriod); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	m := &MirrorPods{
+		client:     opts.Client,
+		nodeName:   opts.NodeName,
+		nodeUIDFn:  opts.NodeUID,
+		staticPods: opts.StaticPods,
+		period:     opts.Period,
+		clock:      opts.Clock,
+		trigger:    make(chan struct{}, 1),
+	}
+	if m.nodeUIDFn == nil {
+		m.nodeUIDFn = m.getNodeUID
+	}
+	return m, nil
+}
+
+// Trigger asks Run for a sync as soon as possible. It never blocks.
+func (m *MirrorPods) Trigger() {
+	select {
+	case m.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs at once, then every Period and on Trigger, until ctx ends. Sync
+// errors are logged; the next round retries.
+func (m *MirrorPods) Run(ctx context.Context) error {
+	if m.staticPods == nil {
+		return errors.New("podsource: MirrorPodsOptions.StaticPods: required by Run")
+	}
+	logger := klog.FromContext(ctx)
+	ticker := m.clock.NewTicker(m.period)
+	defer ticker.Stop()
+	for {
+		if err := m.SyncOnce(ctx, m.staticPods()); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Mirror pod sync failed; retrying next round")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		case <-m.trigger:
+		}
+	}
+}
+
+// SyncOnce makes the mirror pods match staticPods (pods that are not static,
+// and mirror pods, are ignored). It carries on past failures and returns
+// them all.
+func (m *MirrorPods) SyncOnce(ctx context.Context, staticPods []*v1.Pod) error {
+	logger := klog.FromContext(ctx)
+	list, err := m.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.nodeName).String(),
+	})
+	if err != nil {
+		return fmt.Errorf("podsource: listing the node's pods: %w", err)
+	}
+	mirrors := map[string]*v1.Pod{}
+	others := map[string]bool{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.NodeName != m.nodeName {
+			continue
+		}
+		if IsMirrorPod(p) {
+			mirrors[FullName(p)] = p
+		} else {
+			others[FullName(p)] = true
+		}
+	}
+
+	var errs []error
+	wanted := map[string]bool{}
+	for _, sp := range staticPods {
+		if sp == nil || !IsStaticPod(sp) || IsMirrorPod(sp) {
+			continue
+		}
+		fn := FullName(sp)
+		if wanted[fn] {
+			continue
+		}
+		wanted[fn] = true
+		hash := staticHash(sp)
+		existing := mirrors[fn]
+		if existing != nil {
+			if existing.Annotations[ConfigMirrorAnnotation] == hash && existing.DeletionTimestamp == nil {
+				continue
+			}
+			logger.V(2).Info("Replacing a stale mirror pod", "pod", klog.KObj(existing), "podUID", existing.UID)
+			if err := m.deleteMirror(ctx, existing); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		} else if others[fn] {
+			errs = append(errs, fmt.Errorf("podsource: mirror pod %s: the name is taken by a pod that is not a mirror pod", klog.KObj(sp)))
+			continue
+		}
+		if err := m.createMirror(ctx, sp, hash); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	orphans := make([]string, 0)
+	for fn := range mirrors {
+		if !wanted[fn] {
+			orphans = append(orphans, fn)
+		}
+	}
+	sort.Strings(orphans)
+	for _, fn := range orphans {
+		p := mirrors[fn]
+		logger.V(2).Info("Deleting an orphaned mirror pod", "pod", klog.KObj(p), "podUID", p.UID)
+		if err := m.deleteMirror(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func staticHash(p *v1.Pod) string {
+	if h, ok := p.Annotations[ConfigHashAnnotation]; ok {
+		return h
+	}
+	return string(p.UID)
+}
+
+// MirrorPodFor returns the mirror pod for a static pod, owned by the Node
+// with the given UID.
+func MirrorPodFor(static *v1.Pod, nodeName string, nodeUID types.UID) *v1.Pod {
+	annotations := make(map[string]string, len(static.Annotations)+1)
+	for k, v := range static.Annotations {
+		annotations[k] = v
+	}
+	annotations[ConfigMirrorAnnotation] = staticHash(static)
+	var labels map[string]string
+	if static.Labels != nil {
+		labels = make(map[string]string, len(static.Labels))
+		for k, v := range static.Labels {
+			labels[k] = v
+		}
+	}
+	controller := true
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        static.Name,
+			Namespace:   static.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1",
+				Kind:       "Node",
+				Name:       nodeName,
+				UID:        nodeUID,
+				Controller: &controller,
+			}},
+		},
+		Spec: *static.Spec.DeepCopy(),
+	}
+}
+
+func (m *MirrorPods) createMirror(ctx context.Context, sp *v1.Pod, hash string) error {
+	uid, err := m.cachedNodeUID(ctx)
+	if err != nil {
+		return fmt.Errorf("podsource: mirror pod %s: node UID: %w", klog.KObj(sp), err)
+	}
+	mp := MirrorPodFor(sp, m.nodeName, uid)
+	_, err = m.client.CoreV1().Pods(mp.Namespace).Create(ctx, mp, metav1.CreateOptions{})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).V(2).Info("Created a mirror pod", "pod", klog.KObj(mp))
+		return nil
+	case apierrors.IsAlreadyExists(err):
+		got, gerr := m.client.CoreV1().Pods(mp.Namespace).Get(ctx, mp.Name, metav1.GetOptions{})
+		if gerr == nil && got.Annotations[ConfigMirrorAnnotation] == hash && got.DeletionTimestamp == nil {
+			return nil
+		}
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "UID mismatch"):
+		m.mu.Lock()
+		m.nodeUID = ""
+		m.mu.Unlock()
+	}
+	return fmt.Errorf("podsource: creating mirror pod %s: %w", klog.KObj(mp), err)
+}
+
+func (m *MirrorPods) deleteMirror(ctx context.Context, p *v1.Pod) error {
+	grace := int64(0)
+	uid := p.UID
+	err := m.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &grace,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or replaced by another pod we must not touch.
+		return nil
+	}
+	return fmt.Errorf("podsource: deleting mirror pod %s (uid %s): %w", klog.KObj(p), uid, err)
+}
+
+func (m *MirrorPods) cachedNodeUID(ctx context.Context) (types.UID, error) {
+	m.mu.Lock()
+	uid := m.nodeUID
+	m.mu.Unlock()
+	if uid != "" {
+		return uid, nil
+	}
+	uid, err := m.nodeUIDFn(ctx)
+	if err != nil {
+		return "", err
+	}
+	if uid == "" {
+		return "", fmt.Errorf("node %s has no UID yet", m.nodeName)
+	}
+	m.mu.Lock()
+	m.nodeUID = uid
+	m.mu.Unlock()
+	return uid, nil
+}
+
+func (m *MirrorPods) getNodeUID(ctx context.Context) (types.UID, error) {
+	n, err := m.client.CoreV1().Nodes().Get(ctx, m.nodeName, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return n.UID, nil
+}

@@ -1,0 +1,196 @@
+package podsource
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func staticPod(t *testing.T, name, image string) *v1.Pod {
+	t.Helper()
+	pod, err := DecodeManifest([]byte(manifest(name, image)), Origin{Source: FileSource, Location: "/m/" + name + ".yaml", NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+func mirrorWrites(client *fake.Clientset) []string {
+	var out []string
+	for _, a := range client.Actions() {
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			out = append(out, "create "+a.GetObject().(*v1.Pod).Name)
+		case k8stesting.DeleteAction:
+			pre := ""
+			if p := a.GetDeleteOptions().Preconditions; p != nil && p.UID != nil {
+				pre = " uid=" + string(*p.UID)
+			}
+			out = append(out, "delete "+a.GetName()+pre)
+		}
+	}
+	client.ClearActions()
+	return out
+}
+
+func TestMirrorPodsFake(t *testing.T) {
+	ctx := context.Background()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}
+	client := fake.NewClientset(node)
+	// The fake gives created pods no UID; give them one, as the server would.
+	n := 0
+	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		n++
+		a.(k8stesting.CreateAction).GetObject().(*v1.Pod).UID = types.UID("mirror-" + string(rune('0'+n)))
+		return false, nil, nil
+	})
+	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client, NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := staticPod(t, "web", "web:1")
+	apiPod := testPod("api", "uid-api")
+	apiPod.Annotations = map[string]string{ConfigSourceAnnotation: APISource}
+
+	if err := mp.SyncOnce(ctx, []*v1.Pod{web, apiPod}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(mirrorWrites(client), ","); got != "create web-n1" {
+		t.Errorf("writes %s", got)
+	}
+	got, err := client.CoreV1().Pods("default").Get(ctx, "web-n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[ConfigMirrorAnnotation] != string(web.UID) || got.Annotations[ConfigHashAnnotation] != string(web.UID) {
+		t.Errorf("mirror annotations %v", got.Annotations)
+	}
+	if refs := got.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != "n1" || refs[0].UID != "node-uid" ||
+		refs[0].APIVersion != "v1" || refs[0].Controller == nil || !*refs[0].Controller || refs[0].BlockOwnerDeletion != nil {
+		t.Errorf("owner references %+v", refs)
+	}
+	if got.Spec.NodeName != "n1" || got.Spec.Containers[0].Image != "web:1" {
+		t.Errorf("mirror spec %+v", got.Spec)
+	}
+
+	// In step: nothing to do.
+	if err := mp.SyncOnce(ctx, []*v1.Pod{web}); err != nil {
+		t.Fatal(err)
+	}
+	if w := mirrorWrites(client); len(w) != 0 {
+		t.Errorf("writes when in step: %v", w)
+	}
+
+	// Deleted by someone: recreated.
+	if err := client.CoreV1().Pods("default").Delete(ctx, "web-n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	if err := mp.SyncOnce(ctx, []*v1.Pod{web}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(mirrorWrites(client), ","); got != "create web-n1" {
+		t.Errorf("writes %s", got)
+	}
+
+	// The static pod changed: the stale mirror pod goes (with its UID as a
+	// precondition) and a new one comes.
+	web2 := staticPod(t, "web", "web:2")
+	if err := mp.SyncOnce(ctx, []*v1.Pod{web2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(mirrorWrites(client), ","); got != "delete web-n1 uid=mirror-2,create web-n1" {
+		t.Errorf("writes %s", got)
+	}
+
+	// An orphaned mirror pod is deleted; a pod that is not a mirror pod is not.
+	orphan := testPod("old-n1", "uid-orphan")
+	orphan.Annotations = map[string]string{ConfigMirrorAnnotation: "h"}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Pods("default").Create(ctx, testPod("plain", "uid-plain"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	if err := mp.SyncOnce(ctx, []*v1.Pod{web2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(mirrorWrites(client), ","); got != "delete old-n1 uid=mirror-4" {
+		t.Errorf("writes %s", got)
+	}
+
+	// The static pod is gone: so is its mirror pod.
+	if err := mp.SyncOnce(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(mirrorWrites(client), ","); got != "delete web-n1 uid=mirror-3" {
+		t.Errorf("writes %s", got)
+	}
+
+	// A static pod whose name a regular pod holds gets no mirror pod.
+	plain := staticPod(t, "x", "x:1")
+	plain.Name = "plain"
+	err = mp.SyncOnce(ctx, []*v1.Pod{plain})
+	if err == nil || !strings.Contains(err.Error(), "not a mirror pod") {
+		t.Errorf("name taken: %v", err)
+	}
+}
+
+func TestMirrorPodsRun(t *testing.T) {
+	defer verifyNoLeaks(t)
+	client := fake.NewClientset()
+	fc := clocktesting.NewFakeClock(seenTime)
+	calls := make(chan struct{}, 10)
+	web := staticPod(t, "web", "web:1")
+	mp, err := NewMirrorPods(MirrorPodsOptions{
+		Client: client, NodeName: "n1", Clock: fc,
+		NodeUID:    func(context.Context) (types.UID, error) { return "node-uid", nil },
+		StaticPods: func() []*v1.Pod { calls <- struct{}{}; return []*v1.Pod{web} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- mp.Run(ctx) }()
+	wait := func(what string) {
+		t.Helper()
+		eventually(t, what, func() bool {
+			select {
+			case <-calls:
+				return true
+			default:
+				return false
+			}
+		})
+	}
+	wait("first sync")
+	fc.Step(DefaultMirrorPeriod)
+	wait("sync on tick")
+	mp.Trigger()
+	wait("sync on trigger")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if _, err := client.CoreV1().Pods("default").Get(context.Background(), "web-n1", metav1.GetOptions{}); err != nil {
+		t.Errorf("mirror pod: %v", err)
+	}
+
+	if _, err := NewMirrorPods(MirrorPodsOptions{NodeName: "n1"}); err == nil || !strings.Contains(err.Error(), "MirrorPodsOptions.Client") {
+		t.Errorf("no client: %v", err)
+	}
+	noStatic, _ := NewMirrorPods(MirrorPodsOptions{Client: client, NodeName: "n1"})
+	if err := noStatic.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "StaticPods") {
+		t.Errorf("Run without StaticPods: %v", err)
+	}
+}
