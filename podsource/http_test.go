@@ -92,6 +92,9 @@ func TestHTTPSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := m.Updates()
+	// Failing before the first good answer: nothing is sent, the source is not
+	// seen. (Set before Run, so that the first fetch already fails.)
+	srv.serve(http.StatusInternalServerError, "", false)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- m.Run(ctx) }()
@@ -107,8 +110,6 @@ func TestHTTPSource(t *testing.T) {
 		srv.waitRequest(t)
 	}
 
-	// Failing before the first good answer: nothing is sent, the source is not seen.
-	srv.serve(http.StatusInternalServerError, "", false)
 	if h := srv.waitRequest(t); h.Get("Authorization") != "Bearer t0ken" {
 		t.Errorf("header not sent: %v", h)
 	}
