@@ -49,13 +49,14 @@ func Main(m *testing.M, out **ControlPlane) int {
 func Need(t testing.TB, cp *ControlPlane) *ControlPlane {
 	t.Helper()
 	if cp == nil {
-		if why == "" {
-			why = "controlplane.Main was not called from TestMain"
-		}
-		if testing.Short() {
+		switch {
+		case why == "":
+			testenv.Missing(t, "kube-apiserver and etcd", "testbin", errors.New("controlplane.Main was not called from TestMain"))
+		case testenv.RequireAll() && !testing.Short():
+			t.Fatalf("NODEKIT_REQUIRE_ALL=1: %s", why)
+		default:
 			t.Skip(why)
 		}
-		testenv.Missing(t, "kube-apiserver and etcd", "testbin", errors.New(why))
 	}
 	return cp
 }
