@@ -1,0 +1,433 @@
+// Command fleet simulates many nodes against a real cluster: each node
+// registers its Node, renews its Lease and posts its status with nodekit's
+// heartbeat and lease code, all served by one client and a bounded pool of
+// workers (see package heartbeat/heartbeattest).
+//
+//	go run ./examples/fleet --kubeconfig /tmp/fleet-cp/admin.kubeconfig --nodes 1000
+//	go run ./examples/fleet --kubeconfig /tmp/fleet-cp/admin.kubeconfig --cleanup
+//
+// While it runs it prints, every --print-every, how many leases are fresh
+// (renewed within the lease duration), the age of the oldest renewTime,
+// requests per second and errors, and its own CPU and memory.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
+	"github.com/nodekit/nodekit/lease"
+)
+
+// prefixLabel holds the name prefix of the fleet that registered a node, so
+// that --cleanup finds its nodes.
+const prefixLabel = "fleet.nodekit.io/prefix"
+
+type config struct {
+	kubeconfig     string
+	nodes          int
+	qps            float64
+	burst          int
+	prefix         string
+	cleanup        bool
+	leaseDuration  time.Duration
+	renewInterval  time.Duration
+	statusFreq     time.Duration
+	reportFreq     time.Duration
+	workers        int
+	duration       time.Duration
+	printEvery     time.Duration
+	verifyEvery    time.Duration
+	cpu, memory    string
+	pods           int
+	protobuf       bool
+	requestTimeout time.Duration
+	cpuProfile     string
+	http1          bool
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (an identity that may create nodes and leases)")
+	flag.IntVar(&c.nodes, "nodes", 100, "number of simulated nodes")
+	flag.Float64Var(&c.qps, "qps", 0, "client-side requests per second for the whole fleet (0: 1.5 lease writes per node per renew interval, plus 50)")
+	flag.IntVar(&c.burst, "burst", 0, "client-side burst for the whole fleet (0: twice --qps)")
+	flag.StringVar(&c.prefix, "prefix", "fleet-", "node name prefix: nodes are <prefix>0 ... <prefix>N-1")
+	flag.BoolVar(&c.cleanup, "cleanup", false, "delete the nodes and leases with this prefix, and exit")
+	flag.DurationVar(&c.leaseDuration, "lease-duration", 40*time.Second, "lease duration written to each lease")
+	flag.DurationVar(&c.renewInterval, "renew-interval", 0, "lease renew interval (0: a quarter of the lease duration, as kubelet)")
+	flag.DurationVar(&c.statusFreq, "status-frequency", 10*time.Second, "how often each node computes its status (posted only on change or every --report-frequency)")
+	flag.DurationVar(&c.reportFreq, "report-frequency", 5*time.Minute, "how often an unchanged status is posted")
+	flag.IntVar(&c.workers, "workers", 64, "steps running at once (in-flight requests at most)")
+	flag.DurationVar(&c.duration, "duration", 0, "stop after this long (0: run until interrupted)")
+	flag.DurationVar(&c.printEvery, "print-every", 5*time.Second, "progress line period")
+	flag.DurationVar(&c.verifyEvery, "verify-every", 30*time.Second, "list the leases from the API server this often to check their renewTimes (0: never)")
+	flag.StringVar(&c.cpu, "cpu", "32", "cpu capacity of each node")
+	flag.StringVar(&c.memory, "memory", "256Gi", "memory capacity of each node")
+	flag.IntVar(&c.pods, "pods", 110, "pods capacity of each node")
+	flag.BoolVar(&c.protobuf, "protobuf", true, "talk protobuf to the API server where it can")
+	flag.DurationVar(&c.requestTimeout, "request-timeout", 0, "per-request timeout (0: the heartbeat's default, min(status frequency, lease duration))")
+	flag.BoolVar(&c.http1, "http1", false, "use HTTP/1.1 connections instead of one HTTP/2 connection")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	klog.InitFlags(nil)
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fleet:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "fleet:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+// counter counts requests at the transport: all of them, the errors
+// (transport errors, 5xx, 429 and 4xx other than the expected ones), and
+// the expected refusals (404 of a lease not created yet, 409 conflicts and
+// already-exists, which the renewer and the heartbeat handle).
+type counter struct {
+	rt                        http.RoundTripper
+	requests, fails, refusals atomic.Uint64
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.requests.Add(1)
+	resp, err := c.rt.RoundTrip(r)
+	switch {
+	case err != nil:
+		c.fails.Add(1)
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusConflict:
+		c.refusals.Add(1)
+	case resp.StatusCode >= 400:
+		c.fails.Add(1)
+	}
+	return resp, err
+}
+
+func run(ctx context.Context, c config) error {
+	if c.kubeconfig == "" {
+		return errors.New("--kubeconfig is required")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if c.qps == 0 {
+		renew := cmpDur(c.renewInterval, c.leaseDuration/4)
+		c.qps = 1.5*float64(c.nodes)/renew.Seconds() + 50
+	}
+	if c.burst == 0 {
+		c.burst = int(2 * c.qps)
+	}
+	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
+	cfg.UserAgent = "nodekit-fleet"
+	if c.http1 {
+		cfg.NextProtos = []string{"http/1.1"}
+	}
+	if c.protobuf {
+		cfg.ContentType = "application/vnd.kubernetes.protobuf"
+		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	}
+	cnt := &counter{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.rt = rt; return cnt })
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if c.cleanup {
+		return cleanup(ctx, client, c)
+	}
+	// The progress lines read through a client of their own, so that they
+	// do not queue behind the fleet's requests in its rate limiter.
+	mcfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	mcfg.QPS, mcfg.Burst = 5, 10
+	mcfg.UserAgent = "nodekit-fleet-monitor"
+	if c.protobuf {
+		mcfg.ContentType = cfg.ContentType
+		mcfg.AcceptContentTypes = cfg.AcceptContentTypes
+	}
+	monitor, err := kubernetes.NewForConfig(mcfg)
+	if err != nil {
+		return err
+	}
+	return simulate(ctx, client, monitor, cnt, c)
+}
+
+func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *counter, c config) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(c.cpu),
+		corev1.ResourceMemory: resource.MustParse(c.memory),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(c.pods), resource.DecimalSI),
+	}
+	prefixValue := strings.TrimSuffix(c.prefix, "-")
+	started := time.Now()
+	fleet, err := heartbeattest.New(heartbeattest.Options{
+		Client:                client,
+		Nodes:                 c.nodes,
+		NamePrefix:            c.prefix,
+		LeaseDuration:         c.leaseDuration,
+		RenewInterval:         c.renewInterval,
+		StatusUpdateFrequency: c.statusFreq,
+		StatusReportFrequency: c.reportFreq,
+		Workers:               c.workers,
+		Template: func(i int, name string) *corev1.Node {
+			n := heartbeattest.DefaultTemplate(i, name)
+			n.Labels[prefixLabel] = prefixValue
+			n.Status.Capacity = capacity
+			return n
+		},
+		Heartbeat: func(_ int, o *heartbeat.Options) {
+			if c.requestTimeout != 0 {
+				o.RequestTimeout = c.requestTimeout
+			}
+		},
+		Lease: func(_ int, o *lease.Options) {
+			if c.requestTimeout != 0 {
+				o.RequestTimeout = c.requestTimeout
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fleet: %d nodes %s0..%s%d, qps %.0f burst %d, workers %d, lease %v renewed every %v (built in %v)\n",
+		c.nodes, c.prefix, c.prefix, c.nodes-1, c.qps, c.burst, c.workers, c.leaseDuration,
+		cmpDur(c.renewInterval, c.leaseDuration/4), time.Since(started).Round(time.Millisecond))
+
+	if c.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.duration)
+		defer cancel()
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = fleet.Run(runCtx)
+	}()
+	defer func() { stopRun(); wg.Wait() }()
+
+	var (
+		readyAt              time.Duration
+		allFresh             time.Duration
+		maxAgeAfterFresh     time.Duration
+		maxServerAgeAfterRdy time.Duration
+		lastReq, lastFail    uint64
+		lastCPU              = cpuTime()
+		last                 = time.Now()
+		maxRSS               uint64
+		nextVerify           = time.Now().Add(c.verifyEvery)
+		cpuAtReady           time.Duration
+	)
+	tick := time.NewTicker(c.printEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			total := time.Since(started)
+			cpu := cpuTime()
+			fmt.Printf("summary: %d nodes; all Ready after %v; all leases fresh after %v, oldest lease age since then %v (fleet's record), %v (API server, sampled every %v); CPU %.1f%% of a core over the run (%.1f%% until all Ready); max RSS %.0f MiB; requests %d, errors %d, refusals %d\n",
+				c.nodes, readyAt.Round(100*time.Millisecond), allFresh.Round(time.Second), maxAgeAfterFresh.Round(100*time.Millisecond),
+				maxServerAgeAfterRdy.Round(100*time.Millisecond), c.verifyEvery,
+				100*cpu.Seconds()/total.Seconds(), 100*cpuAtReady.Seconds()/max(readyAt.Seconds(), 1e-9),
+				float64(maxRSS)/(1<<20), cnt.requests.Load(), cnt.fails.Load(), cnt.refusals.Load())
+			return nil
+		case <-tick.C:
+		}
+		now := time.Now()
+		elapsed := now.Sub(last)
+		req, fail := cnt.requests.Load(), cnt.fails.Load()
+		cpu := cpuTime()
+		rss := rssBytes()
+		maxRSS = max(maxRSS, rss)
+		s := fleet.Stats()
+		fresh, running, oldest := fleet.Freshness(c.leaseDuration)
+		ready := -1
+		if readyAt == 0 {
+			ready = countReady(ctx, monitor, c.prefix)
+			if ready == c.nodes {
+				readyAt = now.Sub(started)
+				cpuAtReady = cpu
+			}
+		}
+		if allFresh == 0 && fresh == c.nodes {
+			allFresh = now.Sub(started)
+		}
+		if allFresh != 0 {
+			maxAgeAfterFresh = max(maxAgeAfterFresh, oldest)
+		}
+		line := fmt.Sprintf("t=%-6v registered=%d", now.Sub(started).Round(time.Second), s.Registered)
+		if ready >= 0 {
+			line += fmt.Sprintf(" ready=%d", ready)
+		}
+		line += fmt.Sprintf(" fresh=%d/%d oldest=%v req/s=%.0f errors=%d refusals=%d (failed: lease %d, status %d, register %d) cpu=%.1f%% rss=%.0fMiB",
+			fresh, running, oldest.Round(100*time.Millisecond), float64(req-lastReq)/elapsed.Seconds(), fail, cnt.refusals.Load(),
+			s.LeaseErrors, s.StatusErrors, s.RegisterErrors,
+			100*(cpu-lastCPU).Seconds()/elapsed.Seconds(), float64(rss)/(1<<20))
+		if c.verifyEvery > 0 && now.After(nextVerify) {
+			nextVerify = now.Add(c.verifyEvery)
+			if age, n, err := serverOldest(ctx, monitor, c.prefix); err == nil {
+				line += fmt.Sprintf(" server: %d leases, oldest %v", n, age.Round(100*time.Millisecond))
+				if allFresh != 0 {
+					maxServerAgeAfterRdy = max(maxServerAgeAfterRdy, age)
+				}
+			}
+		}
+		fmt.Println(line)
+		last, lastReq, lastFail, lastCPU = now, req, fail, cpu
+		_ = lastFail
+	}
+}
+
+func cmpDur(a, b time.Duration) time.Duration {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// countReady lists the fleet's nodes from the API server's cache and counts
+// the Ready ones.
+func countReady(ctx context.Context, client kubernetes.Interface, prefix string) int {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
+		LabelSelector:   prefixLabel + "=" + strings.TrimSuffix(prefix, "-"),
+		ResourceVersion: "0",
+	})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for i := range list.Items {
+		for _, c := range list.Items[i].Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// serverOldest lists the leases from the API server's cache and returns the
+// age of the oldest renewTime among the fleet's.
+func serverOldest(ctx context.Context, client kubernetes.Interface, prefix string) (time.Duration, int, error) {
+	list, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return 0, 0, err
+	}
+	now := time.Now()
+	var oldest time.Duration
+	n := 0
+	for i := range list.Items {
+		l := &list.Items[i]
+		if !strings.HasPrefix(l.Name, prefix) || l.Spec.RenewTime == nil {
+			continue
+		}
+		n++
+		oldest = max(oldest, now.Sub(l.Spec.RenewTime.Time))
+	}
+	return oldest, n, nil
+}
+
+func cleanup(ctx context.Context, client kubernetes.Interface, c config) error {
+	sel := prefixLabel + "=" + strings.TrimSuffix(c.prefix, "-")
+	if err := client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+		return fmt.Errorf("delete nodes %s: %w", sel, err)
+	}
+	list, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	names := make(chan string)
+	var (
+		wg      sync.WaitGroup
+		deleted atomic.Int64
+		failed  atomic.Int64
+	)
+	for range max(1, c.workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range names {
+				err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{})
+				switch {
+				case err == nil:
+					deleted.Add(1)
+				case !apierrors.IsNotFound(err):
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for _, l := range list.Items {
+		if rest, ok := strings.CutPrefix(l.Name, c.prefix); ok {
+			if _, err := strconv.Atoi(rest); err == nil {
+				names <- l.Name
+			}
+		}
+	}
+	close(names)
+	wg.Wait()
+	fmt.Printf("cleanup: deleted the nodes labelled %s and %d leases (%d failures)\n", sel, deleted.Load(), failed.Load())
+	if failed.Load() > 0 {
+		return errors.New("some leases could not be deleted")
+	}
+	return nil
+}
+
+// cpuTime returns the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rssBytes returns the resident set size from /proc/self/statm (Linux).
+func rssBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseUint(f[1], 10, 64)
+	return pages * uint64(os.Getpagesize())
+}

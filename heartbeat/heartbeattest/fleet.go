@@ -1,0 +1,824 @@
+package heartbeattest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/lease"
+	"github.com/nodekit/nodekit/nodestatus"
+	"github.com/nodekit/nodekit/nodestatus/nodestatustest"
+)
+
+// Defaults and bounds of Options.
+const (
+	DefaultNamePrefix = "node-"
+	DefaultWorkers    = 16
+	MaxWorkers        = 4096
+	MaxNodes          = 1 << 24
+	// FleetLabel is set to "true" on every Node DefaultTemplate makes, so
+	// that a fleet's nodes can be listed and cleaned up.
+	FleetLabel = "heartbeattest.nodekit.io/fleet"
+
+	maxSyncRounds = 1000
+)
+
+// Options configure a Fleet. Zero values take the default named in each
+// field's comment.
+type Options struct {
+	// Client is the API every node talks to: a fake clientset (NewClientset
+	// makes one that gives objects UIDs) or a real API server's. One client
+	// serves the whole fleet. Required.
+	Client kubernetes.Interface
+	// Nodes is the number of nodes, between 1 and 16,777,216. Required.
+	Nodes int
+	// NamePrefix names the nodes: node i is NamePrefix followed by i in
+	// decimal. Default "node-".
+	NamePrefix string
+	// Template returns the Node that node i registers: labels, annotations,
+	// taints, spec, addresses, and capacity. In the template's
+	// status.capacity, cpu, memory, pods and ephemeral-storage become node
+	// i's host facts (CPUs, MemoryTotal, NodeFS capacity) and maximum pods,
+	// so the default status setters report them; other resources (extended
+	// resources) are registered as given and left alone. status.addresses,
+	// when set, become the node's InternalIP, ExternalIP and Hostname.
+	// Called again when a node is recreated. Default: DefaultTemplate.
+	Template func(i int, name string) *corev1.Node
+	// Facts returns node i's host facts, served by a nodestatustest.Host that
+	// Node.Host returns. Default: nodestatustest.Facts(name).
+	Facts func(i int, name string) nodestatus.HostFacts
+	// Runtime is what the status setters of every node read for the runtime's
+	// version, readiness and images. Shared by all nodes. Default:
+	// nodestatustest.NewRuntime() (ready, no images).
+	Runtime nodestatus.RuntimeInfo
+	// StatusOptions, when set, adjusts node i's nodestatus.Options before its
+	// default setters are built (Host, Runtime, Clock, MaxPods and NodeIPs
+	// are filled in). Default: none.
+	StatusOptions func(i int, o *nodestatus.Options)
+	// Setters, when set, edits node i's setter list (for example to add a
+	// setter of one's own). Default: nodestatus.DefaultSetters unchanged.
+	Setters func(i int, s nodestatus.Setters) nodestatus.Setters
+	// Heartbeat, when set, adjusts node i's heartbeat.Options after the fleet
+	// filled them in (Client, NodeName, Node, StatusSetter, Clock, Lease,
+	// frequencies). The fleet's own scheduling (renew interval, status
+	// frequency, fast start-up checks every 100ms for 120s) does not change.
+	// Default: none.
+	Heartbeat func(i int, o *heartbeat.Options)
+	// Lease, when set, adjusts node i's lease.Options. Default: none.
+	Lease func(i int, o *lease.Options)
+	// Strategy is every node's heartbeat strategy. Default: heartbeat.Lease().
+	Strategy heartbeat.HeartbeatStrategy
+	// LeaseDuration is written to each lease, a whole number of seconds
+	// between 1s and 1h. Default: 40s.
+	LeaseDuration time.Duration
+	// RenewInterval is the period of each node's lease renewals, between
+	// 100ms and LeaseDuration. Renewals of the fleet are spread evenly over
+	// it, each node keeping its own slot. Default: LeaseDuration/4 (10s).
+	RenewInterval time.Duration
+	// StatusUpdateFrequency is the period of each node's status rounds,
+	// between 100ms and 1h, spread evenly as renewals are. Default: 10s.
+	StatusUpdateFrequency time.Duration
+	// StatusReportFrequency is how often an unchanged status is posted with
+	// the Lease strategy, between 100ms and 24h. Default: 5m.
+	StatusReportFrequency time.Duration
+	// FakeFastPath, when Client is a fake clientset (it has a Tracker
+	// method, as client-go's fake.Clientset), makes the nodes' lease reads
+	// and writes go straight to its object tracker: they skip the
+	// clientset's reactors and are not recorded in its Actions, and cost
+	// about a third as much. Watches and other readers see the leases as
+	// usual; FailLease still applies. Default false.
+	FakeFastPath bool
+	// Workers bounds the steps that run at once, between 1 and 4096.
+	// Default: 16.
+	Workers int
+	// Seed makes the random choices of the heartbeats (the spreading of
+	// periodic status reports) repeatable. Default 0 (still repeatable).
+	Seed uint64
+	// Clock is the source of time of every node. With a
+	// k8s.io/utils/clock/testing FakeClock the fleet is deterministic and
+	// Step drives it. Default: clock.RealClock{}.
+	Clock clock.Clock
+	// Metrics registers the heartbeat and lease metrics, shared by all nodes.
+	// Nil: no metrics.
+	Metrics prometheus.Registerer
+}
+
+// DefaultTemplate is the node template used when Options.Template is nil:
+// the kubelet's default labels for a linux/amd64 node named name, and
+// FleetLabel.
+func DefaultTemplate(i int, name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+		corev1.LabelHostname:   name,
+		corev1.LabelOSStable:   "linux",
+		corev1.LabelArchStable: "amd64",
+		FleetLabel:             "true",
+	}}}
+}
+
+// Fleet is a set of fake nodes, each registering its Node and keeping it alive
+// with nodekit's heartbeat and lease code. One scheduler (a timer heap on the
+// injected clock) hands each node's lease renewals and status rounds, as
+// SyncLease- and SyncStatus-sized steps, to a bounded pool of workers: no
+// goroutine is kept per node.
+type Fleet struct {
+	client       kubernetes.Interface
+	opts         Options
+	clock        clock.Clock
+	wall         clock.WithTicker
+	epoch        int64
+	leasePeriod  int64
+	statusPeriod int64
+	fastEvery    int64
+	grace        int64
+	workers      int
+	nodes        []Node
+	tracker      k8stesting.ObjectTracker // FakeFastPath
+	uids         atomic.Uint64
+	byName       map[string]int32
+
+	syncMu sync.Mutex // serialises SyncOnce
+	batch  []task     // SyncOnce's scratch, under syncMu
+
+	mu       sync.Mutex
+	cond     *sync.Cond // on mu: inflight or a node's running bits changed
+	heap     taskHeap
+	inflight int
+	wake     int64 // when Run's scheduler wakes next; MaxInt64: not sleeping
+	running  bool
+	kick     chan struct{}
+
+	nmu    sync.Mutex
+	notify chan struct{} // closed when steps completed; nil: nobody waits
+
+	renewals, leaseErrors, statusRounds, statusErrors, registrations, registerErrors atomic.Uint64
+}
+
+// New checks opts and builds the fleet's nodes. It makes no request: Run or
+// SyncOnce (Step under a fake clock) does the work. Each node registers at
+// the clock's time of New, and writes its lease first at its own slot within
+// the first renew interval (so one Step of the renew interval after the
+// first SyncOnce creates every lease).
+func New(opts Options) (*Fleet, error) {
+	if opts.Client == nil {
+		return nil, errors.New("heartbeattest: Options.Client is required")
+	}
+	if opts.Nodes < 1 || opts.Nodes > MaxNodes {
+		return nil, fmt.Errorf("heartbeattest: Options.Nodes %d must be in [1, %d]", opts.Nodes, MaxNodes)
+	}
+	if opts.NamePrefix == "" {
+		opts.NamePrefix = DefaultNamePrefix
+	}
+	if opts.Template == nil {
+		opts.Template = DefaultTemplate
+	}
+	if opts.Facts == nil {
+		opts.Facts = func(_ int, name string) nodestatus.HostFacts { return nodestatustest.Facts(name) }
+	}
+	if opts.Runtime == nil {
+		opts.Runtime = nodestatustest.NewRuntime()
+	}
+	if opts.Strategy == nil {
+		opts.Strategy = heartbeat.Lease()
+	}
+	if opts.LeaseDuration == 0 {
+		opts.LeaseDuration = lease.DefaultLeaseDuration
+	}
+	if opts.LeaseDuration < lease.MinLeaseDuration || opts.LeaseDuration > lease.MaxLeaseDuration || opts.LeaseDuration%time.Second != 0 {
+		return nil, fmt.Errorf("heartbeattest: Options.LeaseDuration %v must be a whole number of seconds in [%v, %v]", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration)
+	}
+	if opts.RenewInterval == 0 {
+		opts.RenewInterval = opts.LeaseDuration / 4
+	}
+	if opts.RenewInterval < lease.MinRenewInterval || opts.RenewInterval > opts.LeaseDuration {
+		return nil, fmt.Errorf("heartbeattest: Options.RenewInterval %v must be in [%v, LeaseDuration %v]", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration)
+	}
+	if opts.StatusUpdateFrequency == 0 {
+		opts.StatusUpdateFrequency = heartbeat.DefaultNodeStatusUpdateFrequency
+	}
+	if opts.StatusUpdateFrequency < 100*time.Millisecond || opts.StatusUpdateFrequency > time.Hour {
+		return nil, fmt.Errorf("heartbeattest: Options.StatusUpdateFrequency %v must be in [100ms, 1h]", opts.StatusUpdateFrequency)
+	}
+	if opts.StatusReportFrequency == 0 {
+		opts.StatusReportFrequency = heartbeat.DefaultNodeStatusReportFrequency
+	}
+	if opts.StatusReportFrequency < 100*time.Millisecond || opts.StatusReportFrequency > 24*time.Hour {
+		return nil, fmt.Errorf("heartbeattest: Options.StatusReportFrequency %v must be in [100ms, 24h]", opts.StatusReportFrequency)
+	}
+	if opts.Workers == 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.Workers < 1 || opts.Workers > MaxWorkers {
+		return nil, fmt.Errorf("heartbeattest: Options.Workers %d must be in [1, %d]", opts.Workers, MaxWorkers)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	f := &Fleet{
+		client:       opts.Client,
+		opts:         opts,
+		clock:        opts.Clock,
+		wall:         clock.RealClock{},
+		epoch:        opts.Clock.Now().UnixNano(),
+		leasePeriod:  int64(opts.RenewInterval),
+		statusPeriod: int64(opts.StatusUpdateFrequency),
+		fastEvery:    int64(heartbeat.DefaultFastStatusInterval),
+		grace:        int64(heartbeat.DefaultNodeReadyGracePeriod),
+		workers:      opts.Workers,
+		nodes:        make([]Node, opts.Nodes),
+		byName:       make(map[string]int32, opts.Nodes),
+		wake:         math.MaxInt64,
+		kick:         make(chan struct{}, 1),
+	}
+	if t, ok := opts.Client.(tracked); ok && opts.FakeFastPath {
+		f.tracker = t.Tracker()
+	}
+	f.cond = sync.NewCond(&f.mu)
+	f.heap.nodes = f.nodes
+	f.heap.items = make([]task, 0, nKinds*opts.Nodes)
+	for i := range f.nodes {
+		if err := f.initNode(i); err != nil {
+			return nil, err
+		}
+	}
+	// Every node registers at once, and writes its lease first at its slot
+	// in the first renew interval, so that registrations come first and
+	// lease writes are spread from the start.
+	for i := range f.nodes {
+		n := &f.nodes[i]
+		n.flags |= queued(kindStatus)
+		f.heap.push(task{due: f.epoch, node: int32(i), kind: kindStatus})
+		if !f.opts.Strategy.UsesLease() {
+			n.flags |= stopped(kindLease) // no lease to renew
+			continue
+		}
+		n.flags |= queued(kindLease)
+		f.heap.push(task{due: f.epoch + phase(i, 0, f.leasePeriod), node: int32(i), kind: kindLease})
+	}
+	return f, nil
+}
+
+func (f *Fleet) initNode(i int) error {
+	n := &f.nodes[i]
+	n.f = f
+	n.idx = int32(i)
+	n.name = f.opts.NamePrefix + strconv.Itoa(i)
+	n.hidx = [nKinds]int32{-1, -1}
+	n.rnd = f.opts.Seed ^ (uint64(i)+1)*0x9E3779B97F4A7C15
+	if _, dup := f.byName[n.name]; dup {
+		return fmt.Errorf("heartbeattest: two nodes named %q", n.name)
+	}
+	f.byName[n.name] = int32(i)
+	n.client = &nodeClient{Interface: f.client, n: n}
+
+	tmpl := f.opts.Template(i, n.name)
+	facts := f.opts.Facts(i, n.name)
+	so := nodestatus.Options{Runtime: f.opts.Runtime, Clock: f.clock}
+	applyTemplate(tmpl, &facts, &so)
+	n.host = nodestatustest.NewHost(facts)
+	so.Host = n.host
+	if f.opts.StatusOptions != nil {
+		f.opts.StatusOptions(i, &so)
+	}
+	setters, err := nodestatus.DefaultSetters(so)
+	if err != nil {
+		return fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+	}
+	if f.opts.Setters != nil {
+		setters = f.opts.Setters(i, setters)
+	}
+	n.setter = setters
+
+	lo := lease.Options{
+		Client:        n.client,
+		NodeName:      n.name,
+		LeaseDuration: f.opts.LeaseDuration,
+		RenewInterval: f.opts.RenewInterval,
+		Jitter:        -1, // the fleet spreads renewals itself
+		Clock:         f.clock,
+		Metrics:       f.opts.Metrics,
+	}
+	if f.opts.Lease != nil {
+		f.opts.Lease(i, &lo)
+	}
+	if n.renewer, err = lease.New(lo); err != nil {
+		return fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+	}
+	hb, err := f.newHeartbeat(n, tmpl)
+	if err != nil {
+		return err
+	}
+	n.hb.Store(hb)
+	return nil
+}
+
+func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, error) {
+	ho := heartbeat.Options{
+		Client:                    n.client,
+		NodeName:                  n.name,
+		Node:                      tmpl,
+		StatusSetter:              (*nodeSetter)(n),
+		Strategy:                  f.opts.Strategy,
+		NodeStatusUpdateFrequency: f.opts.StatusUpdateFrequency,
+		NodeStatusReportFrequency: f.opts.StatusReportFrequency,
+		Jitter:                    -1, // the fleet spreads rounds itself
+		Clock:                     f.clock,
+		Metrics:                   f.opts.Metrics,
+		Rand:                      n.rand,
+	}
+	if f.opts.Strategy.UsesLease() {
+		ho.Lease = n.renewer
+	}
+	if f.opts.Heartbeat != nil {
+		f.opts.Heartbeat(int(n.idx), &ho)
+	}
+	hb, err := heartbeat.New(ho)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+	}
+	return hb, nil
+}
+
+// applyTemplate turns the template's capacity and addresses into host facts
+// and status options, so that the default setters report them.
+func applyTemplate(tmpl *corev1.Node, facts *nodestatus.HostFacts, so *nodestatus.Options) {
+	if q, ok := tmpl.Status.Capacity[corev1.ResourceCPU]; ok {
+		facts.CPUs = int((q.MilliValue() + 999) / 1000)
+	}
+	if q, ok := tmpl.Status.Capacity[corev1.ResourceMemory]; ok {
+		total := uint64(q.Value())
+		facts.MemoryAvailable = facts.MemoryAvailable * total / max(facts.MemoryTotal, 1)
+		facts.MemoryTotal = total
+	}
+	if q, ok := tmpl.Status.Capacity[corev1.ResourcePods]; ok {
+		so.MaxPods = int(q.Value())
+	}
+	if q, ok := tmpl.Status.Capacity[corev1.ResourceEphemeralStorage]; ok {
+		c := uint64(q.Value())
+		facts.NodeFS.Available = facts.NodeFS.Available * c / max(facts.NodeFS.Capacity, 1)
+		facts.NodeFS.Capacity = c
+	}
+	for _, a := range tmpl.Status.Addresses {
+		switch a.Type {
+		case corev1.NodeInternalIP:
+			if ip := parseIP(a.Address); ip != nil {
+				so.NodeIPs = append(so.NodeIPs, ip)
+			}
+		case corev1.NodeExternalIP:
+			if ip := parseIP(a.Address); ip != nil {
+				so.ExternalIPs = append(so.ExternalIPs, ip)
+			}
+		case corev1.NodeHostName:
+			so.Hostname = a.Address
+		}
+	}
+}
+
+// Capacity returns a resource list for a template's status.capacity.
+func Capacity(cpu, memory string, pods int) corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(cpu),
+		corev1.ResourceMemory: resource.MustParse(memory),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
+	}
+}
+
+// Len returns the number of nodes.
+func (f *Fleet) Len() int { return len(f.nodes) }
+
+// Node returns node i, for 0 <= i < Len().
+func (f *Fleet) Node(i int) *Node { return &f.nodes[i] }
+
+// NodeByName returns the node called name, or nil.
+func (f *Fleet) NodeByName(name string) *Node {
+	i, ok := f.byName[name]
+	if !ok {
+		return nil
+	}
+	return &f.nodes[i]
+}
+
+// Clock returns the fleet's clock.
+func (f *Fleet) Clock() clock.Clock { return f.clock }
+
+// Client returns the fleet's client (without any node's injected faults).
+func (f *Fleet) Client() kubernetes.Interface { return f.client }
+
+// ---- scheduling ----
+
+func queued(k kind) uint16  { return 1 << (0 + k) }
+func running(k kind) uint16 { return 1 << (2 + k) }
+func stopped(k kind) uint16 { return 1 << (4 + k) }
+func rerun(k kind) uint16   { return 1 << (6 + k) }
+
+const flagDeleted uint16 = 1 << 8
+
+// scheduleLocked queues n's task of kind k at due, or moves it earlier.
+func (f *Fleet) scheduleLocked(n *Node, k kind, due int64) {
+	if n.flags&(stopped(k)|flagDeleted) != 0 {
+		return
+	}
+	switch {
+	case n.flags&running(k) != 0:
+		if due <= f.clock.Now().UnixNano() {
+			n.flags |= rerun(k)
+		}
+		return
+	case n.flags&queued(k) != 0:
+		i := n.hidx[k]
+		if i >= 0 && due < f.heap.items[i].due {
+			f.heap.items[i].due = due
+			f.heap.fix(int(i))
+		}
+	default:
+		n.flags |= queued(k)
+		f.heap.push(task{due: due, node: n.idx, kind: k})
+	}
+	f.kickLocked(due)
+}
+
+func (f *Fleet) kickLocked(due int64) {
+	if due < f.wake {
+		f.wake = due
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// popDueLocked moves the tasks due at now into batch and marks them running.
+func (f *Fleet) popDueLocked(now int64, batch []task, limit int) []task {
+	for len(f.heap.items) > 0 && f.heap.items[0].due <= now && len(batch) < limit {
+		t := f.heap.pop()
+		n := &f.nodes[t.node]
+		if n.flags&(stopped(t.kind)|flagDeleted) != 0 {
+			n.flags &^= queued(t.kind)
+			continue
+		}
+		n.flags |= running(t.kind)
+		f.inflight++
+		batch = append(batch, t)
+	}
+	return batch
+}
+
+// complete reschedules a finished task at next.
+func (f *Fleet) complete(t task, next int64) {
+	f.mu.Lock()
+	n := &f.nodes[t.node]
+	k := t.kind
+	n.flags &^= running(k)
+	switch {
+	case n.flags&(stopped(k)|flagDeleted) != 0:
+		n.flags &^= queued(k) | rerun(k)
+	default:
+		if n.flags&rerun(k) != 0 {
+			n.flags &^= rerun(k)
+			next = min(next, f.clock.Now().UnixNano())
+		}
+		f.heap.push(task{due: next, node: t.node, kind: k})
+		f.kickLocked(next)
+	}
+	f.inflight--
+	if f.inflight == 0 || n.waiters > 0 {
+		f.cond.Broadcast()
+	}
+	f.mu.Unlock()
+}
+
+// exec runs one task and reschedules it.
+func (f *Fleet) exec(ctx context.Context, t task) {
+	n := &f.nodes[t.node]
+	var next int64
+	if t.kind == kindLease {
+		next = f.execLease(ctx, n)
+	} else {
+		next = f.execStatus(ctx, n, t.due)
+	}
+	f.complete(t, next)
+	f.signal()
+}
+
+func (f *Fleet) execLease(ctx context.Context, n *Node) int64 {
+	start := f.clock.Now()
+	err := n.renewer.SyncOnce(ctx)
+	wait := n.renewer.NextWait(err)
+	now := f.clock.Now().UnixNano()
+	if err != nil {
+		if ctx.Err() == nil {
+			f.leaseErrors.Add(1)
+			n.leaseErrors.Add(1)
+			n.setLastErr(kindLease, err)
+		}
+		return now + int64(wait)
+	}
+	n.lastRenew.Store(start.UnixNano())
+	n.renewals.Add(1)
+	f.renewals.Add(1)
+	return nextSlot(now, f.epoch, phase(int(n.idx), 0, f.leasePeriod), f.leasePeriod)
+}
+
+func (f *Fleet) execStatus(ctx context.Context, n *Node, due int64) int64 {
+	hb := n.hb.Load()
+	logger := klog.FromContext(ctx)
+	ph := phase(int(n.idx), 1<<63, f.statusPeriod)
+	wasRegistered := hb.Registered()
+	onGrid := (due-f.epoch-ph)%f.statusPeriod == 0
+	if wasRegistered && n.fastUntil != 0 && !onGrid {
+		done, err := hb.SyncFastStatus(ctx)
+		now := f.clock.Now().UnixNano()
+		if err != nil && ctx.Err() == nil {
+			f.statusErrors.Add(1)
+			n.statusErrors.Add(1)
+			n.setLastErr(kindStatus, err)
+		}
+		slot := nextSlot(now, f.epoch, ph, f.statusPeriod)
+		if done || now >= n.fastUntil {
+			n.fastUntil = 0
+			return slot
+		}
+		return min(slot, now+f.fastEvery)
+	}
+	err := hb.SyncStatus(ctx)
+	f.statusRounds.Add(1)
+	now := f.clock.Now().UnixNano()
+	if err != nil && ctx.Err() == nil {
+		f.statusErrors.Add(1)
+		n.statusErrors.Add(1)
+		n.setLastErr(kindStatus, err)
+		logger.V(5).Info("Status round failed", "node", n.name, "err", err)
+	}
+	slot := nextSlot(now, f.epoch, ph, f.statusPeriod)
+	registered := hb.Registered()
+	n.registered.Store(registered)
+	switch {
+	case !registered && err != nil:
+		if ctx.Err() != nil {
+			return now
+		}
+		if wasRegistered {
+			return now // the Node is gone: register again at once
+		}
+		f.registerErrors.Add(1)
+		return now + int64(hb.NextRegisterWait(err))
+	case registered && !wasRegistered:
+		f.registrations.Add(1)
+		hb.NextRegisterWait(nil)
+		if f.grace > 0 {
+			if done, _ := hb.SyncFastStatus(ctx); !done {
+				n.fastUntil = now + f.grace
+				return min(slot, now+f.fastEvery)
+			}
+		}
+	}
+	return slot
+}
+
+// signal wakes the waiters of Wait* helpers.
+func (f *Fleet) signal() {
+	f.nmu.Lock()
+	if f.notify != nil {
+		close(f.notify)
+		f.notify = nil
+	}
+	f.nmu.Unlock()
+}
+
+func (f *Fleet) changed() <-chan struct{} {
+	f.nmu.Lock()
+	defer f.nmu.Unlock()
+	if f.notify == nil {
+		f.notify = make(chan struct{})
+	}
+	return f.notify
+}
+
+// SyncOnce runs every step that is due on the fleet's clock (renewals,
+// status rounds, registrations, retries) on at most Options.Workers
+// goroutines, and the steps that fall due meanwhile, and returns when none is
+// due or running. Under a fake clock, each call after the clock moved does
+// exactly the work that the moment asks for: it is the fleet's synchronous
+// step. It returns ctx's error, or an error when steps keep falling due
+// without end.
+func (f *Fleet) SyncOnce(ctx context.Context) error {
+	f.syncMu.Lock()
+	defer f.syncMu.Unlock()
+	for round := 0; ; round++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f.mu.Lock()
+		for f.inflight > 0 {
+			f.cond.Wait()
+		}
+		f.batch = f.popDueLocked(f.clock.Now().UnixNano(), f.batch[:0], math.MaxInt)
+		f.mu.Unlock()
+		batch := f.batch
+		if len(batch) == 0 {
+			return nil
+		}
+		if round == maxSyncRounds {
+			// Put them back: they will run on the next call.
+			for _, t := range batch {
+				f.complete(t, t.due)
+			}
+			return fmt.Errorf("heartbeattest: steps still falling due after %d rounds", maxSyncRounds)
+		}
+		var (
+			next atomic.Int64
+			wg   sync.WaitGroup
+		)
+		for range min(f.workers, len(batch)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= len(batch) {
+						return
+					}
+					f.exec(ctx, batch[i])
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// Step moves the fleet's clock, which must have a Step method (a
+// k8s.io/utils/clock/testing FakeClock), forward by d, in moves of at most the
+// shorter of the renew interval and the status update frequency, and after
+// each move runs what fell due (SyncOnce). Stepping by the renew interval
+// renews every running lease exactly once.
+func (f *Fleet) Step(ctx context.Context, d time.Duration) error {
+	st, ok := f.clock.(interface{ Step(time.Duration) })
+	if !ok {
+		return fmt.Errorf("heartbeattest: Step needs a clock with a Step method, not %T", f.clock)
+	}
+	chunk := time.Duration(min(f.leasePeriod, f.statusPeriod))
+	for d > 0 {
+		s := min(d, chunk)
+		st.Step(s)
+		d -= s
+		if err := f.SyncOnce(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run drives the fleet until ctx ends: one scheduler goroutine waits on the
+// fleet's clock for the next due step and hands it to one of
+// Options.Workers worker goroutines. It returns ctx's error once every step
+// it started has finished. Only one Run may be active at a time; SyncOnce and
+// Step may be called meanwhile.
+func (f *Fleet) Run(ctx context.Context) error {
+	f.mu.Lock()
+	if f.running {
+		f.mu.Unlock()
+		return errors.New("heartbeattest: Run is already running")
+	}
+	f.running = true
+	f.mu.Unlock()
+	ch := make(chan task)
+	var wg sync.WaitGroup
+	for range f.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range ch {
+				f.exec(ctx, t)
+			}
+		}()
+	}
+	defer func() {
+		close(ch)
+		wg.Wait()
+		f.mu.Lock()
+		f.running = false
+		f.wake = math.MaxInt64
+		f.mu.Unlock()
+	}()
+	var one []task
+	for {
+		f.mu.Lock()
+		now := f.clock.Now().UnixNano()
+		one = f.popDueLocked(now, one[:0], 1)
+		var wait time.Duration = -1
+		if len(one) == 0 {
+			f.wake = math.MaxInt64
+			if len(f.heap.items) > 0 {
+				f.wake = f.heap.items[0].due
+				wait = time.Duration(f.wake - now)
+			}
+		}
+		f.mu.Unlock()
+		if len(one) == 1 {
+			select {
+			case ch <- one[0]:
+				continue
+			case <-ctx.Done():
+				f.complete(one[0], one[0].due)
+				return ctx.Err()
+			}
+		}
+		select {
+		case <-f.kick:
+			continue
+		default:
+		}
+		if wait < 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-f.kick:
+			}
+			continue
+		}
+		t := f.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-f.kick:
+			t.Stop()
+		case <-t.C():
+		}
+	}
+}
+
+// Stats are counters of a fleet since New.
+type Stats struct {
+	// Nodes is the number of nodes; Registered those whose Node was known
+	// to exist after their last status step.
+	Nodes, Registered int
+	// Renewals and LeaseErrors count lease renewals that succeeded and
+	// failed.
+	Renewals, LeaseErrors uint64
+	// StatusRounds counts status rounds (posted or not), StatusErrors failed
+	// status rounds and fast checks.
+	StatusRounds, StatusErrors uint64
+	// Registrations and RegisterErrors count registrations.
+	Registrations, RegisterErrors uint64
+}
+
+// Stats returns the fleet's counters.
+func (f *Fleet) Stats() Stats {
+	s := Stats{
+		Nodes:          len(f.nodes),
+		Renewals:       f.renewals.Load(),
+		LeaseErrors:    f.leaseErrors.Load(),
+		StatusRounds:   f.statusRounds.Load(),
+		StatusErrors:   f.statusErrors.Load(),
+		Registrations:  f.registrations.Load(),
+		RegisterErrors: f.registerErrors.Load(),
+	}
+	for i := range f.nodes {
+		if f.nodes[i].registered.Load() {
+			s.Registered++
+		}
+	}
+	return s
+}
+
+// Freshness reports, from the renewTimes the fleet last wrote, how many
+// leases of running (not stopped, not deleted) nodes were renewed within
+// maxAge of now, and the age of the oldest renewal among those nodes (a node
+// that never renewed counts as not fresh, with an age since New).
+func (f *Fleet) Freshness(maxAge time.Duration) (fresh, running int, oldest time.Duration) {
+	now := f.clock.Now().UnixNano()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.nodes {
+		n := &f.nodes[i]
+		if n.flags&(stopped(kindLease)|flagDeleted) != 0 {
+			continue
+		}
+		running++
+		t := n.lastRenew.Load()
+		if t == 0 {
+			t = f.epoch
+		}
+		age := time.Duration(now - t)
+		if age <= maxAge && n.lastRenew.Load() != 0 {
+			fresh++
+		}
+		oldest = max(oldest, age)
+	}
+	return fresh, running, oldest
+}

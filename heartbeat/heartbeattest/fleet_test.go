@@ -1,0 +1,516 @@
+package heartbeattest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
+	"github.com/nodekit/nodekit/nodestatus"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newFleet(t *testing.T, opts heartbeattest.Options) (*heartbeattest.Fleet, *clocktesting.FakeClock, context.Context) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	if opts.Client == nil {
+		opts.Client = heartbeattest.NewClientset()
+	}
+	opts.Clock = clk
+	f, err := heartbeattest.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	// Registration at once, then every lease within one renew interval.
+	if err := f.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Step(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return f, clk, ctx
+}
+
+func getLease(t *testing.T, c kubernetes.Interface, name string) *coordinationv1.Lease {
+	t.Helper()
+	l, err := c.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {
+	t.Helper()
+	n, err := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func condition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == t {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func TestStartRegistersEveryNode(t *testing.T) {
+	for _, fast := range []bool{false, true} {
+		f, clk, _ := newFleet(t, heartbeattest.Options{Nodes: 20, FakeFastPath: fast})
+		s := f.Stats()
+		if s.Registered != 20 || s.Renewals != 20 || s.Registrations != 20 || s.LeaseErrors+s.StatusErrors+s.RegisterErrors != 0 {
+			t.Fatalf("fast=%v: stats after start %+v", fast, s)
+		}
+		for i := range 20 {
+			n := f.Node(i)
+			node := getNode(t, f.Client(), n.Name())
+			if c := condition(node, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
+				t.Fatalf("node %s not Ready: %+v", n.Name(), node.Status.Conditions)
+			}
+			l := getLease(t, f.Client(), n.Name())
+			if !l.Spec.RenewTime.Time.Equal(clk.Now()) || *l.Spec.HolderIdentity != n.Name() || *l.Spec.LeaseDurationSeconds != 40 {
+				t.Fatalf("lease %s: %+v", n.Name(), l.Spec)
+			}
+			if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != node.UID || node.UID == "" {
+				// The lease is written with the owner once the Node's UID is known: from the first renewal after registration.
+				if err := f.Step(context.Background(), 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				l = getLease(t, f.Client(), n.Name())
+				if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != node.UID {
+					t.Fatalf("lease %s owner %+v, node UID %q", n.Name(), l.OwnerReferences, node.UID)
+				}
+			}
+		}
+	}
+}
+
+// Stepping by the renew interval renews every lease exactly once, at the
+// clock's time, whatever the step's phase.
+func TestStepRenewsEveryLeaseOnce(t *testing.T) {
+	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 100, FakeFastPath: true})
+	clk.Step(3 * time.Second) // any phase
+	if err := f.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := make([]uint64, f.Len())
+	for i := range before {
+		before[i] = f.Node(i).Renewals()
+	}
+	for step := 1; step <= 12; step++ {
+		if err := f.Step(ctx, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for i := range f.Len() {
+			if got := f.Node(i).Renewals() - before[i]; got != uint64(step) {
+				t.Fatalf("step %d: node %d renewed %d times, want %d", step, i, got, step)
+			}
+		}
+	}
+	_ = clk
+}
+
+// Renewals are spread evenly over the renew interval: stepping one second at
+// a time renews a tenth of the fleet each time.
+func TestRenewalsSpreadEvenly(t *testing.T) {
+	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 300, FakeFastPath: true, StatusUpdateFrequency: time.Hour})
+	prev := f.Stats().Renewals
+	for range 30 {
+		if err := f.Step(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		s := f.Stats().Renewals
+		if d := s - prev; d < 28 || d > 32 {
+			t.Fatalf("renewals in one second: %d, want 30±2", d)
+		}
+		prev = s
+	}
+}
+
+func TestStopResume(t *testing.T) {
+	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 10})
+	n := f.Node(3)
+	n.StopLease()
+	last := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time
+	if err := f.Step(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time; !got.Equal(last) {
+		t.Fatalf("stopped lease renewed at %v", got)
+	}
+	if got := f.Node(4).Renewals(); got != 7 {
+		t.Fatalf("running node renewed %d times, want 7", got)
+	}
+	fresh, running, oldest := f.Freshness(40 * time.Second)
+	if fresh != 9 || running != 9 || oldest > 10*time.Second {
+		t.Fatalf("Freshness = %d, %d, %v", fresh, running, oldest)
+	}
+	n.ResumeLease()
+	if err := f.Step(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Renewals(); got != 2 {
+		t.Fatalf("resumed node renewed %d times, want 2", got)
+	}
+	if got := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now()) {
+		t.Fatalf("resumed lease renewTime %v, want %v", got, clk.Now())
+	}
+
+	// Status rounds stop and resume independently of the lease.
+	n.StopStatus()
+	n.SetCondition(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "Test"})
+	if err := f.Step(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeReady); c.Status != corev1.ConditionTrue {
+		t.Fatalf("stopped status posted: %+v", c)
+	}
+	if got := n.Renewals(); got != 5 {
+		t.Fatalf("lease renewals with status stopped: %d, want 5", got)
+	}
+	n.ResumeStatus()
+	if err := f.Step(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeReady); c.Status != corev1.ConditionFalse {
+		t.Fatalf("resumed status not posted: %+v", c)
+	}
+	if l, s, d := n.Stopped(); l || s || d {
+		t.Fatalf("Stopped() = %v %v %v", l, s, d)
+	}
+}
+
+func TestFailStatusAndLease(t *testing.T) {
+	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 3})
+	n := f.Node(1)
+	boom := apierrors.NewServiceUnavailable("injected")
+	n.FailStatus(boom)
+	n.SetCondition(corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue, Reason: "Test"})
+	if err := f.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionFalse {
+		t.Fatalf("failing status write reached the API: %+v", c)
+	}
+	_, serr := n.LastErrors()
+	if !errors.Is(serr, boom) || f.Stats().StatusErrors != 1 {
+		t.Fatalf("status error %v, stats %+v", serr, f.Stats())
+	}
+	n.FailStatus(nil)
+	if err := f.Step(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionTrue {
+		t.Fatalf("status not posted after the fault cleared: %+v", c)
+	}
+
+	n.FailLease(boom)
+	if err := f.Step(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	lerr, _ := n.LastErrors()
+	if !errors.Is(lerr, boom) || n.Renewals() != 2 || f.Stats().LeaseErrors == 0 {
+		t.Fatalf("lease error %v, renewals %d, stats %+v", lerr, n.Renewals(), f.Stats())
+	}
+	n.FailLease(nil)
+	if err := f.Step(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n.Renewals() != 3 {
+		t.Fatalf("renewals after the fault cleared: %d", n.Renewals())
+	}
+}
+
+func TestAgeLease(t *testing.T) {
+	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 2})
+	n := f.Node(0)
+	n.StopLease()
+	if err := n.AgeLease(ctx, 45*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now().Add(-45 * time.Second)) {
+		t.Fatalf("aged renewTime %v", got)
+	}
+	if fresh, _, oldest := f.Freshness(40 * time.Second); fresh != 0 || oldest != 0 {
+		// Node 0 is stopped, so only node 1 counts.
+		if fresh != 1 {
+			t.Fatalf("Freshness: fresh %d oldest %v", fresh, oldest)
+		}
+	}
+	// Renewing again after someone else's write: the renewer meets a
+	// conflict or re-reads, and writes a fresh renewTime.
+	n.ResumeLease()
+	if err := f.Step(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now()) {
+		t.Fatalf("renewTime after resume %v, want %v", got, clk.Now())
+	}
+}
+
+func TestConditions(t *testing.T) {
+	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 2})
+	n := f.Node(0)
+	custom := corev1.NodeConditionType("example.com/GPUHealthy")
+
+	n.SetCondition(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "Test", Message: "made not ready"})
+	n.SetCondition(corev1.NodeCondition{Type: custom, Status: corev1.ConditionTrue, Reason: "Probe"})
+	if err := f.SyncOnce(ctx); err != nil { // runs the kicked status round
+		t.Fatal(err)
+	}
+	if _, err := f.WaitNode(ctx, n.Name(), heartbeattest.ConditionIs(corev1.NodeReady, corev1.ConditionFalse)); err != nil {
+		t.Fatal(err)
+	}
+	node := getNode(t, f.Client(), n.Name())
+	ready := condition(node, corev1.NodeReady)
+	if ready.Message != "made not ready" || !ready.LastTransitionTime.Time.Equal(clk.Now()) {
+		t.Fatalf("Ready %+v", ready)
+	}
+	if c := condition(node, custom); c == nil || c.Status != corev1.ConditionTrue {
+		t.Fatalf("custom condition %+v", c)
+	}
+	transition := ready.LastTransitionTime
+	// Unchanged overrides keep their transition time, and are not posted
+	// again each round.
+	writes := n.StatusWrites()
+	if err := f.Step(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n.StatusWrites() != writes {
+		t.Fatalf("unchanged status posted %d times", n.StatusWrites()-writes)
+	}
+	n.ClearCondition(custom)
+	n.ClearCondition(corev1.NodeReady)
+	if err := f.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node = getNode(t, f.Client(), n.Name())
+	if c := condition(node, custom); c != nil {
+		t.Fatalf("cleared custom condition still there: %+v", c)
+	}
+	if c := condition(node, corev1.NodeReady); c.Status != corev1.ConditionTrue || !c.LastTransitionTime.After(transition.Time) {
+		t.Fatalf("Ready after clearing: %+v", c)
+	}
+
+	// Host facts drive the default setters: low memory is MemoryPressure.
+	n.Host().Update(func(h *nodestatus.HostFacts) { h.MemoryAvailable = 50 << 20 })
+	n.Kick()
+	if err := f.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionTrue {
+		t.Fatalf("MemoryPressure %+v", c)
+	}
+}
+
+func TestWaitTimesOut(t *testing.T) {
+	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 1})
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err := f.WaitNode(wctx, f.Node(0).Name(), heartbeattest.ConditionIs(corev1.NodeReady, corev1.ConditionFalse))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "Ready=True") {
+		t.Fatalf("WaitNode error %v", err)
+	}
+	if err := f.Node(0).WaitRenewals(wctx, 5); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitRenewals error %v", err)
+	}
+}
+
+func TestDeleteRecreate(t *testing.T) {
+	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 3})
+	n := f.Node(2)
+	if err := f.Step(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	oldUID := getNode(t, f.Client(), n.Name()).UID
+	if err := n.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Step(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitNode(ctx, n.Name(), heartbeattest.NodeGone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WaitLease(ctx, n.Name(), func(l *coordinationv1.Lease) bool { return l == nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, deleted := n.Stopped(); !deleted {
+		t.Fatal("not marked deleted")
+	}
+	if err := n.Recreate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	node := getNode(t, f.Client(), n.Name())
+	if node.UID == oldUID || node.UID == "" {
+		t.Fatalf("recreated node UID %q (old %q)", node.UID, oldUID)
+	}
+	if err := f.Step(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	l := getLease(t, f.Client(), n.Name())
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != node.UID {
+		t.Fatalf("recreated lease owner %+v, want UID %q", l.OwnerReferences, node.UID)
+	}
+}
+
+func TestTemplate(t *testing.T) {
+	gpu := corev1.ResourceName("example.com/gpu")
+	f, _, _ := newFleet(t, heartbeattest.Options{
+		Nodes:      2,
+		NamePrefix: "sim-",
+		Template: func(i int, name string) *corev1.Node {
+			n := heartbeattest.DefaultTemplate(i, name)
+			n.Labels["pool"] = []string{"a", "b"}[i%2]
+			n.Spec.Taints = []corev1.Taint{{Key: "example.com/sim", Effect: corev1.TaintEffectNoSchedule}}
+			n.Status.Capacity = heartbeattest.Capacity("32", "256Gi", 110)
+			n.Status.Capacity[gpu] = resource.MustParse("2")
+			n.Status.Allocatable = corev1.ResourceList{gpu: resource.MustParse("2")}
+			n.Status.Addresses = []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: "192.0.2." + []string{"10", "11"}[i]},
+				{Type: corev1.NodeHostName, Address: name + ".example"},
+			}
+			return n
+		},
+	})
+	if f.NodeByName("sim-1") != f.Node(1) || f.NodeByName("node-0") != nil {
+		t.Fatal("NodeByName")
+	}
+	node := getNode(t, f.Client(), "sim-1")
+	c := node.Status.Capacity
+	if c.Cpu().String() != "32" || c.Memory().String() != "256Gi" || c.Pods().String() != "110" {
+		t.Fatalf("capacity %v", c)
+	}
+	if q := c[gpu]; q.String() != "2" {
+		t.Fatalf("extended resource capacity %v", c)
+	}
+	if q := node.Status.Allocatable[gpu]; q.String() != "2" {
+		t.Fatalf("extended resource allocatable %v", node.Status.Allocatable)
+	}
+	if node.Labels["pool"] != "b" || len(node.Spec.Taints) != 1 {
+		t.Fatalf("labels %v taints %v", node.Labels, node.Spec.Taints)
+	}
+	want := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.11"}, {Type: corev1.NodeHostName, Address: "sim-1.example"}}
+	if len(node.Status.Addresses) != 2 || node.Status.Addresses[0] != want[0] || node.Status.Addresses[1] != want[1] {
+		t.Fatalf("addresses %v", node.Status.Addresses)
+	}
+}
+
+func TestRun(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	f, err := heartbeattest.New(heartbeattest.Options{Client: heartbeattest.NewClientset(), Nodes: 50, Clock: clk, Workers: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(runCtx) }()
+	if err := f.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Run(ctx); err == nil {
+		t.Fatal("second Run did not fail")
+	}
+	// Under Run, moving the clock is enough; SyncOnce alongside waits for
+	// what fell due.
+	for range 4 {
+		clk.Step(10 * time.Second)
+		if err := f.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.WaitRenewals(ctx, 200); err != nil {
+		t.Fatal(err)
+	}
+	f.Node(7).SetCondition(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "Test"})
+	if _, err := f.WaitNode(ctx, f.Node(7).Name(), heartbeattest.ConditionIs(corev1.NodeReady, corev1.ConditionFalse)); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+	if s := f.Stats(); s.Renewals != 200 || s.LeaseErrors != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestOptionsErrors(t *testing.T) {
+	c := heartbeattest.NewClientset()
+	for _, tc := range []struct {
+		opts  heartbeattest.Options
+		field string
+	}{
+		{heartbeattest.Options{Nodes: 1}, "Client"},
+		{heartbeattest.Options{Client: c}, "Nodes"},
+		{heartbeattest.Options{Client: c, Nodes: 1, LeaseDuration: 1500 * time.Millisecond}, "LeaseDuration"},
+		{heartbeattest.Options{Client: c, Nodes: 1, RenewInterval: time.Minute}, "RenewInterval"},
+		{heartbeattest.Options{Client: c, Nodes: 1, StatusUpdateFrequency: time.Millisecond}, "StatusUpdateFrequency"},
+		{heartbeattest.Options{Client: c, Nodes: 1, StatusReportFrequency: 48 * time.Hour}, "StatusReportFrequency"},
+		{heartbeattest.Options{Client: c, Nodes: 1, Workers: -1}, "Workers"},
+		{heartbeattest.Options{Client: c, Nodes: 2, Template: func(int, string) *corev1.Node {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "same"}}
+		}}, "Node.Name"},
+	} {
+		_, err := heartbeattest.New(tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("New with bad %s: %v", tc.field, err)
+		}
+	}
+	f, err := heartbeattest.New(heartbeattest.Options{Client: c, Nodes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Step(context.Background(), time.Second); err == nil {
+		t.Error("Step on the real clock did not fail")
+	}
+}
+
+func TestStatusOnlyStrategy(t *testing.T) {
+	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 3, Strategy: heartbeat.StatusOnly()})
+	if err := f.Step(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	f.Node(0).ResumeLease()
+	f.Node(0).RenewNow()
+	if err := f.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.Stats(); s.Renewals != 0 || s.StatusRounds != 15 {
+		t.Fatalf("stats %+v", s)
+	}
+	// StatusOnly posts every round: one post at registration and one per
+	// round after it.
+	if w := f.Node(1).StatusWrites(); w != 5 {
+		t.Fatalf("status writes %d, want 5", w)
+	}
+	if _, err := f.Client().CoordinationV1().Leases("kube-node-lease").Get(ctx, f.Node(0).Name(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("lease exists: %v", err)
+	}
+}
