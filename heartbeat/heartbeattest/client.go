@@ -129,34 +129,18 @@ type leases struct {
 	n *Node
 }
 
-// The lease calls drop managedFields from what the API server returns: the
-// renewer keeps the last lease and writes its next renewal from it, and
-// without them each node keeps less and each renewal sends less (the server
-// keeps the managed fields it has when an update carries none).
-
-func (c leases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
-	return dropManagedFields(c.LeaseInterface.Get(ctx, name, opts))
-}
-
 func (c leases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	if err := c.n.fault(faultLease); err != nil {
 		return nil, err
 	}
-	return dropManagedFields(c.LeaseInterface.Update(ctx, l, opts))
+	return c.LeaseInterface.Update(ctx, l, opts)
 }
 
 func (c leases) Create(ctx context.Context, l *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	if err := c.n.fault(faultLease); err != nil {
 		return nil, err
 	}
-	return dropManagedFields(c.LeaseInterface.Create(ctx, l, opts))
-}
-
-func dropManagedFields(l *coordinationv1.Lease, err error) (*coordinationv1.Lease, error) {
-	if l != nil {
-		l.ManagedFields = nil
-	}
-	return l, err
+	return c.LeaseInterface.Create(ctx, l, opts)
 }
 
 // tracked is a fake clientset whose object tracker the fleet may use
