@@ -508,6 +508,58 @@ func TestStatusChanged(t *testing.T) {
 	if !heartbeat.StatusChanged(a, d) {
 		t.Fatal("removed condition missed")
 	}
+	e := a.DeepCopy()
+	e.Conditions[1].LastTransitionTime = metav1.NewTime(t0)
+	if !heartbeat.StatusChanged(a, e) {
+		t.Fatal("transition time change missed")
+	}
+	f := a.DeepCopy()
+	f.Conditions[1].Type = "C"
+	if !heartbeat.StatusChanged(a, f) {
+		t.Fatal("replaced condition type missed")
+	}
+
+	// The same quantity written another way is no change; another value is.
+	withCPU := func(q string) *corev1.NodeStatus {
+		s := a.DeepCopy()
+		s.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+		return s
+	}
+	if heartbeat.StatusChanged(withCPU("1"), withCPU("1000m")) {
+		t.Fatal("1 and 1000m counted as a change")
+	}
+	if !heartbeat.StatusChanged(withCPU("1"), withCPU("2")) {
+		t.Fatal("allocatable change missed")
+	}
+
+	images := func(size int64, names ...string) *corev1.NodeStatus {
+		s := a.DeepCopy()
+		s.Images = []corev1.ContainerImage{{Names: names, SizeBytes: size}}
+		return s
+	}
+	if heartbeat.StatusChanged(images(10, "a", "b"), images(10, "a", "b")) {
+		t.Fatal("equal images counted as a change")
+	}
+	for _, other := range []*corev1.NodeStatus{images(11, "a", "b"), images(10, "a"), images(10, "a", "c")} {
+		if !heartbeat.StatusChanged(images(10, "a", "b"), other) {
+			t.Fatalf("image change missed: %v", other.Images)
+		}
+	}
+	if heartbeat.StatusChanged(&corev1.NodeStatus{}, &corev1.NodeStatus{Images: []corev1.ContainerImage{}, Capacity: corev1.ResourceList{}}) {
+		t.Fatal("nil and empty counted as a change")
+	}
+
+	// Fields compared semantically as a whole still count.
+	g := a.DeepCopy()
+	g.NodeInfo.KernelVersion = "6.1"
+	if !heartbeat.StatusChanged(a, g) {
+		t.Fatal("nodeInfo change missed")
+	}
+	h := a.DeepCopy()
+	h.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+	if !heartbeat.StatusChanged(a, h) {
+		t.Fatal("address change missed")
+	}
 }
 
 func TestEvents(t *testing.T) {

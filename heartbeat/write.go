@@ -3,11 +3,9 @@ package heartbeat
 import (
 	"encoding/json"
 	"slices"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
@@ -151,27 +149,60 @@ func prune(v any) any {
 }
 
 // StatusChanged reports whether status differs from original, ignoring the
-// conditions' heartbeat times and their order.
+// conditions' heartbeat times and their order. Conditions, images and
+// resource lists (most of a status, and the costly part to compare by
+// reflection) are compared field by field; the rest semantically.
 func StatusChanged(original, status *corev1.NodeStatus) bool {
-	if len(original.Conditions) != len(status.Conditions) {
+	if !conditionsEqual(original.Conditions, status.Conditions) ||
+		!imagesEqual(original.Images, status.Images) ||
+		!resourcesEqual(original.Capacity, status.Capacity) ||
+		!resourcesEqual(original.Allocatable, status.Allocatable) {
 		return true
-	}
-	a := sortedConditions(original.Conditions)
-	b := sortedConditions(status.Conditions)
-	for i := range a {
-		a[i].LastHeartbeatTime = metav1.Time{}
-		b[i].LastHeartbeatTime = metav1.Time{}
-		if !apiequality.Semantic.DeepEqual(a[i], b[i]) {
-			return true
-		}
 	}
 	o, s := *original, *status
 	o.Conditions, s.Conditions = nil, nil
+	o.Images, s.Images = nil, nil
+	o.Capacity, s.Capacity = nil, nil
+	o.Allocatable, s.Allocatable = nil, nil
 	return !apiequality.Semantic.DeepEqual(o, s)
 }
 
-func sortedConditions(cs []corev1.NodeCondition) []corev1.NodeCondition {
-	out := slices.Clone(cs)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Type < out[j].Type })
-	return out
+// conditionsEqual compares conditions matched by type, heartbeat times left
+// out.
+func conditionsEqual(a, b []corev1.NodeCondition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		j := slices.IndexFunc(b, func(c corev1.NodeCondition) bool { return c.Type == a[i].Type })
+		if j < 0 {
+			return false
+		}
+		x, y := &a[i], &b[j]
+		if x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message ||
+			!x.LastTransitionTime.Equal(&y.LastTransitionTime) {
+			return false
+		}
+	}
+	return true
+}
+
+func imagesEqual(a, b []corev1.ContainerImage) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.ContainerImage) bool {
+		return x.SizeBytes == y.SizeBytes && slices.Equal(x.Names, y.Names)
+	})
+}
+
+// resourcesEqual compares quantities by value, as semantic equality does.
+func resourcesEqual(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, qa := range a {
+		qb, ok := b[name]
+		if !ok || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
 }
