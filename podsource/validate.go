@@ -101,23 +101,31 @@ func validateStaticPod(pod *v1.Pod, root *field.Path) field.ErrorList {
 	return errs
 }
 
+// validateUniqueLabel checks that name is a DNS-1123 label not yet in names,
+// and adds it to names.
+func validateUniqueLabel(name string, p *field.Path, names sets.Set[string]) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case name == "":
+		errs = append(errs, field.Required(p, ""))
+	case names.Has(name):
+		errs = append(errs, field.Duplicate(p, name))
+	default:
+		for _, msg := range validation.IsDNS1123Label(name) {
+			errs = append(errs, field.Invalid(p, name, msg))
+		}
+	}
+	names.Insert(name)
+	return errs
+}
+
 func validateVolumes(vols []v1.Volume, path *field.Path) (sets.Set[string], field.ErrorList) {
 	var errs field.ErrorList
 	names := sets.New[string]()
 	for i := range vols {
 		v := &vols[i]
 		p := path.Index(i)
-		switch {
-		case v.Name == "":
-			errs = append(errs, field.Required(p.Child("name"), ""))
-		case names.Has(v.Name):
-			errs = append(errs, field.Duplicate(p.Child("name"), v.Name))
-		default:
-			for _, msg := range validation.IsDNS1123Label(v.Name) {
-				errs = append(errs, field.Invalid(p.Child("name"), v.Name, msg))
-			}
-		}
-		names.Insert(v.Name)
+		errs = append(errs, validateUniqueLabel(v.Name, p.Child("name"), names)...)
 		if n := countSources(&v.VolumeSource); n > 1 {
 			errs = append(errs, field.Forbidden(p, "may not specify more than 1 volume type"))
 		}
@@ -190,18 +198,7 @@ func countSources(vs *v1.VolumeSource) int {
 }
 
 func validateContainer(c *v1.Container, p *field.Path, names, volumes sets.Set[string]) field.ErrorList {
-	var errs field.ErrorList
-	switch {
-	case c.Name == "":
-		errs = append(errs, field.Required(p.Child("name"), ""))
-	case names.Has(c.Name):
-		errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
-	default:
-		for _, msg := range validation.IsDNS1123Label(c.Name) {
-			errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
-		}
-	}
-	names.Insert(c.Name)
+	errs := validateUniqueLabel(c.Name, p.Child("name"), names)
 	if c.Image == "" {
 		errs = append(errs, field.Required(p.Child("image"), ""))
 	}
