@@ -22,7 +22,8 @@
 //
 //	os.Exit(containerdtest.MainFunc(func() int { return controlplane.Main(m, &cp) }, &ctrd))
 //
-// Pod sandboxes use the host network (no CNI is configured) and an empty
+// Pod sandboxes use the host network (no CNI is configured; EnableNetwork
+// adds a loopback-only one so the runtime reports NetworkReady) and an empty
 // hostname; SandboxConfig returns such a config with the io.kubernetes.pod.*
 // labels, a log directory under PodLogRoot and a cgroup parent under
 // CgroupRoot. BusyboxContainer returns a container config for the busybox
