@@ -27,6 +27,8 @@ import (
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -625,13 +627,7 @@ func TestOptionValidation(t *testing.T) {
 // waitFor polls cond until it holds or a 10s deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, what, cond)
 }
 
 // recorder counts requests by verb and resource, safely for Run's goroutines.

@@ -23,6 +23,8 @@ import (
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/lease"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 var cp *controlplane.ControlPlane
@@ -391,9 +393,10 @@ func TestIntegrationClientTimesOut(t *testing.T) {
 // leaseLag polls the lease as admin every 250ms and records how far its
 // renewTime falls behind, while the API server is up.
 type leaseLag struct {
-	mu   sync.Mutex
-	max  time.Duration
-	last time.Time
+	mu       sync.Mutex
+	max      time.Duration
+	last     time.Time
+	renewals int // distinct renewTimes seen
 }
 
 func watchLease(ctx context.Context, admin kubernetes.Interface, name string, lag *leaseLag) {
@@ -412,9 +415,18 @@ func watchLease(ctx context.Context, admin kubernetes.Interface, name string, la
 		d := time.Since(l.Spec.RenewTime.Time)
 		lag.mu.Lock()
 		lag.max = max(lag.max, d)
+		if !l.Spec.RenewTime.Time.Equal(lag.last) {
+			lag.renewals++
+		}
 		lag.last = l.Spec.RenewTime.Time
 		lag.mu.Unlock()
 	}
+}
+
+func (l *leaseLag) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewals
 }
 
 func (l *leaseLag) get() (time.Duration, time.Time) {
@@ -463,7 +475,8 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 		_, last := lag.get()
 		return !last.IsZero()
 	})
-	time.Sleep(25 * time.Second) // steady state: two or three renewals
+	// Steady state: the lag is sampled across three more renewals.
+	waitUntil(t, 45*time.Second, "three renewals in steady state", func() bool { return lag.count() >= 4 })
 	wcancel()
 	if m, _ := lag.get(); m > 40*time.Second {
 		t.Fatalf("renewTime fell %v behind with the server up", m)
@@ -474,7 +487,7 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 	if err := cp.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(30 * time.Second)
+	time.Sleep(30 * time.Second) // the outage itself: 30s without an API server
 	if err := cp.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
@@ -519,13 +532,7 @@ func readyOf(n *corev1.Node) corev1.ConditionStatus {
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, d, 100*time.Millisecond, what, cond)
 }
 
 var deleteNow = metav1.DeleteOptions{}

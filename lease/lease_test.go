@@ -21,6 +21,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/lease"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -309,13 +311,7 @@ func TestNextWaitJitterAndBackoff(t *testing.T) {
 // waitFor polls cond until it holds or a 10s deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, what, cond)
 }
 
 func TestRunTimingAndBackoff(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // waitTimeout bounds every wait for an update; the tests never sleep.
@@ -70,14 +72,5 @@ func verifyNoLeaks(t *testing.T) {
 // test after waitTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitTimeout)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: not within %v", what, waitTimeout)
-		}
-	}
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, what, cond)
 }

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // scripted is a Prober whose outcome per probe is set by the test. Probes
@@ -712,13 +714,7 @@ func noLeaks(t *testing.T) func() {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "condition", cond)
 }
 
 func TestNewManagerOptions(t *testing.T) {

@@ -21,6 +21,8 @@ import (
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // socketPath returns a fresh unix socket path, short enough for sun_path.
@@ -331,13 +333,7 @@ func TestRequestTimeout(t *testing.T) {
 // waitFor polls cond every 20ms until it holds or 15s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 15s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, 20*time.Millisecond, what, cond)
 }
 
 func TestReconnectAfterRuntimeRestart(t *testing.T) {

@@ -7,6 +7,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"time"
 )
 
 // RequireAll reports whether NODEKIT_REQUIRE_ALL=1 is set, in which case a
@@ -41,4 +42,25 @@ func MissingMain(what, target string, cause error) string {
 		os.Exit(1)
 	}
 	return msg
+}
+
+// PollTB is the part of testing.TB that Eventually uses.
+type PollTB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Eventually polls cond every interval until it holds, and fails t when it
+// does not hold within timeout. It is for conditions a test cannot be told
+// about (another process's state, a goroutine's progress); fake-clock tests
+// step the clock instead.
+func Eventually(t PollTB, timeout, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(interval)
+	}
 }
