@@ -73,6 +73,6 @@ func Example() {
 	// Output:
 	// node node-a edge Ready True
 	// lease renewed at 00:00:50 owner Node 0a1b2c
-	// node writes: 1 create, 1 status patch
+	// node writes: 1 create, 0 status patch
 	// lease writes: 1 create, 5 updates
 }

@@ -64,7 +64,7 @@ type Heartbeat struct {
 	metrics     *metrics
 
 	mu          sync.Mutex
-	node        *corev1.Node // last known node, managedFields dropped
+	node        lastNode // last known node
 	registered  bool
 	lastPost    time.Time // zero: never posted
 	reportDelay time.Duration
@@ -125,10 +125,7 @@ func (h *Heartbeat) Lease() *lease.Renewer { return h.lease }
 func (h *Heartbeat) Node() *corev1.Node {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.node == nil {
-		return nil
-	}
-	return h.node.DeepCopy()
+	return h.node.get()
 }
 
 // Registered reports whether the Node is known to exist (registered by this
@@ -183,6 +180,11 @@ func (h *Heartbeat) tryRegister(ctx context.Context) error {
 	cancel()
 	if err == nil {
 		h.adopt(created)
+		// The Node was created with its computed status: that was a post,
+		// and the next round posts only on a change or when the report is
+		// due.
+		h.lastPost = h.clock.Now()
+		h.reportDelay = time.Duration(float64(h.report) * (h.rand() - 0.5))
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
@@ -216,13 +218,12 @@ func (h *Heartbeat) tryRegister(ctx context.Context) error {
 
 // adopt records n as the registered node and tells the lease its owner.
 func (h *Heartbeat) adopt(n *corev1.Node) {
-	n.ManagedFields = nil
-	if h.node == nil || h.node.UID != n.UID {
+	if h.node.empty() || h.node.uid != n.UID {
 		h.lastPost = time.Time{}
 		h.reportDelay = 0
 		h.owned = nil
 	}
-	h.node = n
+	h.node.set(n)
 	h.registered = true
 	if h.lease != nil {
 		h.lease.SetOwner(n.UID)
@@ -316,8 +317,11 @@ func (h *Heartbeat) syncStatus(ctx context.Context) (posted bool, err error) {
 		if err := ctx.Err(); err != nil {
 			return false, errors.Join(err, lastErr)
 		}
-		base := h.node
-		if i > 0 || base == nil || fresh {
+		var base *corev1.Node
+		if i == 0 && !fresh {
+			base = h.node.get()
+		}
+		if base == nil {
 			got, err := h.get(ctx)
 			if apierrors.IsNotFound(err) {
 				return false, h.lost(err)
@@ -345,8 +349,10 @@ func (h *Heartbeat) get(ctx context.Context) (*corev1.Node, error) {
 		return nil, err
 	}
 	n.ManagedFields = nil
-	if !h.register || (h.node != nil && h.node.UID != n.UID) {
+	if !h.register || (!h.node.empty() && h.node.uid != n.UID) {
 		h.adopt(n)
+	} else {
+		h.node.set(n)
 	}
 	return n, nil
 }
@@ -355,7 +361,7 @@ func (h *Heartbeat) get(ctx context.Context) (*corev1.Node, error) {
 func (h *Heartbeat) lost(err error) error {
 	if h.register && h.reRegister {
 		h.registered = false
-		h.node = nil
+		h.node.clear()
 	}
 	return fmt.Errorf("%w: %q: %w", ErrNodeNotFound, h.name, err)
 }
@@ -376,7 +382,6 @@ func (h *Heartbeat) attempt(ctx context.Context, base *corev1.Node) (bool, error
 		ReportFrequency: h.report + h.reportDelay,
 	}
 	if !h.strategy.ShouldPost(state) {
-		h.node = base
 		return false, nil
 	}
 	updated, err := h.write(ctx, base, computed)
@@ -392,7 +397,7 @@ func (h *Heartbeat) attempt(ctx context.Context, base *corev1.Node) (bool, error
 	}
 	h.lastPost = h.clock.Now()
 	h.recordReady(base, updated)
-	h.node = updated
+	h.node.set(updated)
 	return true, nil
 }
 
@@ -459,13 +464,13 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 func (h *Heartbeat) SyncFastStatus(ctx context.Context) (done bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	base := h.node
-	if base == nil {
+	if h.node.empty() {
 		return false, nil
 	}
-	if readyStatus(base) == corev1.ConditionTrue {
+	if h.node.ready == corev1.ConditionTrue {
 		return true, nil
 	}
+	base := h.node.get()
 	computed := base.DeepCopy()
 	if err := h.setter.SetStatus(ctx, computed); err != nil {
 		klog.FromContext(ctx).V(4).Info("Status setters failed in fast status check", "node", h.name, "err", err)
@@ -479,7 +484,7 @@ func (h *Heartbeat) SyncFastStatus(ctx context.Context) (done bool, err error) {
 		h.lastPost = h.clock.Now()
 		h.reportDelay = time.Duration(float64(h.report) * (h.rand() - 0.5))
 		h.recordReady(base, updated)
-		h.node = updated
+		h.node.set(updated)
 		h.metrics.status(h.clock.Since(start), true, nil)
 		return true, nil
 	}

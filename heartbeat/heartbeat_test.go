@@ -216,11 +216,11 @@ func TestRegisterFailsWithAPIError(t *testing.T) {
 func TestLeaseStrategyPostsOnChangeAndReportFrequency(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	if err := e.hb.SyncStatus(ctx); err != nil { // registers, then the first post
+	if err := e.hb.SyncStatus(ctx); err != nil { // registers with the computed status
 		t.Fatal(err)
 	}
-	if got := e.count("patch", "nodes"); got != 1 {
-		t.Fatalf("%d patches after the first round, want 1 (first post)", got)
+	if got := e.count("patch", "nodes"); got != 0 {
+		t.Fatalf("%d patches after the first round, want 0 (the Node was created with its status)", got)
 	}
 	e.cs.ClearActions()
 	// Unchanged status: computed every 10s, posted only after 5m.
@@ -672,9 +672,10 @@ func TestRunLoopsTimingAndFastStartup(t *testing.T) {
 		}
 	}()
 
-	// Registration, first status post and the first lease write happen at t0.
+	// Registration (the Node created with its status) and the first lease
+	// write happen at t0.
 	waitFor(t, "start-up", func() bool {
-		return req.get("create nodes") == 1 && req.get("patch nodes") == 1 && req.get("create leases") == 1 && e.fc.Waiters() == 2
+		return req.get("create nodes") == 1 && req.get("create leases") == 1 && e.fc.Waiters() == 2
 	})
 	// Fast status checks every 100ms compute without requests; the node
 	// turns Ready at 1.05s and is posted at the 1.1s check.
@@ -684,13 +685,13 @@ func TestRunLoopsTimingAndFastStartup(t *testing.T) {
 		waitFor(t, "fast check", func() bool { return e.setter.calls.Load() > calls && e.fc.Waiters() == 2 })
 		calls = e.setter.calls.Load()
 	}
-	if n := req.get("patch nodes"); n != 1 {
+	if n := req.get("patch nodes"); n != 0 {
 		t.Fatalf("%d status patches before Ready", n)
 	}
 	e.setter.ready.Store(true)
 	e.fc.Step(100 * time.Millisecond)
-	waitFor(t, "fast post", func() bool { return req.get("patch nodes") == 2 })
-	if at := req.times("patch nodes")[1]; !at.Equal(t0.Add(1100 * time.Millisecond)) {
+	waitFor(t, "fast post", func() bool { return req.get("patch nodes") == 1 })
+	if at := req.times("patch nodes")[0]; !at.Equal(t0.Add(1100 * time.Millisecond)) {
 		t.Fatalf("fast post at %v", at.Sub(t0))
 	}
 	// After that, regular rounds only: lease every 10s, no status posts
@@ -701,8 +702,8 @@ func TestRunLoopsTimingAndFastStartup(t *testing.T) {
 		e.fc.SetTime(target)
 		waitFor(t, "lease renewal", func() bool { return req.get("update leases") == i && e.fc.Waiters() == 2 })
 	}
-	if n := req.get("patch nodes"); n != 2 {
-		t.Fatalf("%d status patches, want 2", n)
+	if n := req.get("patch nodes"); n != 1 {
+		t.Fatalf("%d status patches, want 1", n)
 	}
 	for i, at := range req.times("update leases") {
 		if want := t0.Add(time.Duration(i+1) * 10 * time.Second); !at.Equal(want) {
@@ -767,11 +768,13 @@ func TestRunRegistrationBackoffAndReRegistration(t *testing.T) {
 		}
 		e.fc.Step(time.Millisecond)
 	}
-	waitFor(t, "registration and first post", func() bool { return e.hb.Registered() && req.get("patch nodes") == 1 && e.fc.HasWaiters() })
-	// Deleted while running: the next round finds out and registers again.
+	waitFor(t, "registration", func() bool { return e.hb.Registered() && e.fc.HasWaiters() })
+	// Deleted while running: the next round that writes (here: the node
+	// turns Ready) finds out and registers again.
 	_ = e.cs.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", "n1")
+	e.setter.ready.Store(true)
 	e.fc.Step(10 * time.Second)
-	waitFor(t, "re-registration", func() bool { return req.get("create nodes") == 6 && req.get("patch nodes") >= 2 && e.fc.HasWaiters() })
+	waitFor(t, "re-registration", func() bool { return req.get("create nodes") == 6 && req.get("patch nodes") >= 1 && e.fc.HasWaiters() })
 	if _, err := e.cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}

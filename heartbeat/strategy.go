@@ -8,7 +8,9 @@ type PostState struct {
 	// last read or written, heartbeat timestamps ignored.
 	Changed bool
 	// NeverPosted is true until the first status post since start-up (or
-	// since the node was registered again).
+	// since the node was registered again). Creating the Node with its
+	// computed status counts as a post; finding it registered already does
+	// not.
 	NeverPosted bool
 	// SinceLastPost is the time since the last successful status post.
 	SinceLastPost time.Duration

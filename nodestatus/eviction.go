@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -67,12 +68,32 @@ var signals = map[string]signalInfo{
 
 type thresholds []threshold
 
+// defaultThresholds returns DefaultEvictionHard parsed, once per process:
+// thresholds are read-only after parsing, so every setter list built with
+// the defaults shares them (a fleet of simulated nodes saves their parsing
+// and about 2 KiB per node).
+var defaultThresholds = sync.OnceValue(func() thresholds {
+	ts, err := parseThresholds(DefaultEvictionHard())
+	if err != nil {
+		panic("nodestatus: default eviction thresholds: " + err.Error())
+	}
+	return ts
+})
+
 func parseThresholds(m map[string]string) (thresholds, error) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	// By condition, then signal: each condition's thresholds are
+	// contiguous, so forCondition returns a part of the slice.
+	sort.Slice(keys, func(i, j int) bool {
+		ci, cj := signals[keys[i]].condition, signals[keys[j]].condition
+		if ci != cj {
+			return ci < cj
+		}
+		return keys[i] < keys[j]
+	})
 	var out thresholds
 	for _, k := range keys {
 		info, ok := signals[k]
@@ -99,14 +120,21 @@ func parseThresholds(m map[string]string) (thresholds, error) {
 	return out, nil
 }
 
+// forCondition returns the thresholds of condition c: a part of ts, which
+// parseThresholds ordered by condition.
 func (ts thresholds) forCondition(c corev1.NodeConditionType) thresholds {
-	var out thresholds
-	for _, t := range ts {
-		if t.condition == c {
-			out = append(out, t)
-		}
+	i := 0
+	for i < len(ts) && ts[i].condition != c {
+		i++
 	}
-	return out
+	j := i
+	for j < len(ts) && ts[j].condition == c {
+		j++
+	}
+	if i == j {
+		return nil
+	}
+	return ts[i:j:j]
 }
 
 // reservation returns what the hard thresholds take from allocatable, as

@@ -163,8 +163,10 @@ func DefaultSetters(opts Options) (Setters, error) {
 		return nil, err
 	}
 	src := &sources{host: o.Host, runtime: o.Runtime, recorder: o.Recorder}
-	thresholds, err := parseThresholds(o.EvictionHard)
-	if err != nil {
+	var thresholds thresholds
+	if opts.EvictionHard == nil {
+		thresholds = defaultThresholds() // parsed once, shared: read-only
+	} else if thresholds, err = parseThresholds(o.EvictionHard); err != nil {
 		return nil, err
 	}
 	addr, err := newNodeAddress(o, src)

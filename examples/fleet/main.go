@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -56,6 +57,7 @@ type config struct {
 	statusFreq     time.Duration
 	reportFreq     time.Duration
 	workers        int
+	granularity    time.Duration
 	duration       time.Duration
 	printEvery     time.Duration
 	verifyEvery    time.Duration
@@ -64,6 +66,7 @@ type config struct {
 	protobuf       bool
 	requestTimeout time.Duration
 	cpuProfile     string
+	debugAddr      string
 	http1          bool
 }
 
@@ -71,7 +74,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (an identity that may create nodes and leases)")
 	flag.IntVar(&c.nodes, "nodes", 100, "number of simulated nodes")
-	flag.Float64Var(&c.qps, "qps", 0, "client-side requests per second for the whole fleet (0: 1.5 lease writes per node per renew interval, plus 50)")
+	flag.Float64Var(&c.qps, "qps", 0, "client-side requests per second for the whole fleet (0: no client-side limit; --workers bounds the requests in flight)")
 	flag.IntVar(&c.burst, "burst", 0, "client-side burst for the whole fleet (0: twice --qps)")
 	flag.StringVar(&c.prefix, "prefix", "fleet-", "node name prefix: nodes are <prefix>0 ... <prefix>N-1")
 	flag.BoolVar(&c.cleanup, "cleanup", false, "delete the nodes and leases with this prefix, and exit")
@@ -80,6 +83,7 @@ func main() {
 	flag.DurationVar(&c.statusFreq, "status-frequency", 10*time.Second, "how often each node computes its status (posted only on change or every --report-frequency)")
 	flag.DurationVar(&c.reportFreq, "report-frequency", 5*time.Minute, "how often an unchanged status is posted")
 	flag.IntVar(&c.workers, "workers", 64, "steps running at once (in-flight requests at most)")
+	flag.DurationVar(&c.granularity, "granularity", time.Second, "tick of the schedule: node slots are rounded up to a multiple of it, and the nodes sharing a tick are served as a batch")
 	flag.DurationVar(&c.duration, "duration", 0, "stop after this long (0: run until interrupted)")
 	flag.DurationVar(&c.printEvery, "print-every", 5*time.Second, "progress line period")
 	flag.DurationVar(&c.verifyEvery, "verify-every", 30*time.Second, "list the leases from the API server this often to check their renewTimes (0: never)")
@@ -90,8 +94,12 @@ func main() {
 	flag.DurationVar(&c.requestTimeout, "request-timeout", 0, "per-request timeout (0: the heartbeat's default, min(status frequency, lease duration))")
 	flag.BoolVar(&c.http1, "http1", false, "use HTTP/1.1 connections instead of one HTTP/2 connection")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&c.debugAddr, "debug-addr", "", "serve net/http/pprof on this address (for example localhost:6060)")
 	klog.InitFlags(nil)
 	flag.Parse()
+	if c.debugAddr != "" {
+		go func() { fmt.Fprintln(os.Stderr, "fleet: debug server:", http.ListenAndServe(c.debugAddr, nil)) }()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if c.cpuProfile != "" {
@@ -143,14 +151,13 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	if c.qps == 0 {
-		renew := cmpDur(c.renewInterval, c.leaseDuration/4)
-		c.qps = 1.5*float64(c.nodes)/renew.Seconds() + 50
-	}
 	if c.burst == 0 {
 		c.burst = int(2 * c.qps)
 	}
 	cfg.QPS, cfg.Burst = float32(c.qps), c.burst
+	if c.qps == 0 {
+		cfg.QPS = -1 // no client-side rate limiter
+	}
 	cfg.UserAgent = "nodekit-fleet"
 	if c.http1 {
 		cfg.NextProtos = []string{"http/1.1"}
@@ -204,6 +211,7 @@ func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *co
 		StatusUpdateFrequency: c.statusFreq,
 		StatusReportFrequency: c.reportFreq,
 		Workers:               c.workers,
+		Granularity:           c.granularity,
 		Template: func(i int, name string) *corev1.Node {
 			n := heartbeattest.DefaultTemplate(i, name)
 			n.Labels[prefixLabel] = prefixValue
@@ -224,8 +232,8 @@ func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *co
 	if err != nil {
 		return err
 	}
-	fmt.Printf("fleet: %d nodes %s0..%s%d, qps %.0f burst %d, workers %d, lease %v renewed every %v (built in %v)\n",
-		c.nodes, c.prefix, c.prefix, c.nodes-1, c.qps, c.burst, c.workers, c.leaseDuration,
+	fmt.Printf("fleet: %d nodes %s0..%s%d, qps %.0f burst %d, workers %d, granularity %v, lease %v renewed every %v (built in %v)\n",
+		c.nodes, c.prefix, c.prefix, c.nodes-1, c.qps, c.burst, c.workers, c.granularity, c.leaseDuration,
 		cmpDur(c.renewInterval, c.leaseDuration/4), time.Since(started).Round(time.Millisecond))
 
 	if c.duration > 0 {

@@ -188,7 +188,7 @@ func (n *Node) resume(k kind, now bool) {
 		if k == kindStatus {
 			period, salt = f.statusPeriod, 1<<63
 		}
-		due = nextSlot(due, f.epoch, phase(int(n.idx), salt, period), period)
+		due = nextSlot(due, f.epoch, slot(int(n.idx), salt, period, f.gran), period)
 	}
 	f.scheduleLocked(n, k, due)
 }

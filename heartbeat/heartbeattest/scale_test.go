@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ func heapInUse() uint64 {
 // TestScale measures memory per node and the wall time of one 10s step for
 // HEARTBEATTEST_SCALE nodes on the fake clientset under a fake clock. It is
 // skipped unless that variable is set. HEARTBEATTEST_STATUS_FREQUENCY sets
-// the status update frequency (default 10s):
+// the status update frequency (default 10s); HEARTBEATTEST_HEAPPROFILE names
+// a file for a heap profile taken after the steps:
 //
 //	HEARTBEATTEST_SCALE=100000 go test -run TestScale -v -timeout 30m ./heartbeat/heartbeattest
 func TestScale(t *testing.T) {
@@ -71,6 +73,16 @@ func TestScale(t *testing.T) {
 	}
 	client.ClearActions()
 	total := heapInUse()
+	if p := os.Getenv("HEARTBEATTEST_HEAPPROFILE"); p != "" {
+		out, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(out); err != nil {
+			t.Fatal(err)
+		}
+		_ = out.Close()
+	}
 	runtime.KeepAlive(f)
 	f = nil
 	trackerOnly := heapInUse()

@@ -131,6 +131,18 @@ func phase(i int, salt uint64, period int64) int64 {
 	return int64(hi)
 }
 
+// slot is node i's phase in a period, rounded up to a multiple of gran (at
+// most the period) when gran is shorter than the period, so that the steps
+// of nodes whose slots share a tick run as one batch. Like the phase, it is
+// in (0, period]: the first slot comes after the start, within one period.
+func slot(i int, salt uint64, period, gran int64) int64 {
+	ph := phase(i, salt, period)
+	if gran > 0 && gran < period {
+		ph = min((ph+gran-1)/gran*gran, period)
+	}
+	return ph
+}
+
 // nextSlot returns the first time after t on the grid epoch+ph+k*period.
 func nextSlot(t, epoch, ph, period int64) int64 {
 	base := epoch + ph
