@@ -41,7 +41,7 @@ const (
 type Heartbeat struct {
 	client      kubernetes.Interface
 	name        string
-	template    *corev1.Node
+	template    lastNode // the Node to register, kept encoded as the last node is
 	setter      nodestatus.StatusSetter
 	strategy    HeartbeatStrategy
 	update      time.Duration
@@ -88,7 +88,6 @@ func New(opts Options) (*Heartbeat, error) {
 	h := &Heartbeat{
 		client:      opts.Client,
 		name:        opts.NodeName,
-		template:    tmpl,
 		setter:      opts.StatusSetter,
 		strategy:    opts.Strategy,
 		update:      opts.NodeStatusUpdateFrequency,
@@ -109,6 +108,7 @@ func New(opts Options) (*Heartbeat, error) {
 		rand:        opts.Rand,
 		metrics:     m,
 	}
+	h.template.set(tmpl)
 	if opts.Strategy.UsesLease() {
 		h.lease = opts.Lease
 		if h.lease.NodeName() != h.name {
@@ -170,7 +170,7 @@ func (h *Heartbeat) registerLocked(ctx context.Context) error {
 
 func (h *Heartbeat) tryRegister(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	initial := h.template.DeepCopy()
+	initial := h.template.get()
 	if err := h.setter.SetStatus(ctx, initial); err != nil {
 		logger.Info("Status setters failed while building the node to register", "node", h.name, "err", err)
 	}
