@@ -68,6 +68,7 @@ type config struct {
 	cpuProfile     string
 	debugAddr      string
 	http1          bool
+	leanLeases     bool
 }
 
 func main() {
@@ -82,7 +83,7 @@ func main() {
 	flag.DurationVar(&c.renewInterval, "renew-interval", 0, "lease renew interval (0: a quarter of the lease duration, as kubelet)")
 	flag.DurationVar(&c.statusFreq, "status-frequency", 10*time.Second, "how often each node computes its status (posted only on change or every --report-frequency)")
 	flag.DurationVar(&c.reportFreq, "report-frequency", 5*time.Minute, "how often an unchanged status is posted")
-	flag.IntVar(&c.workers, "workers", 64, "steps running at once (in-flight requests at most)")
+	flag.IntVar(&c.workers, "workers", 16, "steps running at once (in-flight requests at most)")
 	flag.DurationVar(&c.granularity, "granularity", time.Second, "tick of the schedule: node slots are rounded up to a multiple of it, and the nodes sharing a tick are served as a batch")
 	flag.DurationVar(&c.duration, "duration", 0, "stop after this long (0: run until interrupted)")
 	flag.DurationVar(&c.printEvery, "print-every", 5*time.Second, "progress line period")
@@ -93,6 +94,7 @@ func main() {
 	flag.BoolVar(&c.protobuf, "protobuf", true, "talk protobuf to the API server where it can")
 	flag.DurationVar(&c.requestTimeout, "request-timeout", 0, "per-request timeout (0: the heartbeat's default, min(status frequency, lease duration))")
 	flag.BoolVar(&c.http1, "http1", false, "use HTTP/1.1 connections instead of one HTTP/2 connection")
+	flag.BoolVar(&c.leanLeases, "lean-leases", true, "send lease reads and writes through heartbeattest.LeanLeases (protobuf, no client-go request builder) instead of client-go")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&c.debugAddr, "debug-addr", "", "serve net/http/pprof on this address (for example localhost:6060)")
 	klog.InitFlags(nil)
@@ -175,6 +177,15 @@ func run(ctx context.Context, c config) error {
 	if c.cleanup {
 		return cleanup(ctx, client, c)
 	}
+	var fleetClient kubernetes.Interface = client
+	if c.leanLeases {
+		if !c.protobuf {
+			return errors.New("--lean-leases needs --protobuf")
+		}
+		if fleetClient, err = heartbeattest.LeanLeases(client, cfg); err != nil {
+			return err
+		}
+	}
 	// The progress lines read through a client of their own, so that they
 	// do not queue behind the fleet's requests in its rate limiter.
 	mcfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
@@ -191,7 +202,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	return simulate(ctx, client, monitor, cnt, c)
+	return simulate(ctx, fleetClient, monitor, cnt, c)
 }
 
 func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *counter, c config) error {

@@ -18,10 +18,17 @@ import (
 
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
+	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/nodestatus"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain starts the package's control plane (for the integration tests)
+// and checks that no goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(withControlPlane{m}) }
+
+type withControlPlane struct{ m *testing.M }
+
+func (w withControlPlane) Run() int { return controlplane.Main(w.m, &cp) }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
