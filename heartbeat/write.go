@@ -149,22 +149,62 @@ func prune(v any) any {
 }
 
 // StatusChanged reports whether status differs from original, ignoring the
-// conditions' heartbeat times and their order. Conditions, images and
-// resource lists (most of a status, and the costly part to compare by
-// reflection) are compared field by field; the rest semantically.
+// conditions' heartbeat times and their order. Every field is compared
+// explicitly (quantities by value, as semantic equality does), without
+// reflection: a status round runs this on every node every 10s.
 func StatusChanged(original, status *corev1.NodeStatus) bool {
-	if !conditionsEqual(original.Conditions, status.Conditions) ||
-		!imagesEqual(original.Images, status.Images) ||
-		!resourcesEqual(original.Capacity, status.Capacity) ||
-		!resourcesEqual(original.Allocatable, status.Allocatable) {
-		return true
+	o, s := original, status
+	return !conditionsEqual(o.Conditions, s.Conditions) ||
+		!imagesEqual(o.Images, s.Images) ||
+		!resourcesEqual(o.Capacity, s.Capacity) ||
+		!resourcesEqual(o.Allocatable, s.Allocatable) ||
+		o.Phase != s.Phase ||
+		!slices.Equal(o.Addresses, s.Addresses) ||
+		o.DaemonEndpoints != s.DaemonEndpoints ||
+		!nodeInfoEqual(&o.NodeInfo, &s.NodeInfo) ||
+		!slices.Equal(o.VolumesInUse, s.VolumesInUse) ||
+		!slices.Equal(o.VolumesAttached, s.VolumesAttached) ||
+		!configEqual(o.Config, s.Config) ||
+		!slices.EqualFunc(o.RuntimeHandlers, s.RuntimeHandlers, runtimeHandlerEqual) ||
+		!featuresEqual(o.Features, s.Features) ||
+		!slices.Equal(o.DeclaredFeatures, s.DeclaredFeatures)
+}
+
+func nodeInfoEqual(a, b *corev1.NodeSystemInfo) bool {
+	x, y := *a, *b
+	x.Swap, y.Swap = nil, nil
+	x.RunningInUserNamespace, y.RunningInUserNamespace = nil, nil
+	return x == y && ptrEqual(a.RunningInUserNamespace, b.RunningInUserNamespace) &&
+		(a.Swap == nil) == (b.Swap == nil) && (a.Swap == nil || ptrEqual(a.Swap.Capacity, b.Swap.Capacity))
+}
+
+func configEqual(a, b *corev1.NodeConfigStatus) bool {
+	if a == nil || b == nil {
+		return a == b
 	}
-	o, s := *original, *status
-	o.Conditions, s.Conditions = nil, nil
-	o.Images, s.Images = nil, nil
-	o.Capacity, s.Capacity = nil, nil
-	o.Allocatable, s.Allocatable = nil, nil
-	return !apiequality.Semantic.DeepEqual(o, s)
+	return apiequality.Semantic.DeepEqual(a, b) // rare: dynamic kubelet config
+}
+
+func runtimeHandlerEqual(a, b corev1.NodeRuntimeHandler) bool {
+	if a.Name != b.Name || (a.Features == nil) != (b.Features == nil) {
+		return false
+	}
+	return a.Features == nil || (ptrEqual(a.Features.RecursiveReadOnlyMounts, b.Features.RecursiveReadOnlyMounts) &&
+		ptrEqual(a.Features.UserNamespaces, b.Features.UserNamespaces))
+}
+
+func featuresEqual(a, b *corev1.NodeFeatures) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return ptrEqual(a.SupplementalGroupsPolicy, b.SupplementalGroupsPolicy)
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // conditionsEqual compares conditions matched by type, heartbeat times left
