@@ -29,7 +29,10 @@
 //     or when NodeStatusReportFrequency (5m) has passed since the last post.
 //     After a change (or the first post) the next periodic report is moved
 //     by a random amount within ±2.5m, so that nodes spread their reports,
-//     as kubelet does.
+//     as kubelet does. Registering creates the Node with its computed
+//     status, and that counts as the first post: a new node makes no status
+//     write until something changes (a Node found registered already is
+//     posted to at the first round).
 //   - StatusOnly(): no lease; the status is the heartbeat and is posted every
 //     NodeStatusUpdateFrequency, changed or not.
 //
@@ -91,10 +94,12 @@
 // # Limits
 //
 // Request timeouts (Options.RequestTimeout, default 10s) are wall time, not
-// the injected clock. The state kept per node is the last node object
-// (managed fields dropped), a few timestamps and, with a lease, the last
-// lease: about 4.9 KiB per node with a kubelet-like status (four conditions,
-// capacity, addresses, node info, two images), measured by
+// the injected clock. The state kept per node is the last node object and
+// the registration template, both protobuf-encoded (managed fields dropped;
+// a status round decodes its working copy from them), a few timestamps and,
+// with a lease, the last lease: about 2.4 KiB per node with a kubelet-like
+// status (four conditions, capacity, addresses, node info, two images),
+// measured by
 // BenchmarkMemoryPerNode (go test -short -run '^$' -bench MemoryPerNode
 // -benchtime=1x ./heartbeat/). Run uses two goroutines (status and lease);
 // the steps use none, so a scheduler of its own can drive many nodes.
@@ -107,7 +112,7 @@
 // http.RoundTripper (BenchmarkWriteLoadPerHour):
 //
 //	strategy     requests/h  writes/h  request bytes/h   what
-//	Lease        371         371       88 KiB (JSON)     360 lease PUTs (~0.2 KiB) + 11 status patches
+//	Lease        372         372       88 KiB (JSON)     360 lease PUTs (~0.2 KiB) + 12 status patches
 //	StatusOnly   360         360       145 KiB (JSON)    360 status patches (~0.4 KiB: 4 heartbeat times)
 //	kubelet      -           366       277 KiB           its defaults (reference figure)
 //

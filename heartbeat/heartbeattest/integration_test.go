@@ -21,6 +21,8 @@ import (
 
 var cp *controlplane.ControlPlane // started by TestMain
 
+// protobufClient returns an admin client talking protobuf, and the same with
+// LeanLeases; the lean path's connection is closed when the test ends.
 func protobufClient(t *testing.T) (kubernetes.Interface, kubernetes.Interface) {
 	t.Helper()
 	cp := controlplane.Need(t, cp)
@@ -35,6 +37,7 @@ func protobufClient(t *testing.T) (kubernetes.Interface, kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(lean.(interface{ CloseIdleConnections() }).CloseIdleConnections)
 	return client, lean
 }
 
@@ -95,7 +98,8 @@ func TestIntegrationLeanLeases(t *testing.T) {
 // lease; a stopped node's lease goes stale on the server while the others
 // stay fresh; stopping Run leaves no goroutine behind.
 func TestIntegrationFleet(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the connection closes
 	client, lean := protobufClient(t)
 	const nodes = 20
 	f, err := heartbeattest.New(heartbeattest.Options{

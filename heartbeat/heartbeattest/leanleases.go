@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +39,7 @@ func LeanLeases(client kubernetes.Interface, cfg *rest.Config) (kubernetes.Inter
 	if client == nil || cfg == nil {
 		return nil, errors.New("heartbeattest: LeanLeases needs a client and its rest.Config")
 	}
-	hc, err := rest.HTTPClientFor(cfg)
+	hc, t, err := leanHTTPClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeattest: LeanLeases: %w", err)
 	}
@@ -50,7 +51,45 @@ func LeanLeases(client kubernetes.Interface, cfg *rest.Config) (kubernetes.Inter
 		base.Scheme = "https"
 	}
 	prefix := strings.TrimSuffix(base.Scheme+"://"+base.Host+base.Path, "/") + "/apis/coordination.k8s.io/v1/namespaces/"
-	return &leanClient{Interface: client, lean: &leanLeases{hc: hc, prefix: prefix}}, nil
+	return &leanClient{Interface: client, lean: &leanLeases{hc: hc, t: t, prefix: prefix}}, nil
+}
+
+// CloseIdleConnections closes the idle connections of the lean lease path
+// (it keeps an HTTP/2 connection of its own). The client returned by
+// LeanLeases has this method: reach it with an interface assertion once the
+// fleet has stopped.
+func (c *leanClient) CloseIdleConnections() { c.lean.t.CloseIdleConnections() }
+
+// leanHTTPClient returns an HTTP client with cfg's TLS, credentials, user
+// agent and wrapped transports, whose HTTP/2 connection does not index
+// request headers in the HPACK dynamic table: every lease request has a path
+// of its own, which would evict an entry per request (about 7% of a fleet's
+// CPU time), for a saving of a few dozen bytes per request.
+func leanHTTPClient(cfg *rest.Config) (*http.Client, *http.Transport, error) {
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := &http.Transport{
+		Proxy:               cfg.Proxy,
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: 10 * time.Second,
+		IdleConnTimeout:     90 * time.Second,
+		MaxIdleConnsPerHost: 25,
+		ForceAttemptHTTP2:   true,
+		HTTP2:               &http.HTTP2Config{MaxEncoderHeaderTableSize: 1},
+	}
+	if t.Proxy == nil {
+		t.Proxy = http.ProxyFromEnvironment
+	}
+	if cfg.Dial != nil {
+		t.DialContext = cfg.Dial
+	}
+	rt, err := rest.HTTPWrappersForConfig(cfg, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &http.Client{Transport: rt, Timeout: cfg.Timeout}, t, nil
 }
 
 type leanClient struct {
@@ -74,6 +113,7 @@ func (c leanCoordV1) Leases(ns string) typedcoordinationv1.LeaseInterface {
 // leanLeases is the shared HTTP side of LeanLeases.
 type leanLeases struct {
 	hc     *http.Client
+	t      *http.Transport
 	prefix string // .../apis/coordination.k8s.io/v1/namespaces/
 	bufs   sync.Pool
 }
