@@ -346,46 +346,64 @@ func cmpDur(a, b time.Duration) time.Duration {
 	return b
 }
 
-// countReady lists the fleet's nodes from the API server's cache and counts
-// the Ready ones.
+// listPages lists in pages of 500, so that checking a large fleet does not
+// hold every object in the simulator's memory at once.
+func listPages(ctx context.Context, opts metav1.ListOptions, list func(metav1.ListOptions) (string, error)) error {
+	opts.Limit = 500
+	for {
+		next, err := list(opts)
+		if err != nil || next == "" {
+			return err
+		}
+		opts.Continue = next
+	}
+}
+
+// countReady lists the fleet's nodes and counts the Ready ones.
 func countReady(ctx context.Context, client kubernetes.Interface, prefix string) int {
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{
-		LabelSelector:   prefixLabel + "=" + strings.TrimSuffix(prefix, "-"),
-		ResourceVersion: "0",
+	n := 0
+	err := listPages(ctx, metav1.ListOptions{LabelSelector: prefixLabel + "=" + strings.TrimSuffix(prefix, "-")}, func(o metav1.ListOptions) (string, error) {
+		list, err := client.CoreV1().Nodes().List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for i := range list.Items {
+			for _, c := range list.Items[i].Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					n++
+				}
+			}
+		}
+		return list.Continue, nil
 	})
 	if err != nil {
 		return -1
 	}
-	n := 0
-	for i := range list.Items {
-		for _, c := range list.Items[i].Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				n++
-			}
-		}
-	}
 	return n
 }
 
-// serverOldest lists the leases from the API server's cache and returns the
-// age of the oldest renewTime among the fleet's.
+// serverOldest lists the leases and returns the age of the oldest renewTime
+// among the fleet's.
 func serverOldest(ctx context.Context, client kubernetes.Interface, prefix string) (time.Duration, int, error) {
-	list, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-	if err != nil {
-		return 0, 0, err
-	}
 	now := time.Now()
 	var oldest time.Duration
 	n := 0
-	for i := range list.Items {
-		l := &list.Items[i]
-		if !strings.HasPrefix(l.Name, prefix) || l.Spec.RenewTime == nil {
-			continue
+	err := listPages(ctx, metav1.ListOptions{}, func(o metav1.ListOptions) (string, error) {
+		list, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, o)
+		if err != nil {
+			return "", err
 		}
-		n++
-		oldest = max(oldest, now.Sub(l.Spec.RenewTime.Time))
-	}
-	return oldest, n, nil
+		for i := range list.Items {
+			l := &list.Items[i]
+			if !strings.HasPrefix(l.Name, prefix) || l.Spec.RenewTime == nil {
+				continue
+			}
+			n++
+			oldest = max(oldest, now.Sub(l.Spec.RenewTime.Time))
+		}
+		return list.Continue, nil
+	})
+	return oldest, n, err
 }
 
 func cleanup(ctx context.Context, client kubernetes.Interface, c config) error {
