@@ -129,7 +129,8 @@ func main() {
 }
 
 // counter counts requests at the transport: all of them, the errors
-// (transport errors, 5xx, 429 and 4xx other than the expected ones), and
+// (transport errors other than cancellation at the end, 5xx, 429 and 4xx
+// other than the expected ones), and
 // the expected refusals (404 of a lease not created yet, 409 conflicts and
 // already-exists, which the renewer and the heartbeat handle).
 type counter struct {
@@ -141,6 +142,8 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.requests.Add(1)
 	resp, err := c.rt.RoundTrip(r)
 	switch {
+	case err != nil && r.Context().Err() != nil:
+		// Cancelled by the fleet stopping, not failed.
 	case err != nil:
 		c.fails.Add(1)
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusConflict:
