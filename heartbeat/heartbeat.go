@@ -183,8 +183,7 @@ func (h *Heartbeat) tryRegister(ctx context.Context) error {
 		// The Node was created with its computed status: that was a post,
 		// and the next round posts only on a change or when the report is
 		// due.
-		h.lastPost = h.clock.Now()
-		h.reportDelay = time.Duration(float64(h.report) * (h.rand() - 0.5))
+		h.posted(true)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
@@ -214,6 +213,18 @@ func (h *Heartbeat) tryRegister(ctx context.Context) error {
 	}
 	h.adopt(patched)
 	return nil
+}
+
+// posted records a successful status post. After a change or the first
+// post (shift), the next periodic report moves by a random amount of up to
+// half the report frequency, so that the reports of many nodes spread, as
+// kubelet's do.
+func (h *Heartbeat) posted(shift bool) {
+	h.lastPost = h.clock.Now()
+	h.reportDelay = 0
+	if shift {
+		h.reportDelay = time.Duration(float64(h.report) * (h.rand() - 0.5))
+	}
 }
 
 // adopt records n as the registered node and tells the lease its owner.
@@ -348,7 +359,6 @@ func (h *Heartbeat) get(ctx context.Context) (*corev1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.ManagedFields = nil
 	if !h.register || (!h.node.empty() && h.node.uid != n.UID) {
 		h.adopt(n)
 	} else {
@@ -388,14 +398,7 @@ func (h *Heartbeat) attempt(ctx context.Context, base *corev1.Node) (bool, error
 	if err != nil {
 		return false, err
 	}
-	// Spread periodic reports of many nodes, as kubelet does: a random shift
-	// of up to half the report frequency after a change or the first post.
-	if changed || state.NeverPosted {
-		h.reportDelay = time.Duration(float64(h.report) * (h.rand() - 0.5))
-	} else {
-		h.reportDelay = 0
-	}
-	h.lastPost = h.clock.Now()
+	h.posted(changed || state.NeverPosted)
 	h.recordReady(base, updated)
 	h.node.set(updated)
 	return true, nil
@@ -481,8 +484,7 @@ func (h *Heartbeat) SyncFastStatus(ctx context.Context) (done bool, err error) {
 	start := h.clock.Now()
 	updated, err := h.write(ctx, base, computed)
 	if err == nil {
-		h.lastPost = h.clock.Now()
-		h.reportDelay = time.Duration(float64(h.report) * (h.rand() - 0.5))
+		h.posted(true)
 		h.recordReady(base, updated)
 		h.node.set(updated)
 		h.metrics.status(h.clock.Since(start), true, nil)
