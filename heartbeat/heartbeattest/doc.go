@@ -67,7 +67,7 @@
 //     1 KiB each; nodestatus setters, host facts, lease renewer and its last
 //     Lease), plus about 4.1 KiB per node in the fake clientset's tracker (the
 //     Node and the Lease objects): 8.9 KiB per node in all with 10,000 nodes
-//     (HEARTBEATTEST_SCALE=10000 go test -run TestScale -v).
+//     (HEARTBEATTEST_SCALE=10000 go test -short -run TestScale -v).
 //   - CPU per node step on the fake clientset: a lease renewal costs about
 //     6 µs with Options.FakeFastPath (lease requests straight to the
 //     clientset's object tracker), about 20 µs through the clientset's

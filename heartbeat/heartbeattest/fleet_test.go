@@ -155,6 +155,32 @@ func TestRenewalsSpreadEvenly(t *testing.T) {
 	}
 }
 
+// With the default granularity every renewal falls on a whole second of the
+// schedule (nodes sharing a tick run as a batch); with 1ns the slots are not
+// rounded and spread within the seconds.
+func TestGranularity(t *testing.T) {
+	for _, tc := range []struct {
+		gran    time.Duration
+		onTicks bool
+	}{{0, true}, {time.Nanosecond, false}} {
+		f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 100, FakeFastPath: true, Granularity: tc.gran, StatusUpdateFrequency: time.Hour})
+		for range 100 { // the next renew interval, 100ms at a time
+			if err := f.Step(ctx, 100*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+		whole := 0
+		for i := range f.Len() {
+			if d := f.Node(i).LastRenewTime().Sub(t0); d%time.Second == 0 {
+				whole++
+			}
+		}
+		if tc.onTicks && whole != f.Len() || !tc.onTicks && whole > f.Len()/5 {
+			t.Errorf("granularity %v: %d of %d renewals on whole seconds", tc.gran, whole, f.Len())
+		}
+	}
+}
+
 func TestStopResume(t *testing.T) {
 	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 10})
 	n := f.Node(3)
@@ -481,6 +507,7 @@ func TestOptionsErrors(t *testing.T) {
 		{heartbeattest.Options{Client: c, Nodes: 1, StatusUpdateFrequency: time.Millisecond}, "StatusUpdateFrequency"},
 		{heartbeattest.Options{Client: c, Nodes: 1, StatusReportFrequency: 48 * time.Hour}, "StatusReportFrequency"},
 		{heartbeattest.Options{Client: c, Nodes: 1, Workers: -1}, "Workers"},
+		{heartbeattest.Options{Client: c, Nodes: 1, Granularity: time.Minute}, "Granularity"},
 		{heartbeattest.Options{Client: c, Nodes: 2, Template: func(int, string) *corev1.Node {
 			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "same"}}
 		}}, "Node.Name"},

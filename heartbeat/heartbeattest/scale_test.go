@@ -26,9 +26,10 @@ func heapInUse() uint64 {
 // HEARTBEATTEST_SCALE nodes on the fake clientset under a fake clock. It is
 // skipped unless that variable is set. HEARTBEATTEST_STATUS_FREQUENCY sets
 // the status update frequency (default 10s); HEARTBEATTEST_HEAPPROFILE names
-// a file for a heap profile taken after the steps:
+// a file for a heap profile taken after the steps. -short keeps the package's
+// control plane (for the integration tests) from starting:
 //
-//	HEARTBEATTEST_SCALE=100000 go test -run TestScale -v -timeout 30m ./heartbeat/heartbeattest
+//	HEARTBEATTEST_SCALE=100000 go test -short -run TestScale -v -timeout 30m ./heartbeat/heartbeattest
 func TestScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("HEARTBEATTEST_SCALE"))
 	if n <= 0 {
