@@ -342,29 +342,10 @@ func TestAllStatusAttemptsFail(t *testing.T) {
 	if p, g := e.count("patch", "nodes"), e.count("get", "nodes"); p != 5 || g != 4 {
 		t.Fatalf("%d patches and %d GETs, want 5 and 4", p, g)
 	}
-	got := gather(t, reg)
+	got := testenv.Metrics(t, reg)
 	if got[heartbeat.MetricStatusPosts] != 1 || got[heartbeat.MetricStatusFailures] != 1 || got[heartbeat.MetricStatusRounds] != 2 || got[heartbeat.MetricRegistrations] != 1 || got[heartbeat.MetricStatusDuration] != 2 {
 		t.Fatalf("metrics %v", got)
 	}
-}
-
-func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		m := mf.GetMetric()[0]
-		switch {
-		case m.Counter != nil:
-			got[mf.GetName()] = m.Counter.GetValue()
-		case m.Histogram != nil:
-			got[mf.GetName()] = float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return got
 }
 
 func TestNodeDeletedIsRegisteredAgainAndLeaseFollows(t *testing.T) {

@@ -391,20 +391,7 @@ func TestMetrics(t *testing.T) {
 		return true, nil, errors.New("boom")
 	})
 	_ = r1.SyncOnce(ctx)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		m := mf.GetMetric()[0]
-		switch {
-		case m.Counter != nil:
-			got[mf.GetName()] = m.Counter.GetValue()
-		case m.Histogram != nil:
-			got[mf.GetName()] = float64(m.Histogram.GetSampleCount())
-		}
-	}
+	got := testenv.Metrics(t, reg)
 	want := map[string]float64{lease.MetricRenewals: 2, lease.MetricRenewalFailures: 1, lease.MetricRenewalDuration: 3}
 	for k, v := range want {
 		if got[k] != v {

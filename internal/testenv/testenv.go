@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // RequireAll reports whether NODEKIT_REQUIRE_ALL=1 is set, in which case a
@@ -63,4 +65,32 @@ func Eventually(t PollTB, timeout, interval time.Duration, what string, cond fun
 		}
 		time.Sleep(interval)
 	}
+}
+
+// Metrics gathers reg and returns, by metric name, the value of each
+// counter and the sample count of each histogram (of the first series of
+// each metric).
+func Metrics(t FatalTB, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		m := mf.GetMetric()[0]
+		switch {
+		case m.Counter != nil:
+			got[mf.GetName()] = m.Counter.GetValue()
+		case m.Histogram != nil:
+			got[mf.GetName()] = float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return got
+}
+
+// FatalTB is the part of testing.TB that Metrics uses.
+type FatalTB interface {
+	Helper()
+	Fatalf(format string, args ...any)
 }
