@@ -517,7 +517,8 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 	wctx, wcancel = context.WithCancel(ctx)
 	defer wcancel()
 	go watchLease(wctx, admin, name, lag)
-	time.Sleep(12 * time.Second)
+	seen := lag.count()
+	waitUntil(t, 30*time.Second, "two renewals after recovery", func() bool { return lag.count() >= seen+2 })
 	if m, _ := lag.get(); m > 40*time.Second {
 		t.Fatalf("renewTime %v behind after recovery", m)
 	}

@@ -36,22 +36,9 @@ func BenchmarkHTTPProbe(b *testing.B) {
 }
 
 func BenchmarkTCPProbe(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	port := acceptAndClose(b)
 	h := newHandlers(b, Options{})
-	spec, target := tcpSpec(ln.Addr().(*net.TCPAddr).Port), Target{PodIP: "127.0.0.1"}
+	spec, target := tcpSpec(port), Target{PodIP: "127.0.0.1"}
 	b.ReportAllocs()
 	for b.Loop() {
 		if out := h.Probe(context.Background(), spec, target); out.Result != Success {

@@ -12,6 +12,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -65,17 +66,9 @@ func TestExecOnContainerd(t *testing.T) {
 		return &corev1.Probe{TimeoutSeconds: timeout, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}}}
 	}
 	// The container's command may not have created the file yet.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out := h.Probe(ctx, exec(5, "cat", "/tmp/healthy"), target)
-		if out.Result == probe.Success {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("healthy file never appeared: %+v", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the healthy file to appear", func() bool {
+		return h.Probe(ctx, exec(5, "cat", "/tmp/healthy"), target).Result == probe.Success
+	})
 	if out := h.Probe(ctx, exec(5, "sh", "-c", "echo out; echo err >&2; exit 3"), target); out.Result != probe.Failure || out.Message != "out\nerr\n" {
 		t.Errorf("failing command: %+v", out)
 	}

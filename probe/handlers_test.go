@@ -243,13 +243,15 @@ func tcpSpec(port int) *corev1.Probe {
 	return &corev1.Probe{TimeoutSeconds: 1, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(port))}}}
 }
 
-func TestTCPSocket(t *testing.T) {
-	t.Cleanup(noLeaks(t))
+// acceptAndClose listens on a loopback port that accepts connections and
+// closes them at once, until the test ends, and returns the port.
+func acceptAndClose(tb testing.TB) int {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer ln.Close()
+	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -259,7 +261,12 @@ func TestTCPSocket(t *testing.T) {
 			c.Close()
 		}
 	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestTCPSocket(t *testing.T) {
+	t.Cleanup(noLeaks(t))
+	port := acceptAndClose(t)
 	h := newHandlers(t, Options{})
 	if out := h.Probe(context.Background(), tcpSpec(port), Target{PodIP: "127.0.0.1"}); out.Result != Success {
 		t.Errorf("open port: %+v", out)

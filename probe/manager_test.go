@@ -644,9 +644,7 @@ func TestConcurrencyBound(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { h.sync(); close(done) }()
-	for cur.Load() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "three probes running at once", func() bool { return cur.Load() >= 3 })
 	close(release)
 	<-done
 	if peak.Load() != 3 {
