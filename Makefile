@@ -12,7 +12,7 @@ DEMO_SECONDS ?= 0
 
 all: test
 
-## testbin: build (once) kube-apiserver, etcd and kubectl for the integration tests.
+## testbin: build (once) kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl for the tests.
 testbin:
 	@hack/testbin.sh >/dev/null
 

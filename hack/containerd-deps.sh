@@ -2,6 +2,8 @@
 # Provisions what the containerd test harness (internal/containerdtest) needs:
 #   - containerd, runc and ctr: installed from Debian's packages when missing
 #     and we are root;
+#   - the bridge, host-local and loopback CNI plugins (Debian's
+#     containernetworking-plugins, in /usr/lib/cni) for pods with their own IPs;
 #   - a static busybox binary, unpacked from Debian's busybox-static .deb into
 #     ${NODEKIT_CACHE:-$HOME/.cache/nodekit}/busybox/<deb version>/busybox.
 # Prints the path of the busybox binary on stdout; everything else goes to
@@ -24,14 +26,19 @@ missing=()
 for bin in containerd runc ctr; do
   command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
 done
+pkgs=()
+[ "${#missing[@]}" -gt 0 ] && pkgs+=(containerd runc)
+for plugin in bridge host-local loopback; do
+  [ -x "/usr/lib/cni/$plugin" ] || { missing+=("cni/$plugin"); pkgs+=(containernetworking-plugins); break; }
+done
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
-    log "missing ${missing[*]} and not root: install Debian's containerd and runc packages as root"
+    log "missing ${missing[*]} and not root: install Debian's containerd, runc and containernetworking-plugins packages as root"
     exit 1
   fi
   apt_update
-  log "installing containerd and runc (missing: ${missing[*]})"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd runc >&2
+  log "installing ${pkgs[*]} (missing: ${missing[*]})"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
 fi
 
 # A busybox already cached (any version; the newest wins) is used as it is,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, etcd and kubectl from the Go module proxy into a cache
+# Builds kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl from the Go module proxy into a cache
 # directory keyed by the testbin module's go.mod, go.sum and this script, and
 # prints that directory. A second call with the same inputs prints it at once.
 set -euo pipefail
@@ -14,7 +14,8 @@ key=$(cat "$mod/go.mod" "$mod/go.sum" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-
 cache="${NODEKIT_TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodekit/testbin}"
 dir="$cache/$key"
 
-if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ]; then
+if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ] \
+  && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/kubelet" ]; then
   echo "$dir"
   exit 0
 fi
@@ -31,13 +32,15 @@ ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMajor=$major \
  -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
-echo "building kube-apiserver, etcd and kubectl $version into $dir (first time: several minutes)" >&2
+echo "building kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl $version into $dir (first time: several minutes)" >&2
 start=$SECONDS
 (
   cd "$mod"
   export CGO_ENABLED=0 GOFLAGS=-mod=mod
   go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
   go build -trimpath -ldflags "$ldflags" -o "$tmp/kubectl" k8s.io/kubernetes/cmd/kubectl
+  go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+  go build -trimpath -ldflags "$ldflags" -o "$tmp/kubelet" k8s.io/kubernetes/cmd/kubelet
   go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
 )
 echo "built in $((SECONDS - start))s" >&2
