@@ -43,11 +43,33 @@
 //
 // # Conventions
 //
-// Every part is built with New(Options), whose zero fields take the kubelet's
-// defaults and whose bad fields are errors, never panics. Every loop has a
-// synchronous step (SyncOnce) and a blocking Run(ctx) that returns when the
-// context ends. Time comes from an injected k8s.io/utils/clock clock, so a
-// test can drive every loop with a fake clock; logging comes from the
-// context's logr logger; metrics registries and event recorders come through
-// Options, never from globals.
+// One way to do each thing, in every package:
+//
+//   - Construction: New(Options) (*T, error). Zero fields take the kubelet's
+//     defaults, stated in each field's comment; a field out of bounds is an
+//     error naming the package, the field, the value and the bounds
+//     ("lease: Options.RenewInterval 10ns must be in [1s, 40s]"), never a
+//     panic.
+//   - Option names: Clock (a k8s.io/utils/clock clock, the real one by
+//     default), Registerer (a Prometheus registerer; registration is
+//     idempotent, so two components may share one), Recorder (an event
+//     recorder), Rand (the source of jitter). The logger is never an option:
+//     it comes from the context (klog.FromContext).
+//   - Loops: every loop has a synchronous step and a blocking Run(ctx) that
+//     is a thin loop around it, so a test or a fleet of simulated nodes drives
+//     exactly the code Run drives. A loop that decides its own next wake-up has
+//     a step that returns it. Run returns nil when its context ends and an
+//     error only for a failure that stopped it. There are no stop channels.
+//   - Time: no package reads the wall clock or sleeps; back-off
+//     (internal/backoff) and timer heaps (internal/timerheap) exist once.
+//   - Readers of a component's state (a node, a lease, a probe result) read a
+//     published snapshot and never wait on the network.
+//   - Metrics: the kubelet's name and labels where the kubelet has the same
+//     metric, so dashboards and alerts carry over; nodekit_<package>_*
+//     otherwise.
+//   - Errors are wrapped with %w and matched with errors.Is or errors.As; an
+//     error that is returned is not also logged.
+//   - Fakes for users' tests live in public <package>test packages that never
+//     import testing, so a binary may embed them; no library package and no
+//     example binary links the testing package (make test checks it).
 package nodekit
