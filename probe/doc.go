@@ -3,13 +3,13 @@
 //
 // # Probing once
 //
-// New returns the default Prober, *Handlers, which runs one probe of one
+// NewHandlers returns the default Prober, *Handlers, which runs one probe of one
 // container and returns an Outcome: Success, Failure or Unknown, a message,
 // and Err when the probe could not be run at all. The handler is chosen by
 // the probe's spec:
 //
 //   - exec: the command runs through the runtime's ExecSync
-//     (Options.Execer, a runtime.Execer such as runtime.Client) with the
+//     (HandlerOptions.Execer, a runtime.Execer such as runtime.Client) with the
 //     probe's timeout. Exit code 0 is Success, any other Failure; the message
 //     is stdout then stderr. A command that outlives its timeout is a Failure
 //     that says so. $(VAR) in the command is expanded from the container's
@@ -17,7 +17,7 @@
 //   - httpGet: GET scheme://host:port/path, host defaulting to the pod IP,
 //     the port a number or the name of a container port, the spec's headers
 //     (a Host header sets the request's Host), "User-Agent:
-//     kube-probe/1.37" (Options.Version) and "Accept: */*" unless set.
+//     kube-probe/1.37" (HandlerOptions.Version) and "Accept: */*" unless set.
 //     200–399 is Success. Same-host redirects are followed (10 requests at
 //     most); a redirect to another host is not followed and is a Success with
 //     Warning. At most 10 KiB of the body is read into the message.
@@ -27,15 +27,18 @@
 //     the pod IP; SERVING is Success.
 //
 // Guard rails: every handler is bounded by timeoutSeconds (HTTP, TCP and
-// gRPC by deadlines on the connection; exec by ExecSync's timeout and, for a
-// runtime that ignores it, by giving up on the call after Options.ExecGrace
-// more), and by the caller's context. Messages are cut to MaxOutputBytes
-// (10 KiB). A panicking handler is recovered and reported as an Outcome with
+// gRPC by deadlines on the connection; exec, as in kubelet, by the runtime,
+// which enforces ExecSync's timeout, and, for a runtime that never answers,
+// by giving up HandlerOptions.ExecGrace (2m, kubelet's runtime request
+// timeout) after the timeout), and by the caller's context. Messages are cut
+// to MaxOutputBytes (10 KiB), HTTP response headers to MaxResponseHeaderBytes
+// (8 KiB, where kubelet reads up to 10 MiB): a target that sends endless
+// headers fails its probe instead of costing megabytes. A panicking handler is recovered and reported as an Outcome with
 // Err matching ErrPanic.
 //
 // # The manager
 //
-// NewManager returns a Manager that keeps one worker per container and probe
+// New returns a Manager that keeps one worker per container and probe
 // type for the pods it is given (AddPod, RemovePod, StopLivenessAndStartup)
 // and probes them on kubelet's schedule, from what SetPodStatus tells it (pod
 // IP, container IDs, states and start times). Results are read with Result
@@ -50,8 +53,8 @@
 //     failureThreshold 3, initialDelaySeconds 0 (Defaults).
 //   - A worker's first round is when it is created, then one every period.
 //     A worker created within one period of the manager's creation (an agent
-//     restart) first waits a random part of its period (ManagerOptions
-//     NoStartJitter turns this off).
+//     restart) first waits a random part of its period, drawn from
+//     Options.Rand (Options.NoStartJitter turns this off).
 //   - When a worker first sees a container ID it publishes the initial
 //     result: liveness Success, readiness Failure, startup Unknown. A
 //     container that was running more than 10s before the manager was
@@ -70,21 +73,25 @@
 //     ends when it exited and will not be restarted (restart policy and
 //     rules), or when the pod's phase is Succeeded or Failed. When the pod
 //     has a deletion timestamp, liveness and startup publish Success and end.
-//   - Events, through ManagerOptions.Recorder on the container's reference:
+//   - Events, through Options.Recorder on the container's reference:
 //     Warning Unhealthy "<Type> probe failed: <message>" for each failed
 //     probe, "<Type> probe errored and resulted in unknown state: <err>" for
 //     each errored round, Warning ProbeWarning for warnings. Metrics, through
-//     ManagerOptions.Registerer: prober_probe_total{probe_type, result,
-//     container, pod, namespace, pod_uid} and prober_probe_duration_seconds.
+//     Options.Registerer: prober_probe_total{probe_type, result,
+//     container, pod, namespace, pod_uid} and prober_probe_duration_seconds,
+//     kubelet's names and labels (nodekit's rule: kubelet's name where
+//     kubelet has the metric, nodekit_<package>_* otherwise). Registering is
+//     idempotent: managers that share a Registerer share the metrics.
 //
 // # Scheduling, and why not a goroutine per worker
 //
 // The kubelet runs a goroutine with its own ticker per worker. This manager
-// keeps all workers in one min-heap ordered by due time and driven by the
+// keeps all workers in one min-heap (nodekit's timer heap) ordered by due
+// time and driven by the
 // injected clock: Run sleeps on a single timer until the earliest due time,
-// then hands every due worker (and those due within ManagerOptions.Batch,
+// then hands every due worker (and those due within Options.Batch,
 // 100ms, after it) to a bounded pool of probe goroutines
-// (ManagerOptions.MaxConcurrentProbes, 256) that exist only while there is
+// (Options.MaxConcurrentProbes, 256) that exist only while there is
 // work. A worker is back in the heap one period after it was due, once its
 // probe has finished; a slow probe therefore never overlaps its next round.
 // The reasons: an idle worker costs a heap entry instead of a goroutine, a
@@ -96,7 +103,7 @@
 // deterministic (with MaxConcurrentProbes 1, probes due together run in the
 // order their workers were created).
 //
-// All time comes from ManagerOptions.Clock. The probes themselves, which
+// All time comes from Options.Clock. The probes themselves, which
 // talk to the network and the runtime, are bounded by wall-clock deadlines.
 //
 // # Figures
@@ -134,7 +141,7 @@
 //   - Probe specs of existing workers are not updated by AddPod (kubelet does
 //     not either); remove and re-add the pod.
 //   - HTTP/2 cleartext (h2c) probes and gRPC TLS mode are kubelet alpha
-//     features; h2c is not supported, gRPC TLS only with Options.GRPCTLS.
+//     features; h2c is not supported, gRPC TLS only with HandlerOptions.GRPCTLS.
 //   - UpdatePodStatus does not reproduce kubelet's rule that keeps Ready
 //     false after an agent restart for pods that were not Ready.
 //   - A Prober must honour its context; the manager cannot reclaim a pool

@@ -109,7 +109,7 @@ type harness struct {
 	ctx   context.Context
 }
 
-func newHarness(t *testing.T, mod func(*ManagerOptions)) *harness {
+func newHarness(t *testing.T, mod func(*Options)) *harness {
 	t.Helper()
 	h := &harness{
 		t:     t,
@@ -119,11 +119,11 @@ func newHarness(t *testing.T, mod func(*ManagerOptions)) *harness {
 	}
 	// One probe at a time: probes due together run in the order their
 	// workers were created (per container: startup, readiness, liveness).
-	o := ManagerOptions{Prober: h.p, Clock: h.clock, NoStartJitter: true, MaxConcurrentProbes: 1}
+	o := Options{Prober: h.p, Clock: h.clock, NoStartJitter: true, MaxConcurrentProbes: 1}
 	if mod != nil {
 		mod(&o)
 	}
-	m, err := NewManager(o)
+	m, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,8 +374,8 @@ func TestWorkerRemoval(t *testing.T) {
 		t.Errorf("readiness probed %d times, want %d", got, before+1)
 	}
 	h.m.CleanupPods(map[types.UID]struct{}{"b": {}})
-	if n := h.m.WorkerCount(); n != 0 || len(h.m.due) != 0 || len(h.m.pods) != 0 {
-		t.Fatalf("left: %d workers, %d scheduled, %d pods", n, len(h.m.due), len(h.m.pods))
+	if n := h.m.WorkerCount(); n != 0 || h.m.due.Len() != 0 || len(h.m.pods) != 0 {
+		t.Fatalf("left: %d workers, %d scheduled, %d pods", n, h.m.due.Len(), len(h.m.pods))
 	}
 }
 
@@ -391,7 +391,7 @@ func TestRemovalCancelsProbeInFlight(t *testing.T) {
 		sawCancel.Store(true)
 		return Outcome{Result: Failure, Message: "cancelled"}
 	})
-	h := newHarness(t, func(o *ManagerOptions) { o.Prober = p })
+	h := newHarness(t, func(o *Options) { o.Prober = p })
 	c := ctr("c", Liveness)
 	c.LivenessProbe.FailureThreshold = 1
 	h.m.AddPod(testPod("u", c))
@@ -486,7 +486,7 @@ func TestAgentRestart(t *testing.T) {
 
 func TestStartJitter(t *testing.T) {
 	defer noLeaks(t)()
-	h := newHarness(t, func(o *ManagerOptions) { o.NoStartJitter = false })
+	h := newHarness(t, func(o *Options) { o.NoStartJitter = false })
 	for i := range 20 {
 		name := string(rune('a' + i))
 		h.m.AddPod(testPod(name, ctr(name, Liveness)))
@@ -523,7 +523,7 @@ func TestErrorsPanicsEventsMetrics(t *testing.T) {
 	defer noLeaks(t)()
 	rec := record.NewFakeRecorder(100)
 	reg := prometheus.NewRegistry()
-	h := newHarness(t, func(o *ManagerOptions) { o.Recorder = rec; o.Registerer = reg })
+	h := newHarness(t, func(o *Options) { o.Recorder = rec; o.Registerer = reg })
 	h.p.mu.Lock()
 	h.p.panics[pkey("bad", Liveness)] = true
 	h.p.mu.Unlock()
@@ -636,7 +636,7 @@ func TestConcurrencyBound(t *testing.T) {
 		cur.Add(-1)
 		return Outcome{Result: Success}
 	})
-	h := newHarness(t, func(o *ManagerOptions) { o.Prober = p; o.MaxConcurrentProbes = 3 })
+	h := newHarness(t, func(o *Options) { o.Prober = p; o.MaxConcurrentProbes = 3 })
 	for i := range 10 {
 		name := string(rune('a' + i))
 		h.m.AddPod(testPod(name, ctr("c", Liveness)))
@@ -717,15 +717,45 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func TestNewManagerOptions(t *testing.T) {
 	for _, n := range []int{-1, 100001} {
-		if _, err := NewManager(ManagerOptions{MaxConcurrentProbes: n}); err == nil {
+		if _, err := New(Options{MaxConcurrentProbes: n}); err == nil {
 			t.Errorf("MaxConcurrentProbes %d accepted", n)
 		}
 	}
+	if _, err := New(Options{Batch: 1}); err == nil || err.Error() != "probe: Options.Batch 1ns must be in [1ms, 1s]" {
+		t.Errorf("Batch 1ns: %v, want nodekit's bounds wording", err)
+	}
+	if _, err := New(Options{MaxConcurrentProbes: -1}); err == nil || err.Error() != "probe: Options.MaxConcurrentProbes -1 must be in [1, 100000]" {
+		t.Errorf("MaxConcurrentProbes -1: %v, want nodekit's bounds wording", err)
+	}
+	// Two managers on one registry (two agents in one process, a fleet)
+	// share the metrics instead of failing.
 	reg := prometheus.NewRegistry()
-	if _, err := NewManager(ManagerOptions{Registerer: reg}); err != nil {
+	if _, err := New(Options{Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewManager(ManagerOptions{Registerer: reg}); err == nil {
-		t.Error("registering twice accepted")
+	if _, err := New(Options{Registerer: reg}); err != nil {
+		t.Errorf("a second manager on the same registry: %v", err)
+	}
+}
+
+// The wait before a worker's first probe after a restart comes from
+// Options.Rand.
+func TestStartJitterFromOptionsRand(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	calls := 0
+	m, err := New(Options{Clock: clk, Prober: ProberFunc(func(context.Context, *corev1.Probe, Target) Outcome { return Outcome{Result: Success} }),
+		Rand: func() float64 { calls++; return 0.25 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u", Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "c", ReadinessProbe: &corev1.Probe{PeriodSeconds: 8, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}}}}}}
+	m.AddPod(pod)
+	m.mu.Lock()
+	w := m.workers[workerKey{"u", "c", Readiness}]
+	next := w.next
+	m.mu.Unlock()
+	if calls != 1 || !next.Equal(clk.Now().Add(2*time.Second)) {
+		t.Errorf("first probe due %v after %d Rand calls, want 2s (0.25 of the 8s period) after 1", next.Sub(clk.Now()), calls)
 	}
 }
