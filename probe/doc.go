@@ -56,9 +56,13 @@
 //     restart) first waits a random part of its period, drawn from
 //     Options.Rand (Options.NoStartJitter turns this off).
 //   - When a worker first sees a container ID it publishes the initial
-//     result: liveness Success, readiness Failure, startup Unknown. A
-//     container that was running more than 10s before the manager was
-//     created gets none, so an agent restart does not flip Ready.
+//     result: liveness Success, readiness Failure, startup Unknown. After an
+//     agent restart, a readiness worker whose pod's Ready condition is True
+//     and whose container started before the manager was created starts
+//     from Success instead, as kubelet's does, so the container stays Ready
+//     (also in UpdatePodStatus before its first probe) until its probe fails
+//     failureThreshold times. Other containers that were running more than
+//     10s before the manager was created get no initial result.
 //   - No probe runs during initialDelaySeconds after the container started.
 //     Liveness and readiness wait until the startup probe has succeeded;
 //     the startup probe stops once it has.
@@ -142,8 +146,6 @@
 //     not either); remove and re-add the pod.
 //   - HTTP/2 cleartext (h2c) probes and gRPC TLS mode are kubelet alpha
 //     features; h2c is not supported, gRPC TLS only with HandlerOptions.GRPCTLS.
-//   - UpdatePodStatus does not reproduce kubelet's rule that keeps Ready
-//     false after an agent restart for pods that were not Ready.
 //   - A Prober must honour its context; the manager cannot reclaim a pool
 //     slot from a Prober that ignores it (the default Prober never does).
 package probe

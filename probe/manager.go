@@ -472,6 +472,7 @@ func (m *Manager) UpdatePodStatus(pod *corev1.Pod, status *corev1.PodStatus) {
 		st := containerState{id: cs.ContainerID, started: cs.Started != nil && *cs.Started}
 		if cs.State.Running != nil {
 			st.running = true
+			st.startedAt = cs.State.Running.StartedAt.Time
 		}
 		started := m.startedLocked(pod.UID, cs.Name, st)
 		cs.Started = &started
@@ -484,9 +485,15 @@ func (m *Manager) UpdatePodStatus(pod *corev1.Pod, status *corev1.PodStatus) {
 		case !st.running:
 		case w == nil:
 			ready = true
-		case w.hasPub && w.pubID == cs.ContainerID && w.pub == Success:
-			ready = true
+		case w.hasPub && w.pubID == cs.ContainerID:
+			ready = w.pub == Success
+			if !ready {
+				m.triggerLocked(w, now)
+			}
 		default:
+			// Not probed yet: ready only if it was before the agent
+			// restarted (keepsReady); either way, probe it now.
+			ready = m.keepsReady(readyPod(pod, m.pods[pod.UID]), st)
 			m.triggerLocked(w, now)
 		}
 		cs.Ready = ready
@@ -515,6 +522,15 @@ func (m *Manager) UpdatePodStatus(pod *corev1.Pod, status *corev1.PodStatus) {
 	}
 }
 
+// readyPod is the pod whose Ready condition tells whether it was ready
+// before a restart: the one given to AddPod, else pod.
+func readyPod(pod *corev1.Pod, pe *podEntry) *corev1.Pod {
+	if pe != nil && pe.pod != nil {
+		return pe.pod
+	}
+	return pod
+}
+
 // startedLocked reports whether a container counts as started: running, and
 // its startup probe succeeded for this container ID (or it has no startup
 // probe, or its status already said it started and no result says otherwise).
@@ -530,6 +546,22 @@ func (m *Manager) startedLocked(uid types.UID, name string, c containerState) bo
 		return true
 	}
 	return sw == nil
+}
+
+// keepsReady reports whether a container keeps Ready across an agent
+// restart, as kubelet's readiness workers decide their initial result: the
+// pod's Ready condition is True and the container is running since before
+// the manager was created.
+func (m *Manager) keepsReady(pod *corev1.Pod, c containerState) bool {
+	if pod == nil || !c.running || c.startedAt.IsZero() || !c.startedAt.Before(m.start) {
+		return false
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // triggerLocked makes w due now, unless it is due already or running.

@@ -484,6 +484,57 @@ func TestAgentRestart(t *testing.T) {
 	h.want("u", "c", Readiness, Failure, true)
 }
 
+// kubelet keeps a container that was Ready before the agent restarted
+// Ready (the pod's Ready condition is True, the container started before the
+// manager) until its readiness probe says otherwise: failureThreshold
+// failures.
+func TestAgentRestartKeepsReady(t *testing.T) {
+	defer noLeaks(t)()
+	h := newHarness(t, func(o *Options) { o.NoStartJitter = false })
+	h.p.set("c", Readiness, Failure)
+	pod := testPod("u", ctr("c", Readiness))
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	old := h.running("c", "1")
+	old.State.Running.StartedAt = metav1.NewTime(h.clock.Now().Add(-time.Hour))
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{old}
+	h.m.AddPod(pod)
+
+	ready := func() bool {
+		st := pod.Status.DeepCopy()
+		h.m.UpdatePodStatus(pod, st)
+		return st.ContainerStatuses[0].Ready
+	}
+	// Before its first probe (the restart jitter holds it back).
+	if !ready() {
+		t.Fatal("a container that was ready before the restart is not ready before its first probe")
+	}
+	h.sync() // UpdatePodStatus made it due: one failure, 1 of 3
+	h.want("u", "c", Readiness, Success, true)
+	if !ready() {
+		t.Fatal("not ready after one failed probe of three")
+	}
+	for range 2 {
+		h.step(10 * time.Second)
+	}
+	h.want("u", "c", Readiness, Failure, true)
+	if ready() {
+		t.Fatal("still ready after three failed probes")
+	}
+
+	// A pod that was not Ready is not made ready.
+	h2 := newHarness(t, nil)
+	pod2 := testPod("v", ctr("c", Readiness))
+	pod2.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	pod2.Status.ContainerStatuses = []corev1.ContainerStatus{old}
+	h2.p.set("c", Readiness, Failure)
+	h2.m.AddPod(pod2)
+	st := pod2.Status.DeepCopy()
+	h2.m.UpdatePodStatus(pod2, st)
+	if st.ContainerStatuses[0].Ready {
+		t.Fatal("a container of a pod that was not Ready is ready")
+	}
+}
+
 func TestStartJitter(t *testing.T) {
 	defer noLeaks(t)()
 	h := newHarness(t, func(o *Options) { o.NoStartJitter = false })

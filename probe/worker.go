@@ -132,9 +132,14 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 			m.setResult(ctx, w, c.id, Success, "")
 			seeded = true
 		}
-		if !restarted {
+		switch {
+		case w.key.typ == Readiness && m.keepsReady(pod, c):
+			// kubelet keeps a container that was ready before the agent
+			// restarted ready until its probe says otherwise.
+			m.setResult(ctx, w, c.id, Success, "")
+		case !restarted:
 			m.setResult(ctx, w, c.id, w.initial, "")
-		} else if !seeded {
+		case !seeded:
 			m.clearResult(w)
 		}
 		w.onHold = false // a new container: probe again
