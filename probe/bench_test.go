@@ -125,7 +125,7 @@ func BenchmarkManager(b *testing.B) {
 			step := 10 * time.Second / time.Duration(bc.steps)
 			for range bc.steps { // warm up: initial results, first probes
 				clk.Step(step)
-				_ = m.SyncOnce(ctx)
+				_, _ = m.SyncOnce(ctx)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -133,7 +133,7 @@ func BenchmarkManager(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				for range bc.steps {
 					clk.Step(step)
-					_ = m.SyncOnce(ctx)
+					_, _ = m.SyncOnce(ctx)
 				}
 			}
 			cpu := cpuTime() - cpu0

@@ -102,7 +102,7 @@ func TestExecOnContainerd(t *testing.T) {
 	updates := m.Subscribe(ctx, 10)
 	step := func() {
 		t.Helper()
-		if err := m.SyncOnce(ctx); err != nil {
+		if _, err := m.SyncOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 		clk.Step(10 * time.Second)

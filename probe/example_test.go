@@ -84,14 +84,14 @@ func ExampleManager() {
 	})
 
 	ctx := context.Background()
-	_ = m.SyncOnce(ctx) // in an agent: go m.Run(ctx)
+	_, _ = m.SyncOnce(ctx) // in an agent: go m.Run(ctx)
 	r, _ := m.Result(pod.UID, "web", probe.Readiness)
 	fmt.Println("ready:", r)
 
 	healthy.Store(false)
 	for i := 1; i <= 3; i++ {
 		clk.Step(10 * time.Second)
-		_ = m.SyncOnce(ctx)
+		_, _ = m.SyncOnce(ctx)
 		r, _ := m.Result(pod.UID, "web", probe.Readiness)
 		fmt.Printf("after failure %d: %v\n", i, r)
 	}

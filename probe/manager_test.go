@@ -133,7 +133,7 @@ func newHarness(t *testing.T, mod func(*Options)) *harness {
 
 func (h *harness) sync() {
 	h.t.Helper()
-	if err := h.m.SyncOnce(h.ctx); err != nil {
+	if _, err := h.m.SyncOnce(h.ctx); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -532,6 +532,21 @@ func TestAgentRestartKeepsReady(t *testing.T) {
 	h2.m.UpdatePodStatus(pod2, st)
 	if st.ContainerStatuses[0].Ready {
 		t.Fatal("a container of a pod that was not Ready is ready")
+	}
+}
+
+// SyncOnce returns when the next probe falls due, as Run would sleep.
+func TestSyncOnceReturnsNextDue(t *testing.T) {
+	defer noLeaks(t)()
+	h := newHarness(t, nil)
+	if next, err := h.m.SyncOnce(h.ctx); err != nil || !next.IsZero() {
+		t.Fatalf("no workers: next %v, %v; want zero", next, err)
+	}
+	h.m.AddPod(testPod("u", ctr("c", Readiness)))
+	h.status("u", h.running("c", "1"))
+	next, err := h.m.SyncOnce(h.ctx)
+	if err != nil || !next.Equal(h.clock.Now().Add(10*time.Second)) {
+		t.Fatalf("next %v, %v; want one period (10s) from now", next, err)
 	}
 }
 
