@@ -340,11 +340,13 @@ func (v *versionInfo) SetStatus(ctx context.Context, node *corev1.Node) error {
 	if rv, err := v.src.version(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("container runtime version: %w", err))
 	} else {
-		v.knownName, version = rv.RuntimeName, normalizeVersion(rv.RuntimeVersion)
+		v.knownName, version = rv.RuntimeName, rv.RuntimeVersion
 	}
 	name := cmp.Or(v.knownName, "unknown")
+	// The string is built (and the version parsed) only when the runtime's
+	// answer changed.
 	if key := [2]string{name, version}; key != v.cacheKey || v.cacheStr == "" {
-		v.cacheKey, v.cacheStr = key, name+"://"+version
+		v.cacheKey, v.cacheStr = key, name+"://"+normalizeVersion(version)
 	}
 	info.ContainerRuntimeVersion = v.cacheStr
 	v.mu.Unlock()
