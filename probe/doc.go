@@ -114,33 +114,9 @@
 //
 // # Figures
 //
-// Measured on the shared 2-core development machine (AMD EPYC, go1.26,
-// linux/amd64, other work running), ranges over repeated runs:
-//
-//	go test -run XXX -bench 'Probe|Manager$' -benchmem -benchtime=200x ./probe/
-//	go test -run XXX -bench 'ManagerRun|GoroutinePerWorker' -count=3 -benchtime=4x ./probe/
-//
-// One probe against a loopback server (a new connection each time):
-//
-//	HTTP GET   0.40–0.76 ms/op   19.7 KB/op   147 allocs/op
-//	TCP        0.18–0.21 ms/op    1.8 KB/op    38 allocs/op
-//	gRPC       1.4–2.4   ms/op   50.5 KB/op   838 allocs/op
-//
-// The manager's own overhead with 10,000 containers × 2 probes at the
-// default period and a prober that answers at once, as CPU time (user +
-// system, every goroutine, from getrusage) per 10s of schedule divided by
-// 10s, that is the fraction of one core:
-//
-//	fake clock, all 20,000 due at once (BenchmarkManager/batched)   0.7–0.8%  (3.6 µs CPU a probe, 2 allocs)
-//	fake clock, spread, 100 steps of 100ms (…/spread-100ms-steps)   1.9–2.1%
-//	fake clock, with metrics and a subscriber                       1.0–1.1%
-//	real clock, Run, probes spread over the period (ManagerRun)     3.5–5.7%
-//
-// all under the 10% goal. For comparison, the goroutine-and-ticker-per-
-// worker shape with no probe logic at all (BenchmarkGoroutinePerWorker)
-// costs 7.1–7.7%, and this manager before batching (waking for every
-// probe) cost 11.5%. Memory: 5.9 KB of heap per container with two
-// workers, 15 KB with metrics (the label sets dominate).
+// The manager's own overhead with 10,000 containers × 2 probes is about 1%
+// of one core under a fake clock and 3–6% with the real clock;
+// BENCHMARKS.md has the figures and the commands.
 //
 // # Limits
 //
