@@ -3,8 +3,9 @@
 //
 // # Probing once
 //
-// NewHandlers returns the default Prober, *Handlers, which runs one probe of one
-// container and returns an Outcome: Success, Failure or Unknown, a message,
+// NewHandlers returns the default Prober, *Handlers (kubelet's exec, HTTP,
+// TCP and gRPC handlers), which runs one probe of one container and returns
+// an Outcome: Success, Failure or Unknown, a message,
 // and Err when the probe could not be run at all. The handler is chosen by
 // the probe's spec:
 //

@@ -22,8 +22,9 @@ import (
 
 // Options configures a Manager.
 type Options struct {
-	// Prober runs the probes. Default: NewHandlers(HandlerOptions{}), which runs HTTP, TCP
-	// and gRPC probes and reports exec probes as errors (no Execer).
+	// Prober runs the probes. Default: NewHandlers(HandlerOptions{}), which
+	// runs HTTP, TCP and gRPC probes and reports exec probes as errors (no
+	// Execer).
 	Prober Prober
 	// Clock drives every period, delay and hold. Default clock.RealClock{}.
 	Clock clock.Clock
