@@ -8,7 +8,7 @@ NESTED_MODULES := $(shell find . -mindepth 2 -name go.mod -not -path './internal
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 DEMO_SECONDS ?= 0
 
-.PHONY: all test unit testbin containerd vet fmt-check demo clean-cache
+.PHONY: all test unit testbin containerd vet fmt-check no-testing demo clean-cache
 
 all: test
 
@@ -29,12 +29,28 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# Packages that may link package testing: test suites and test harnesses in
+# packages of their own (and the demo's local control plane, built on the
+# test harness). Fakes (<pkg>test packages) may not: binaries embed them.
+TESTING_ALLOWED := \
+	github.com/nodekit/nodekit/runtime/runtimetest/contract \
+	github.com/nodekit/nodekit/internal/containerdtest \
+	github.com/nodekit/nodekit/internal/controlplane \
+	github.com/nodekit/nodekit/internal/controlplane/localcluster
+
+## no-testing: fail if a library package, a fake or an example binary links package testing.
+no-testing:
+	@bad=$$($(GO) list -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | \
+		awk -v allowed="$(strip $(TESTING_ALLOWED))" 'BEGIN { n = split(allowed, a, " "); for (i = 1; i <= n; i++) ok[a[i]] = 1 } \
+		!($$1 in ok) { for (i = 2; i <= NF; i++) if ($$i == "testing") { print $$1; break } }'); \
+	if [ -n "$$bad" ]; then echo "these packages link package testing (move test code to a package of its own):"; echo "$$bad"; exit 1; fi
+
 ## unit: the tests that need nothing from the machine.
 unit:
 	$(GO) test -short $(TEST_FLAGS) ./...
 
 ## test: every test: unit, integration (real kube-apiserver) and end-to-end (real containerd).
-test: testbin containerd vet fmt-check
+test: testbin containerd vet fmt-check no-testing
 	KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) test $(TEST_FLAGS) ./...
 	@for m in $(NESTED_MODULES); do echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...) || exit 1; done
 

@@ -95,7 +95,7 @@ func (p *pressureSetter) SetStatus(ctx context.Context, node *corev1.Node) error
 			}
 		}
 	}
-	now := p.clock.Now()
+	now := passNow(ctx, p.clock)
 	p.mu.Lock()
 	if pressure {
 		p.lastObserved = now
@@ -116,6 +116,8 @@ func (p *pressureSetter) SetStatus(ctx context.Context, node *corev1.Node) error
 	return errors.Join(errs...)
 }
 
+func (p *pressureSetter) passClock() clock.PassiveClock { return p.clock }
+
 func findCondition(node *corev1.Node, t corev1.NodeConditionType) corev1.ConditionStatus {
 	for i := range node.Status.Conditions {
 		if node.Status.Conditions[i].Type == t {
@@ -125,35 +127,74 @@ func findCondition(node *corev1.Node, t corev1.NodeConditionType) corev1.Conditi
 	return ""
 }
 
+// RuntimeDownAfter is how long the Ready setter waits, after the last time
+// the runtime's status check succeeded with RuntimeReady true, before it
+// reports "container runtime is down", as kubelet does (its
+// maxWaitForContainerRuntime).
+const RuntimeDownAfter = 30 * time.Second
+
 // ready owns the Ready condition; it runs after the setters whose results it
-// reads (capacity).
+// reads (capacity). Like kubelet's runtime state, it remembers the last good
+// runtime status check: a failed check keeps what the last answer said, and
+// only when no check has been good for RuntimeDownAfter is the runtime down.
 type ready struct {
 	src          *sources
 	clock        clock.PassiveClock
 	healthChecks []HealthCheck
+
+	mu         sync.Mutex
+	lastGood   time.Time // last status check that said RuntimeReady; zero: none yet
+	runtimeErr error     // what the last answered check said of the runtime
+	networkErr error     // and of the network
 }
 
-var requiredCapacity = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage}
+func (r *ready) passClock() clock.PassiveClock { return r.clock }
 
-func (r *ready) SetStatus(ctx context.Context, node *corev1.Node) error {
-	var runtimeErrs, networkErrs []error
+// runtimeErrors updates the runtime state from this pass's status check and
+// returns the runtime's and the network's errors, as kubelet words them, and
+// the check's own failure.
+func (r *ready) runtimeErrors(ctx context.Context, now time.Time) (runtimeErrs, networkErrs []error, checkErr error) {
 	st, err := r.src.status(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if err != nil {
-		runtimeErrs = append(runtimeErrs, fmt.Errorf("container runtime is down: %w", err))
+		checkErr = fmt.Errorf("container runtime status check: %w", err)
+	} else {
+		r.networkErr, r.runtimeErr = nil, nil
+		if c := runtimeCondition(st.Status, runtimeapi.NetworkReady); c == nil || !c.Status {
+			r.networkErr = fmt.Errorf("container runtime network not ready: %s", formatRuntimeCondition(c))
+		}
+		if c := runtimeCondition(st.Status, runtimeapi.RuntimeReady); c == nil || !c.Status {
+			r.runtimeErr = fmt.Errorf("container runtime not ready: %s", formatRuntimeCondition(c))
+		} else {
+			r.lastGood = now
+		}
+	}
+	switch {
+	case r.lastGood.IsZero():
+		runtimeErrs = append(runtimeErrs, errors.New("container runtime status check may not have completed yet"))
+	case !r.lastGood.Add(RuntimeDownAfter).After(now):
+		runtimeErrs = append(runtimeErrs, errors.New("container runtime is down"))
 	}
 	for _, hc := range r.healthChecks {
 		if err := hc.Check(ctx); err != nil {
 			runtimeErrs = append(runtimeErrs, fmt.Errorf("%s is not healthy: %w", hc.Name, err))
 		}
 	}
-	if err == nil {
-		if c := runtimeCondition(st.Status, runtimeapi.RuntimeReady); c == nil || !c.Status {
-			runtimeErrs = append(runtimeErrs, fmt.Errorf("container runtime not ready: %s", formatRuntimeCondition(c)))
-		}
-		if c := runtimeCondition(st.Status, runtimeapi.NetworkReady); c == nil || !c.Status {
-			networkErrs = append(networkErrs, fmt.Errorf("container runtime network not ready: %s", formatRuntimeCondition(c)))
-		}
+	if r.runtimeErr != nil {
+		runtimeErrs = append(runtimeErrs, r.runtimeErr)
 	}
+	if r.networkErr != nil {
+		networkErrs = append(networkErrs, r.networkErr)
+	}
+	return runtimeErrs, networkErrs, checkErr
+}
+
+var requiredCapacity = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage}
+
+func (r *ready) SetStatus(ctx context.Context, node *corev1.Node) error {
+	now := passNow(ctx, r.clock)
+	runtimeErrs, networkErrs, checkErr := r.runtimeErrors(ctx, now)
 	var missing []string
 	for _, name := range requiredCapacity {
 		if _, ok := node.Status.Capacity[name]; !ok {
@@ -171,14 +212,14 @@ func (r *ready) SetStatus(ctx context.Context, node *corev1.Node) error {
 	}); agg != nil {
 		c.Status, c.Reason, c.Message = corev1.ConditionFalse, "KubeletNotReady", agg.Error()
 	}
-	if SetCondition(node, c, metav1.NewTime(r.clock.Now())) {
+	if SetCondition(node, c, metav1.NewTime(now)) {
 		if c.Status == corev1.ConditionTrue {
 			r.src.event(node, corev1.EventTypeNormal, "NodeReady", "Node %s status is now: %s", node.Name, "NodeReady")
 		} else {
 			r.src.event(node, corev1.EventTypeNormal, "NodeNotReady", "Node %s status is now: %s", node.Name, "NodeNotReady")
 		}
 	}
-	return nil
+	return checkErr
 }
 
 // aggregate is utilerrors.NewAggregate returning a plain nil error when empty.

@@ -15,11 +15,24 @@
 // every pass, lastTransitionTime only when the status changes, reason and
 // message always updated.
 //
+// One run of a list is a pass, and a pass has one time: Now(ctx) returns it
+// to every setter, so a custom setter stamps its conditions with the
+// injected clock's time (SetCondition(node, c, nodestatus.Now(ctx))).
+// Setters.Run(ctx, node, now) runs a pass at a time the caller gives;
+// Setters.SetStatus reads it from the clock of the default setters
+// (Options.Clock) when the pass begins.
+//
 // # Default setters
 //
 // DefaultSetters(Options) returns kubelet's setters in kubelet's order
-// (pkg/kubelet/kubelet_node_status.go, defaultNodeStatusFuncs):
+// (pkg/kubelet/kubelet_node_status.go, defaultNodeStatusFuncs), preceded by
+// PodCIDR when Options.Runtime has UpdateRuntimeConfig (a runtime.Runtime
+// does):
 //
+//  0. PodCIDR: passes spec.podCIDRs (joined with ",") to the runtime's
+//     UpdateRuntimeConfig when they change, as kubelet does before each
+//     status update; once per change, retried at the next pass after a
+//     failure. It sets nothing in the status.
 //  1. NodeAddress: status.addresses. InternalIP from Options.NodeIPs (one, or
 //     two of different families for dual-stack), else detected (a hostname
 //     that is an IP, else the host's default-route address, IPv4 preferred
@@ -34,15 +47,17 @@
 //     Rebooted event) and swap capacity. A resource whose host fact is
 //     missing is removed, so Ready reports it missing.
 //  3. VersionInfo: nodeInfo.kernelVersion, osImage, containerRuntimeVersion
-//     ("<runtime name>://<version>", "<name>://Unknown" when the runtime does
-//     not answer), kubeletVersion (Options.KubeletVersion, default
+//     ("<runtime name>://<version>", the version read as kubelet reads it:
+//     semantic, else generic, so "v1.7.24" is 1.7.24 and "1.6.20~ds1" is
+//     1.6.20; "<name>://Unknown" when the runtime does not answer), kubeletVersion (Options.KubeletVersion, default
 //     DefaultKubeletVersion "v1.37.2+nodekit"); kubeProxyVersion, deprecated,
 //     is cleared.
 //  4. DaemonEndpoints: daemonEndpoints.kubeletEndpoint.port (10250).
 //  5. Images: status.images, at most MaxImages (50; -1 all), largest first
 //     (equal sizes by image ID, descending), each with at most
 //     MaxNamesPerImage (5) names, digests before tags. A failed listing
-//     clears the list, as kubelet does.
+//     keeps the list last reported, as kubelet (which reports its cache of
+//     the last good listing) does, and the setter returns the error.
 //  6. GoRuntime: nodeInfo.operatingSystem and architecture (GOOS, GOARCH).
 //  7. RuntimeHandlers: status.runtimeHandlers from the runtime's status,
 //     sorted by name, while the runtime is ready.
@@ -61,12 +76,18 @@
 //     imagefs.available<15%, imagefs.inodesFree<5%.
 //  12. Ready: True, KubeletReady, "kubelet is posting ready status"; or
 //     False, KubeletNotReady, with kubelet's message: the runtime's trouble
-//     ("container runtime is down: ...", "<check> is not healthy: ...",
+//     ("container runtime status check may not have completed yet" before
+//     the first good status check, "container runtime is down" when no
+//     check has been good for RuntimeDownAfter (30s), "<check> is not
+//     healthy: ...",
 //     "container runtime not ready: RuntimeReady=false reason:... message:..."),
 //     the network's ("container runtime network not ready: ..."), and
 //     "missing node capacity for resources: ..." when cpu, memory, pods or
 //     ephemeral-storage is missing, aggregated as kubelet aggregates them
-//     ("[a, b]" when several). The last condition setter, as kubelet's.
+//     ("[a, b]" when several). A good check is one that answers with
+//     RuntimeReady true; a check that fails keeps what the last answer said
+//     (as kubelet's runtime state does) and the setter returns its error. The
+//     last condition setter, as kubelet's.
 //  13. VolumesInUse: status.volumesInUse from Options.VolumesInUse; left
 //     alone when that is nil.
 //
@@ -112,8 +133,9 @@
 //
 // The setters do not run loops of their own; a heartbeat calls SetStatus on
 // a copy of the node every update period (kubelet: 10s). Times come from
-// Options.Clock. The pressure conditions' transition period is measured on
-// that clock between passes.
+// the pass (Now), which comes from Options.Clock. The pressure conditions'
+// transition period and the runtime's 30s are measured on that clock
+// between passes.
 //
 // # Differences from kubelet
 //
@@ -126,27 +148,11 @@
 //   - MachineInfo computes allocatable only for the resources it owns;
 //     kubelet mirrors every capacity entry (device plugins) into allocatable.
 //   - The runtime's status is asked each pass rather than every 5s in the
-//     background; a runtime that does not answer makes the node NotReady at
-//     once ("container runtime is down: <error>") rather than after kubelet's
-//     sync threshold.
+//     background, so "container runtime is down" appears at the first pass
+//     at least 30s after the last good check.
 //
 // # Figures
 //
-// One pass of the defaults for a simulated node (nodestatustest host, fake
-// runtime with 50 images), measured with
-//
-//	go test -short -run XXX -bench DefaultSetters -benchmem -count=3 -benchtime=0.2s ./nodestatus/
-//
-// on a 2-core AMD EPYC shared with other jobs (load average 16 to 20, so
-// ns/op swings between runs; cpu-ns/op, the process's CPU time per pass, is
-// the steadier figure):
-//
-//	steady    node holds last pass's status     3.2–4.6 µs CPU (3.3–9 µs wall)   2 allocs   264 B
-//	copy      node.DeepCopy() then the pass      21–27 µs CPU                    60 allocs  6.4 KB
-//	copy-only node.DeepCopy() alone              13–19 µs CPU                    57 allocs  5.3 KB
-//	fresh     empty node, first pass             16–32 µs CPU                    71 allocs  7.0 KB
-//
-// A pass costs about 4 µs over what the caller's copy of the node costs, well
-// under the 20 µs goal: ten thousand simulated nodes every ten seconds take
-// about 40 ms of one core for the setters (plus the copies).
+// A pass of the defaults for a simulated node costs a few microseconds of CPU
+// over the caller's copy of the node; BENCHMARKS.md has the figures.
 package nodestatus

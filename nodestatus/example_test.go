@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -28,7 +29,7 @@ func Example() {
 	setters, err := nodestatus.DefaultSetters(nodestatus.Options{
 		Host:           host,
 		Runtime:        rt,
-		SystemReserved: corev1.ResourceList{"cpu": resourceMust("500m"), "memory": resourceMust("1Gi")},
+		SystemReserved: corev1.ResourceList{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("1Gi")},
 		Clock:          clk,
 	})
 	if err != nil {

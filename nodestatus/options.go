@@ -36,6 +36,7 @@ type HealthCheck struct {
 
 // The names of the default setters, in the order DefaultSetters returns them.
 const (
+	SetterPodCIDR         = "PodCIDR" // only when Options.Runtime has UpdateRuntimeConfig
 	SetterNodeAddress     = "NodeAddress"
 	SetterMachineInfo     = "MachineInfo"
 	SetterVersionInfo     = "VersionInfo"
@@ -177,7 +178,11 @@ func DefaultSetters(opts Options) (Setters, error) {
 	pressure := func(spec *pressureSpec) StatusSetter {
 		return &pressureSetter{spec: spec, src: src, clock: o.Clock, period: o.PressureTransitionPeriod, thresholds: thresholds.forCondition(spec.condType)}
 	}
-	return Setters{
+	var list Setters
+	if u, ok := o.Runtime.(RuntimeConfigUpdater); ok {
+		list = append(list, mk(SetterPodCIDR, PodCIDR(u)))
+	}
+	return append(list,
 		mk(SetterNodeAddress, addr),
 		mk(SetterMachineInfo, &machineInfo{src: src, maxPods: o.MaxPods, podsPerCore: o.PodsPerCore,
 			systemReserved: o.SystemReserved, kubeReserved: o.KubeReserved, thresholds: thresholds}),
@@ -192,7 +197,7 @@ func DefaultSetters(opts Options) (Setters, error) {
 		mk(SetterPIDPressure, pressure(&pidPressure)),
 		mk(SetterReady, &ready{src: src, clock: o.Clock, healthChecks: o.HealthChecks}),
 		mk(SetterVolumesInUse, volumesInUse(o.VolumesInUse)),
-	}, nil
+	), nil
 }
 
 // complete fills in defaults and validates, naming the field at fault.

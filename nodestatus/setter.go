@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // StatusSetter sets its part of a node's status in place. It must not touch
@@ -39,11 +41,41 @@ type Setters []Named
 
 var _ StatusSetter = Setters(nil)
 
-// SetStatus runs every setter on node in order. Within one call, setters
-// that share a source (the host's facts, the runtime's version, status and
-// images) ask it once.
+// SetStatus runs every setter on node in order, as one pass (see Run). The
+// pass's time is read when it begins from the clock of the list's default
+// setters (Options.Clock of DefaultSetters), or from the real clock when the
+// list has none of them. Called from within a pass (a Setters list inside
+// another), it joins that pass.
 func (s Setters) SetStatus(ctx context.Context, node *corev1.Node) error {
-	ctx = withPass(ctx)
+	if inPass(ctx) {
+		return s.run(ctx, node)
+	}
+	return s.run(newPass(ctx, s.clock().Now()), node)
+}
+
+// Run runs every setter on node in order, as one pass whose time is now:
+// setters read it with Now(ctx), and the default setters stamp their
+// conditions with it. Within a pass, setters that share a source (the host's
+// facts, the runtime's version, status and images) ask it once. A failing
+// setter does not stop the others; the failures are returned joined.
+func (s Setters) Run(ctx context.Context, node *corev1.Node, now time.Time) error {
+	return s.run(newPass(ctx, now), node)
+}
+
+// clocked is implemented by the default setters that read a clock.
+type clocked interface{ passClock() clock.PassiveClock }
+
+// clock returns the clock of the first setter in s that has one.
+func (s Setters) clock() clock.PassiveClock {
+	for _, n := range s {
+		if c, ok := n.StatusSetter.(clocked); ok {
+			return c.passClock()
+		}
+	}
+	return clock.RealClock{}
+}
+
+func (s Setters) run(ctx context.Context, node *corev1.Node) error {
 	var errs []error
 	for _, n := range s {
 		if err := n.SetStatus(ctx, node); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -342,14 +343,30 @@ func (v *versionInfo) SetStatus(ctx context.Context, node *corev1.Node) error {
 		v.knownName, version = rv.RuntimeName, rv.RuntimeVersion
 	}
 	name := cmp.Or(v.knownName, "unknown")
+	// The string is built (and the version parsed) only when the runtime's
+	// answer changed.
 	if key := [2]string{name, version}; key != v.cacheKey || v.cacheStr == "" {
-		v.cacheKey, v.cacheStr = key, name+"://"+version
+		v.cacheKey, v.cacheStr = key, name+"://"+normalizeVersion(version)
 	}
 	info.ContainerRuntimeVersion = v.cacheStr
 	v.mu.Unlock()
 	info.KubeletVersion = v.kubeletVersion
 	info.KubeProxyVersion = ""
 	return errors.Join(errs...)
+}
+
+// normalizeVersion reads a runtime's version as kubelet does: as a semantic
+// version ("v1.7.24" is 1.7.24), else as a generic one, whose text after the
+// numbers is dropped ("1.6.20~ds1" is 1.6.20). A version that is neither is
+// kept as it is.
+func normalizeVersion(s string) string {
+	if v, err := utilversion.ParseSemantic(s); err == nil {
+		return v.String()
+	}
+	if v, err := utilversion.ParseGeneric(s); err == nil {
+		return v.String()
+	}
+	return s
 }
 
 func daemonEndpoints(port int32) StatusSetter {
@@ -374,8 +391,9 @@ type images struct {
 func (im *images) SetStatus(ctx context.Context, node *corev1.Node) error {
 	list, err := im.src.images(ctx)
 	if err != nil {
-		node.Status.Images = nil
-		return fmt.Errorf("listing images: %w", err)
+		// Keep the images last reported, as kubelet does: it reports its
+		// cache of the last good listing.
+		return fmt.Errorf("listing images (keeping the last list): %w", err)
 	}
 	im.mu.Lock()
 	defer im.mu.Unlock()
@@ -534,4 +552,44 @@ func volumesInUse(fn func() []corev1.UniqueVolumeName) StatusSetter {
 		}
 		return nil
 	})
+}
+
+// RuntimeConfigUpdater is the part of the runtime the PodCIDR setter uses;
+// runtime.Runtime has it.
+type RuntimeConfigUpdater interface {
+	UpdateRuntimeConfig(ctx context.Context, config *runtimeapi.RuntimeConfig) error
+}
+
+// PodCIDR returns a setter that passes the node's pod CIDRs
+// (spec.podCIDRs, joined with ",") to the runtime through
+// UpdateRuntimeConfig when they change, as kubelet does before it computes a
+// status: once per change, and again at the next pass when the call failed.
+// A node without pod CIDRs is left alone. It sets nothing in the status.
+// DefaultSetters includes it, first, when Options.Runtime has
+// UpdateRuntimeConfig.
+func PodCIDR(rt RuntimeConfigUpdater) StatusSetter { return &podCIDR{rt: rt} }
+
+type podCIDR struct {
+	rt RuntimeConfigUpdater
+
+	mu   sync.Mutex
+	sent string // the CIDRs the runtime last accepted
+}
+
+func (p *podCIDR) SetStatus(ctx context.Context, node *corev1.Node) error {
+	if len(node.Spec.PodCIDRs) == 0 {
+		return nil
+	}
+	cidrs := strings.Join(node.Spec.PodCIDRs, ",")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cidrs == p.sent {
+		return nil
+	}
+	cfg := &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: cidrs}}
+	if err := p.rt.UpdateRuntimeConfig(ctx, cfg); err != nil {
+		return fmt.Errorf("failed to update pod CIDR %s: %w", cidrs, err)
+	}
+	p.sent = cidrs
+	return nil
 }

@@ -320,6 +320,25 @@ func TestMachineInfo(t *testing.T) {
 	})
 }
 
+// The runtime's version is read as kubelet reads it: semantic, else generic.
+func TestRuntimeVersionNormalized(t *testing.T) {
+	for in, want := range map[string]string{
+		"v1.7.24":        "containerd://1.7.24",
+		"1.6.20~ds1":     "containerd://1.6.20",
+		"1.7.0-rc.1":     "containerd://1.7.0-rc.1",
+		"2.0.0+unknown":  "containerd://2.0.0+unknown",
+		"not-a-version":  "containerd://not-a-version",
+		"1.6.20-1+deb12": "containerd://1.6.20-1+deb12",
+	} {
+		f := newFixture(t, nil)
+		f.rt.SetVersion("containerd", in)
+		f.mustPass(t)
+		if got := f.node.Status.NodeInfo.ContainerRuntimeVersion; got != want {
+			t.Errorf("runtime version %q: containerRuntimeVersion %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestVersionInfoAndFixedFields(t *testing.T) {
 	f := newFixture(t, func(o *nodestatus.Options) { o.KubeletPort = 10255; o.KubeletVersion = "v1.37.0-edge" })
 	f.rt.SetVersion("containerd", "v2.1.4")
@@ -327,7 +346,7 @@ func TestVersionInfoAndFixedFields(t *testing.T) {
 	f.mustPass(t)
 	info := f.node.Status.NodeInfo
 	if info.KernelVersion != "6.12.0-nodekit" || info.OSImage != "nodekit simulated Linux" ||
-		info.ContainerRuntimeVersion != "containerd://v2.1.4" || info.KubeletVersion != "v1.37.0-edge" ||
+		info.ContainerRuntimeVersion != "containerd://2.1.4" || info.KubeletVersion != "v1.37.0-edge" ||
 		info.KubeProxyVersion != "" || info.OperatingSystem == "" || info.Architecture == "" {
 		t.Fatalf("node info %+v", info)
 	}
@@ -400,7 +419,7 @@ func TestImages(t *testing.T) {
 			}
 		})
 	}
-	t.Run("50 at most by default, and an error clears the list", func(t *testing.T) {
+	t.Run("50 at most by default, and an error keeps the last list", func(t *testing.T) {
 		f := newFixture(t, nil)
 		f.rt.SetImages(nodestatustest.Images(80))
 		f.mustPass(t)
@@ -409,11 +428,11 @@ func TestImages(t *testing.T) {
 		}
 		f.rt.SetErrors(nil, nil, errors.New("image service down"))
 		err := f.pass(t)
-		if err == nil || !strings.Contains(err.Error(), "setter Images: listing images: image service down") {
+		if err == nil || !strings.Contains(err.Error(), "setter Images: listing images (keeping the last list): image service down") {
 			t.Fatalf("error %v", err)
 		}
-		if f.node.Status.Images != nil {
-			t.Fatal("images kept after an error")
+		if n := len(f.node.Status.Images); n != 50 || f.node.Status.Images[0].SizeBytes != 80<<20 {
+			t.Fatalf("after a failed listing: %d images, want the last 50", n)
 		}
 	})
 }
@@ -561,8 +580,6 @@ func TestReady(t *testing.T) {
 			f.rt.SetNetworkReady(false, "NetworkPluginNotReady", "Network plugin returns error: cni plugin not initialized")
 		}, status: corev1.ConditionFalse,
 			message: "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"},
-		{name: "runtime unreachable", setup: func(f *fixture) { f.rt.SetErrors(nil, errors.New("connection refused"), nil) },
-			status: corev1.ConditionFalse, message: "container runtime is down: connection refused"},
 		{name: "health check", setup: func(f *fixture) {
 			err := errors.New("pleg was last seen active 3m0s ago")
 			healthy.Store(&err)
@@ -584,9 +601,11 @@ func TestReady(t *testing.T) {
 					return nil
 				}}}
 			})
+			f.mustPass(t) // a good runtime status check
 			if tc.setup != nil {
 				tc.setup(f)
 			}
+			f.clock.Step(10 * time.Second)
 			_ = f.pass(t)
 			c := cond(t, f.node, corev1.NodeReady)
 			reason := "KubeletReady"
@@ -601,6 +620,48 @@ func TestReady(t *testing.T) {
 			}
 		})
 	}
+
+	// kubelet's runtime state: "may not have completed yet" before the first
+	// good check; a failed check keeps the last answer; "is down" only when
+	// no check was good for 30s.
+	t.Run("runtime down only after 30s without a good check", func(t *testing.T) {
+		f := newFixture(t, nil)
+		f.rt.SetErrors(nil, errors.New("connection refused"), nil)
+		err := f.pass(t)
+		if err == nil || !strings.Contains(err.Error(), "connection refused") {
+			t.Fatalf("pass error %v, want the status check's", err)
+		}
+		if c := cond(t, f.node, corev1.NodeReady); c.Status != corev1.ConditionFalse ||
+			c.Message != "container runtime status check may not have completed yet" {
+			t.Fatalf("ready before any good check: %s %q", c.Status, c.Message)
+		}
+		f.rt.SetErrors(nil, nil, nil)
+		f.clock.Step(time.Second)
+		f.mustPass(t)
+		if c := cond(t, f.node, corev1.NodeReady); c.Status != corev1.ConditionTrue {
+			t.Fatalf("ready after a good check: %s %q", c.Status, c.Message)
+		}
+		good := f.clock.Now()
+		f.rt.SetErrors(nil, errors.New("connection refused"), nil)
+		for _, step := range []time.Duration{10 * time.Second, 19 * time.Second} {
+			f.clock.Step(step)
+			_ = f.pass(t)
+			if c := cond(t, f.node, corev1.NodeReady); c.Status != corev1.ConditionTrue {
+				t.Fatalf("ready %v after the last good check: %s %q, want still True", f.clock.Since(good), c.Status, c.Message)
+			}
+		}
+		f.clock.Step(time.Second) // 30s
+		_ = f.pass(t)
+		if c := cond(t, f.node, corev1.NodeReady); c.Status != corev1.ConditionFalse || c.Message != "container runtime is down" {
+			t.Fatalf("ready 30s after the last good check: %s %q, want False \"container runtime is down\"", c.Status, c.Message)
+		}
+		f.rt.SetErrors(nil, nil, nil)
+		f.clock.Step(time.Second)
+		f.mustPass(t)
+		if c := cond(t, f.node, corev1.NodeReady); c.Status != corev1.ConditionTrue {
+			t.Fatalf("ready once the runtime answers again: %s %q", c.Status, c.Message)
+		}
+	})
 
 	t.Run("transition times and events", func(t *testing.T) {
 		f := newFixture(t, nil)

@@ -25,7 +25,7 @@ func BenchmarkHTTPProbe(b *testing.B) {
 	defer srv.Close()
 	host, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	port, _ := strconv.Atoi(p)
-	h := newHandlers(b, Options{})
+	h := newHandlers(b, HandlerOptions{})
 	spec, target := httpSpec("/healthz", port), Target{PodIP: host}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -37,7 +37,7 @@ func BenchmarkHTTPProbe(b *testing.B) {
 
 func BenchmarkTCPProbe(b *testing.B) {
 	port := acceptAndClose(b)
-	h := newHandlers(b, Options{})
+	h := newHandlers(b, HandlerOptions{})
 	spec, target := tcpSpec(port), Target{PodIP: "127.0.0.1"}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -49,7 +49,7 @@ func BenchmarkTCPProbe(b *testing.B) {
 
 func BenchmarkGRPCProbe(b *testing.B) {
 	hp, _ := grpcServers(b)
-	h := newHandlers(b, Options{})
+	h := newHandlers(b, HandlerOptions{})
 	spec, target := grpcSpec(hp, nil), Target{PodIP: "127.0.0.1"}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -75,15 +75,15 @@ func BenchmarkManager(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
 		steps int // steps per 10s
-		opts  func(*ManagerOptions)
+		opts  func(*Options)
 	}{
 		{"batched", 1, nil},
-		{"spread-100ms-steps", 100, func(o *ManagerOptions) { o.NoStartJitter = false }},
-		{"metrics+subscriber", 1, func(o *ManagerOptions) { o.Registerer = prometheus.NewRegistry() }},
+		{"spread-100ms-steps", 100, func(o *Options) { o.NoStartJitter = false }},
+		{"metrics+subscriber", 1, func(o *Options) { o.Registerer = prometheus.NewRegistry() }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			clk := testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			o := ManagerOptions{
+			o := Options{
 				Prober:        ProberFunc(func(context.Context, *corev1.Probe, Target) Outcome { return Outcome{Result: Success} }),
 				Clock:         clk,
 				NoStartJitter: true,
@@ -91,7 +91,7 @@ func BenchmarkManager(b *testing.B) {
 			if bc.opts != nil {
 				bc.opts(&o)
 			}
-			m, err := NewManager(o)
+			m, err := New(o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -125,7 +125,7 @@ func BenchmarkManager(b *testing.B) {
 			step := 10 * time.Second / time.Duration(bc.steps)
 			for range bc.steps { // warm up: initial results, first probes
 				clk.Step(step)
-				_ = m.SyncOnce(ctx)
+				_, _ = m.SyncOnce(ctx)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -133,7 +133,7 @@ func BenchmarkManager(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				for range bc.steps {
 					clk.Step(step)
-					_ = m.SyncOnce(ctx)
+					_, _ = m.SyncOnce(ctx)
 				}
 			}
 			cpu := cpuTime() - cpu0
@@ -151,7 +151,7 @@ func BenchmarkManager(b *testing.B) {
 // node. One op is one second of real time; core/10s is the CPU time of 10
 // such seconds divided by 10s.
 func BenchmarkManagerRun(b *testing.B) {
-	m, err := NewManager(ManagerOptions{
+	m, err := New(Options{
 		Prober: ProberFunc(func(context.Context, *corev1.Probe, Target) Outcome { return Outcome{Result: Success} }),
 	})
 	if err != nil {

@@ -57,7 +57,7 @@ func TestExecOnContainerd(t *testing.T) {
 		t.Fatalf("StartContainer: %v", err)
 	}
 
-	h, err := probe.New(probe.Options{Execer: rt})
+	h, err := probe.NewHandlers(probe.HandlerOptions{Execer: rt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestExecOnContainerd(t *testing.T) {
 
 	// The manager, driven by a fake clock, probing the real container.
 	clk := testclock.NewFakeClock(time.Now())
-	m, err := probe.NewManager(probe.ManagerOptions{Prober: h, Clock: clk, NoStartJitter: true})
+	m, err := probe.New(probe.Options{Prober: h, Clock: clk, NoStartJitter: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestExecOnContainerd(t *testing.T) {
 	updates := m.Subscribe(ctx, 10)
 	step := func() {
 		t.Helper()
-		if err := m.SyncOnce(ctx); err != nil {
+		if _, err := m.SyncOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 		clk.Step(10 * time.Second)

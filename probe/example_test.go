@@ -19,7 +19,7 @@ import (
 )
 
 // Probing an HTTP endpoint once, as a kubelet readiness probe would.
-func ExampleNew() {
+func ExampleNewHandlers() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "ok from %s", r.Header.Get("User-Agent"))
 	}))
@@ -27,7 +27,7 @@ func ExampleNew() {
 	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	n, _ := strconv.Atoi(port)
 
-	p, err := probe.New(probe.Options{})
+	p, err := probe.NewHandlers(probe.HandlerOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +59,7 @@ func ExampleManager() {
 	n, _ := strconv.Atoi(port)
 
 	clk := testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	m, err := probe.NewManager(probe.ManagerOptions{Clock: clk, NoStartJitter: true})
+	m, err := probe.New(probe.Options{Clock: clk, NoStartJitter: true})
 	if err != nil {
 		panic(err)
 	}
@@ -84,14 +84,14 @@ func ExampleManager() {
 	})
 
 	ctx := context.Background()
-	_ = m.SyncOnce(ctx) // in an agent: go m.Run(ctx)
+	_, _ = m.SyncOnce(ctx) // in an agent: go m.Run(ctx)
 	r, _ := m.Result(pod.UID, "web", probe.Readiness)
 	fmt.Println("ready:", r)
 
 	healthy.Store(false)
 	for i := 1; i <= 3; i++ {
 		clk.Step(10 * time.Second)
-		_ = m.SyncOnce(ctx)
+		_, _ = m.SyncOnce(ctx)
 		r, _ := m.Result(pod.UID, "web", probe.Readiness)
 		fmt.Printf("after failure %d: %v\n", i, r)
 	}
@@ -112,7 +112,7 @@ func ExampleManager_Subscribe() {
 
 	// NoStartJitter: a manager just created would otherwise wait a random
 	// part of the period before the first probe, as after an agent restart.
-	m, _ := probe.NewManager(probe.ManagerOptions{NoStartJitter: true})
+	m, _ := probe.New(probe.Options{NoStartJitter: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	updates := m.Subscribe(ctx, 16)
 	done := make(chan error)

@@ -15,10 +15,11 @@ import (
 // Exec runs action's command in target's container through the runtime's
 // ExecSync with timeout. Exit code 0 is Success, any other Failure; both carry
 // the combined stdout and stderr (at most MaxOutputBytes). A command that
-// does not finish within timeout is a Failure whose message says so. A
-// runtime that does not answer within timeout plus Options.ExecGrace is
-// given up on and also reported as a timeout. Other runtime errors are an
-// Outcome with Err.
+// does not finish within timeout is a Failure whose message says so. As in
+// kubelet, the runtime enforces timeout; the call itself may take
+// HandlerOptions.ExecGrace (2m, kubelet's runtime request timeout) more
+// before the probe gives up on a runtime that does not answer, which is
+// also reported as a timeout. Other runtime errors are an Outcome with Err.
 func (h *Handlers) Exec(ctx context.Context, action *corev1.ExecAction, target Target, timeout time.Duration) Outcome {
 	if h.execer == nil {
 		return Outcome{Result: Unknown, Err: ErrNoExecer}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,9 +24,9 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-func newHandlers(t testing.TB, o Options) *Handlers {
+func newHandlers(t testing.TB, o HandlerOptions) *Handlers {
 	t.Helper()
-	h, err := New(o)
+	h, err := NewHandlers(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestHTTPGet(t *testing.T) {
 	t.Cleanup(noLeaks(t))
 	srv := newProbeServer(t)
 	ip, port := srv.hostPort(t)
-	h := newHandlers(t, Options{})
+	h := newHandlers(t, HandlerOptions{})
 	target := Target{PodIP: ip}
 	ctx := context.Background()
 
@@ -150,7 +151,7 @@ func TestHTTPGetRequest(t *testing.T) {
 	ip, port := srv.hostPort(t)
 	ctx := context.Background()
 
-	h := newHandlers(t, Options{Version: "1.99"})
+	h := newHandlers(t, HandlerOptions{Version: "1.99"})
 	c := &corev1.Container{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}}
 	spec := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 		Path: "/ok?x=1", Port: intstr.FromString("http"),
@@ -210,7 +211,7 @@ func TestHTTPGetBodyBoundedAndNoReuse(t *testing.T) {
 	t.Cleanup(noLeaks(t))
 	srv := newProbeServer(t)
 	ip, port := srv.hostPort(t)
-	h := newHandlers(t, Options{})
+	h := newHandlers(t, HandlerOptions{})
 	out := h.Probe(context.Background(), httpSpec("/big", port), Target{PodIP: ip})
 	if out.Result != Success || len(out.Message) != MaxOutputBytes {
 		t.Fatalf("result %v, message of %d bytes, want %d", out.Result, len(out.Message), MaxOutputBytes)
@@ -231,7 +232,7 @@ func TestHTTPSGet(t *testing.T) {
 	defer srv.Close()
 	host, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	port, _ := strconv.Atoi(p)
-	h := newHandlers(t, Options{})
+	h := newHandlers(t, HandlerOptions{})
 	spec := httpSpec("/", port)
 	spec.HTTPGet.Scheme = corev1.URISchemeHTTPS
 	if out := h.Probe(context.Background(), spec, Target{PodIP: host}); out.Result != Success || out.Message != "tls" {
@@ -264,10 +265,83 @@ func acceptAndClose(tb testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// endlessHeaders listens on a loopback port whose connections answer a
+// status line and then headers without end, until the client hangs up.
+func endlessHeaders(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	tb.Cleanup(func() { ln.Close(); wg.Wait() })
+	line := []byte("X-Padding: " + strings.Repeat("a", 1000) + "\r\n")
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				buf := make([]byte, 4096)
+				_, _ = c.Read(buf) // the request
+				if _, err := c.Write([]byte("HTTP/1.1 200 OK\r\n")); err != nil {
+					return
+				}
+				for {
+					if _, err := c.Write(line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A target that sends endless headers fails the probe after a few KiB: 16
+// probes at once allocate well under a MiB each (Go's default would read 10
+// MiB of headers per probe).
+func TestHTTPGetBoundsResponseHeaders(t *testing.T) {
+	t.Cleanup(noLeaks(t))
+	port := endlessHeaders(t)
+	h := newHandlers(t, HandlerOptions{})
+	const probes = 16
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	outs := make([]Outcome, probes)
+	for i := range probes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i] = h.Probe(context.Background(), httpSpec("/", port), Target{PodIP: "127.0.0.1"})
+		}()
+	}
+	wg.Wait()
+	goruntime.ReadMemStats(&after)
+	for _, out := range outs {
+		if out.Result != Failure || !strings.Contains(out.Message, "response headers exceed") {
+			t.Fatalf("probe of endless headers: %+v, want a Failure that says the headers are too large", out)
+		}
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d probes of endless headers allocated %d KiB in all", probes, allocated>>10)
+	if limit := uint64(probes) << 20; allocated > limit {
+		t.Errorf("%d probes of endless headers allocated %d KiB, want under %d KiB", probes, allocated>>10, limit>>10)
+	}
+}
+
 func TestTCPSocket(t *testing.T) {
 	t.Cleanup(noLeaks(t))
 	port := acceptAndClose(t)
-	h := newHandlers(t, Options{})
+	h := newHandlers(t, HandlerOptions{})
 	if out := h.Probe(context.Background(), tcpSpec(port), Target{PodIP: "127.0.0.1"}); out.Result != Success {
 		t.Errorf("open port: %+v", out)
 	}
@@ -312,7 +386,7 @@ func grpcSpec(port int, service *string) *corev1.Probe {
 func TestGRPC(t *testing.T) {
 	t.Cleanup(noLeaks(t))
 	hp, bp := grpcServers(t)
-	h := newHandlers(t, Options{})
+	h := newHandlers(t, HandlerOptions{})
 	ptr := func(s string) *string { return &s }
 	target := Target{PodIP: "127.0.0.1"}
 	cases := []struct {
@@ -367,7 +441,7 @@ func TestHangingTargets(t *testing.T) {
 		mu.Unlock()
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
-	h := newHandlers(t, Options{})
+	h := newHandlers(t, HandlerOptions{})
 	for name, spec := range map[string]*corev1.Probe{
 		"http": httpSpec("/", port),
 		"grpc": grpcSpec(port, nil),
@@ -442,7 +516,7 @@ func execSpec(cmd ...string) *corev1.Probe {
 
 func TestExec(t *testing.T) {
 	fe := &fakeExecer{}
-	h := newHandlers(t, Options{Execer: fe, ExecGrace: 200 * time.Millisecond})
+	h := newHandlers(t, HandlerOptions{Execer: fe, ExecGrace: 200 * time.Millisecond})
 	target := Target{ContainerID: "containerd://abc"}
 	cases := []struct {
 		cmd  string
@@ -487,7 +561,7 @@ func TestExec(t *testing.T) {
 		t.Errorf("expansion: got %q, want %q", out.Message, want)
 	}
 
-	if out := newHandlers(t, Options{}).Probe(context.Background(), execSpec("ok"), target); !errors.Is(out.Err, ErrNoExecer) {
+	if out := newHandlers(t, HandlerOptions{}).Probe(context.Background(), execSpec("ok"), target); !errors.Is(out.Err, ErrNoExecer) {
 		t.Errorf("no execer: %+v", out)
 	}
 	if out := h.Probe(context.Background(), &corev1.Probe{}, target); !errors.Is(out.Err, ErrNoHandler) {
@@ -495,10 +569,39 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// deadlineExecer records the deadline of the context ExecSync is called with.
+type deadlineExecer struct {
+	deadline time.Time
+	ok       bool
+}
+
+func (d *deadlineExecer) ExecSync(ctx context.Context, _ string, _ []string, _ time.Duration) (*runtime.ExecResult, error) {
+	d.deadline, d.ok = ctx.Deadline()
+	return &runtime.ExecResult{}, nil
+}
+
+// kubelet lets the runtime enforce an exec probe's timeout: the call's own
+// deadline is the runtime request timeout (2m) past the probe's timeout, not
+// a second.
+func TestExecLeavesTheTimeoutToTheRuntime(t *testing.T) {
+	de := &deadlineExecer{}
+	h := newHandlers(t, HandlerOptions{Execer: de})
+	start := time.Now()
+	if out := h.Probe(context.Background(), execSpec("true"), Target{ContainerID: "abc"}); out.Result != Success {
+		t.Fatalf("probe: %+v", out)
+	}
+	if !de.ok {
+		t.Fatal("ExecSync's context has no deadline: a runtime that never answers would hold the probe for ever")
+	}
+	if left := de.deadline.Sub(start); left < time.Second+runtime.DefaultRequestTimeout-time.Second || left > time.Second+runtime.DefaultRequestTimeout+time.Second {
+		t.Errorf("ExecSync's deadline is %v after the probe began, want the 1s timeout plus %v", left, runtime.DefaultRequestTimeout)
+	}
+}
+
 func TestNewOptions(t *testing.T) {
-	for _, o := range []Options{{Version: "v1"}, {Version: "1.2.3"}, {ExecGrace: -time.Second}, {ExecGrace: time.Hour}} {
-		if _, err := New(o); err == nil {
-			t.Errorf("New(%+v) accepted", o)
+	for _, o := range []HandlerOptions{{Version: "v1"}, {Version: "1.2.3"}, {ExecGrace: -time.Second}, {ExecGrace: 2 * time.Hour}} {
+		if _, err := NewHandlers(o); err == nil {
+			t.Errorf("NewHandlers(%+v) accepted", o)
 		}
 	}
 }

@@ -25,7 +25,8 @@ var errTooManyRedirects = fmt.Errorf("stopped after %d redirects", maxRedirects)
 // header with an empty value sends none). Redirects to the same host are
 // followed, 10 requests in all at most (more is a Failure); a redirect to
 // another host is not followed and is a Success with Warning. At most
-// MaxOutputBytes of the body are read into the message. No connection is
+// MaxOutputBytes of the body are read into the message, and response
+// headers larger than MaxResponseHeaderBytes fail the probe. No connection is
 // reused between probes.
 func (h *Handlers) HTTPGet(ctx context.Context, action *corev1.HTTPGetAction, target Target, timeout time.Duration) Outcome {
 	req, err := h.newHTTPRequest(ctx, action, target)
@@ -39,6 +40,9 @@ func (h *Handlers) HTTPGet(ctx context.Context, action *corev1.HTTPGetAction, ta
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		if strings.Contains(err.Error(), "server response headers exceeded") {
+			return Outcome{Result: Failure, Message: fmt.Sprintf("HTTP probe failed: the response headers exceed %d bytes", MaxResponseHeaderBytes)}
+		}
 		return Outcome{Result: Failure, Message: truncate(err.Error())}
 	}
 	defer resp.Body.Close()

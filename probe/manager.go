@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -16,12 +15,16 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/timerheap"
 )
 
-// ManagerOptions configures a Manager.
-type ManagerOptions struct {
-	// Prober runs the probes. Default: New(Options{}), which runs HTTP, TCP
-	// and gRPC probes and reports exec probes as errors (no Execer).
+// Options configures a Manager.
+type Options struct {
+	// Prober runs the probes. Default: NewHandlers(HandlerOptions{}), which
+	// runs HTTP, TCP and gRPC probes and reports exec probes as errors (no
+	// Execer).
 	Prober Prober
 	// Clock drives every period, delay and hold. Default clock.RealClock{}.
 	Clock clock.Clock
@@ -29,8 +32,13 @@ type ManagerOptions struct {
 	// probes, ProbeWarning for successes with a warning. Default nil: none.
 	Recorder record.EventRecorder
 	// Registerer receives the probe metrics (prober_probe_total,
-	// prober_probe_duration_seconds). Default nil: no metrics.
+	// prober_probe_duration_seconds, kubelet's names and labels). Managers
+	// that share a Registerer share the metrics: registering is idempotent.
+	// Default nil: no metrics.
 	Registerer prometheus.Registerer
+	// Rand returns numbers in [0,1) for the random wait before a worker's
+	// first probe after a restart. Default math/rand/v2's Float64.
+	Rand func() float64
 	// MaxConcurrentProbes bounds how many probes run at once. Default 256;
 	// between 1 and 100000. Probes due while all slots are busy wait in a
 	// queue in the order they fell due.
@@ -71,6 +79,9 @@ var ErrAlreadyRunning = errors.New("probe manager is already running")
 // was created is taken to have been running before the agent restarted.
 const restartGrace = 10 * time.Second
 
+// maxConcurrentProbes bounds Options.MaxConcurrentProbes.
+const maxConcurrentProbes = 100000
+
 // maxErrorRetries is how many times a probe that could not run (Outcome.Err)
 // is tried in one round before the round is given up, as kubelet does.
 const maxErrorRetries = 3
@@ -86,12 +97,13 @@ type Manager struct {
 	maxActive int
 	batch     time.Duration
 	jitter    bool
+	rand      func() float64
 	start     time.Time
 
 	mu         sync.Mutex
 	pods       map[types.UID]*podEntry
 	workers    map[workerKey]*worker
-	due        dueHeap
+	due        timerheap.Heap[*worker] // workers waiting for their next round
 	queue      []task
 	queueHead  int
 	active     int
@@ -99,7 +111,6 @@ type Manager struct {
 	subs       []*subscriber
 	running    bool
 	sleepUntil time.Time // when Run's timer fires; zero when Run is not waiting
-	seq        uint64    // creation order of workers, to order equal due times
 	wake       chan struct{}
 }
 
@@ -133,11 +144,11 @@ type task struct {
 	wg  *sync.WaitGroup
 }
 
-// NewManager returns a Manager with no pods. It starts nothing: call Run, or
+// New returns a Manager with no pods. It starts nothing: call Run, or
 // SyncOnce from a loop of your own.
-func NewManager(o ManagerOptions) (*Manager, error) {
+func New(o Options) (*Manager, error) {
 	if o.Prober == nil {
-		p, err := New(Options{})
+		p, err := NewHandlers(HandlerOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -152,11 +163,15 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	if o.Batch == 0 {
 		o.Batch = 100 * time.Millisecond
 	}
-	if o.Batch < time.Millisecond || o.Batch > time.Second {
-		return nil, fmt.Errorf("probe: ManagerOptions.Batch %v is outside [1ms, 1s]", o.Batch)
+	if o.Rand == nil {
+		o.Rand = rand.Float64
 	}
-	if o.MaxConcurrentProbes < 1 || o.MaxConcurrentProbes > 100000 {
-		return nil, fmt.Errorf("probe: ManagerOptions.MaxConcurrentProbes %d is outside [1, 100000]", o.MaxConcurrentProbes)
+	if err := backoff.Check("probe: Options.Batch", o.Batch, time.Millisecond, time.Second); err != nil {
+		return nil, err
+	}
+	if o.MaxConcurrentProbes < 1 || o.MaxConcurrentProbes > maxConcurrentProbes {
+		// backoff.Check's wording, for a count.
+		return nil, fmt.Errorf("probe: Options.MaxConcurrentProbes %d must be in [1, %d]", o.MaxConcurrentProbes, maxConcurrentProbes)
 	}
 	m := &Manager{
 		prober:    o.Prober,
@@ -165,6 +180,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 		maxActive: o.MaxConcurrentProbes,
 		batch:     o.Batch,
 		jitter:    !o.NoStartJitter,
+		rand:      o.Rand,
 		start:     o.Clock.Now(),
 		pods:      make(map[types.UID]*podEntry),
 		workers:   make(map[workerKey]*worker),
@@ -174,7 +190,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	if o.Registerer != nil {
 		mt, err := newMetrics(o.Registerer)
 		if err != nil {
-			return nil, fmt.Errorf("probe: ManagerOptions.Registerer: %w", err)
+			return nil, fmt.Errorf("probe: Options.Registerer: %w", err)
 		}
 		m.metrics = mt
 	}
@@ -215,15 +231,13 @@ func (m *Manager) AddPod(pod *corev1.Pod) {
 				continue
 			}
 			w := newWorker(m, k, pod, c, spec, init)
-			m.seq++
-			w.seq = m.seq
 			w.next = now
 			if m.jitter && w.period > now.Sub(m.start) {
-				w.next = now.Add(time.Duration(rand.Int64N(int64(w.period))))
+				w.next = now.Add(time.Duration(m.rand() * float64(w.period)))
 			}
 			m.workers[k] = w
 			pe.workers = append(pe.workers, w)
-			heap.Push(&m.due, w)
+			m.due.Set(w, w.next)
 			m.wakeLocked(w.next)
 		}
 	}
@@ -345,9 +359,7 @@ func (m *Manager) removeWorkerLocked(w *worker) {
 	w.removed = true
 	w.hasPub = false
 	delete(m.workers, w.key)
-	if w.index >= 0 {
-		heap.Remove(&m.due, w.index)
-	}
+	m.due.Remove(w)
 	if w.cancel != nil {
 		w.cancel()
 	}
@@ -461,6 +473,7 @@ func (m *Manager) UpdatePodStatus(pod *corev1.Pod, status *corev1.PodStatus) {
 		st := containerState{id: cs.ContainerID, started: cs.Started != nil && *cs.Started}
 		if cs.State.Running != nil {
 			st.running = true
+			st.startedAt = cs.State.Running.StartedAt.Time
 		}
 		started := m.startedLocked(pod.UID, cs.Name, st)
 		cs.Started = &started
@@ -473,9 +486,15 @@ func (m *Manager) UpdatePodStatus(pod *corev1.Pod, status *corev1.PodStatus) {
 		case !st.running:
 		case w == nil:
 			ready = true
-		case w.hasPub && w.pubID == cs.ContainerID && w.pub == Success:
-			ready = true
+		case w.hasPub && w.pubID == cs.ContainerID:
+			ready = w.pub == Success
+			if !ready {
+				m.triggerLocked(w, now)
+			}
 		default:
+			// Not probed yet: ready only if it was before the agent
+			// restarted (keepsReady); either way, probe it now.
+			ready = m.keepsReady(readyPod(pod, m.pods[pod.UID]), st)
 			m.triggerLocked(w, now)
 		}
 		cs.Ready = ready
@@ -504,6 +523,15 @@ func (m *Manager) UpdatePodStatus(pod *corev1.Pod, status *corev1.PodStatus) {
 	}
 }
 
+// readyPod is the pod whose Ready condition tells whether it was ready
+// before a restart: the one given to AddPod, else pod.
+func readyPod(pod *corev1.Pod, pe *podEntry) *corev1.Pod {
+	if pe != nil && pe.pod != nil {
+		return pe.pod
+	}
+	return pod
+}
+
 // startedLocked reports whether a container counts as started: running, and
 // its startup probe succeeded for this container ID (or it has no startup
 // probe, or its status already said it started and no result says otherwise).
@@ -521,13 +549,32 @@ func (m *Manager) startedLocked(uid types.UID, name string, c containerState) bo
 	return sw == nil
 }
 
+// keepsReady reports whether a container keeps Ready across an agent
+// restart, as kubelet's readiness workers decide their initial result: the
+// pod's Ready condition is True and the container is running since before
+// the manager was created.
+func (m *Manager) keepsReady(pod *corev1.Pod, c containerState) bool {
+	if pod == nil || !c.running || c.startedAt.IsZero() || !c.startedAt.Before(m.start) {
+		return false
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // triggerLocked makes w due now, unless it is due already or running.
 func (m *Manager) triggerLocked(w *worker, now time.Time) {
-	if w.removed || w.running || w.index < 0 || !w.next.After(now) {
+	if w.removed || w.running || !w.next.After(now) {
+		return
+	}
+	if _, scheduled := m.due.Due(w); !scheduled {
 		return
 	}
 	w.next = now
-	heap.Fix(&m.due, w.index)
+	m.due.Set(w, now)
 	m.wakeLocked(now)
 }
 
@@ -543,16 +590,21 @@ func (m *Manager) wakeLocked(t time.Time) {
 }
 
 // SyncOnce runs every probe that is due by the clock's now (and, when any
-// is, those due within ManagerOptions.Batch after it) and returns when
-// they have finished (or ctx ended). It is the synchronous step of Run, for
-// tests under a fake clock and for callers with a loop of their own.
-func (m *Manager) SyncOnce(ctx context.Context) error {
+// is, those due within Options.Batch after it) and returns when they have
+// finished (or ctx ended), with the time the next probe falls due (zero when
+// no worker is scheduled): the step of Run, which sleeps until then, for
+// tests under a fake clock and for callers with a loop of their own. Its
+// error is ctx's when ctx ended.
+func (m *Manager) SyncOnce(ctx context.Context) (next time.Time, err error) {
 	var wg sync.WaitGroup
 	m.mu.Lock()
 	m.dispatchLocked(ctx, &wg, m.clock.Now())
 	m.mu.Unlock()
 	wg.Wait()
-	return ctx.Err()
+	m.mu.Lock()
+	_, next, _ = m.due.Peek()
+	m.mu.Unlock()
+	return next, ctx.Err()
 }
 
 // Run runs probes as they fall due until ctx ends, then waits for the probes
@@ -578,9 +630,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.dispatchLocked(ctx, nil, now)
 		var timer clock.Timer
 		var fire <-chan time.Time
-		if len(m.due) > 0 {
-			m.sleepUntil = m.due[0].next
-			timer = m.clock.NewTimer(m.due[0].next.Sub(now))
+		if _, next, ok := m.due.Peek(); ok {
+			m.sleepUntil = next
+			timer = m.clock.NewTimer(next.Sub(now))
 			fire = timer.C()
 		} else {
 			m.sleepUntil = farFuture
@@ -608,11 +660,14 @@ var farFuture = time.Unix(1<<62, 0)
 // maxActive in all.
 func (m *Manager) dispatchLocked(ctx context.Context, wg *sync.WaitGroup, now time.Time) {
 	horizon := now.Add(m.batch)
-	if len(m.due) == 0 || m.due[0].next.After(now) {
+	if _, next, ok := m.due.Peek(); !ok || next.After(now) {
 		return // nothing due yet: the window opens only when something is due
 	}
-	for len(m.due) > 0 && m.due[0].next.Before(horizon) {
-		w := heap.Pop(&m.due).(*worker)
+	for {
+		w, ok := m.due.PopDue(horizon.Add(-1))
+		if !ok {
+			break
+		}
 		w.running = true
 		if wg != nil {
 			wg.Add(1)
@@ -667,7 +722,7 @@ func (m *Manager) poolLoop() {
 				}
 				fallthrough
 			default: // not run (the caller's ctx ended): still due
-				heap.Push(&m.due, w)
+				m.due.Set(w, w.next)
 				m.wakeLocked(w.next)
 			}
 		}

@@ -109,7 +109,7 @@ type harness struct {
 	ctx   context.Context
 }
 
-func newHarness(t *testing.T, mod func(*ManagerOptions)) *harness {
+func newHarness(t *testing.T, mod func(*Options)) *harness {
 	t.Helper()
 	h := &harness{
 		t:     t,
@@ -119,11 +119,11 @@ func newHarness(t *testing.T, mod func(*ManagerOptions)) *harness {
 	}
 	// One probe at a time: probes due together run in the order their
 	// workers were created (per container: startup, readiness, liveness).
-	o := ManagerOptions{Prober: h.p, Clock: h.clock, NoStartJitter: true, MaxConcurrentProbes: 1}
+	o := Options{Prober: h.p, Clock: h.clock, NoStartJitter: true, MaxConcurrentProbes: 1}
 	if mod != nil {
 		mod(&o)
 	}
-	m, err := NewManager(o)
+	m, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func newHarness(t *testing.T, mod func(*ManagerOptions)) *harness {
 
 func (h *harness) sync() {
 	h.t.Helper()
-	if err := h.m.SyncOnce(h.ctx); err != nil {
+	if _, err := h.m.SyncOnce(h.ctx); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -374,8 +374,8 @@ func TestWorkerRemoval(t *testing.T) {
 		t.Errorf("readiness probed %d times, want %d", got, before+1)
 	}
 	h.m.CleanupPods(map[types.UID]struct{}{"b": {}})
-	if n := h.m.WorkerCount(); n != 0 || len(h.m.due) != 0 || len(h.m.pods) != 0 {
-		t.Fatalf("left: %d workers, %d scheduled, %d pods", n, len(h.m.due), len(h.m.pods))
+	if n := h.m.WorkerCount(); n != 0 || h.m.due.Len() != 0 || len(h.m.pods) != 0 {
+		t.Fatalf("left: %d workers, %d scheduled, %d pods", n, h.m.due.Len(), len(h.m.pods))
 	}
 }
 
@@ -391,7 +391,7 @@ func TestRemovalCancelsProbeInFlight(t *testing.T) {
 		sawCancel.Store(true)
 		return Outcome{Result: Failure, Message: "cancelled"}
 	})
-	h := newHarness(t, func(o *ManagerOptions) { o.Prober = p })
+	h := newHarness(t, func(o *Options) { o.Prober = p })
 	c := ctr("c", Liveness)
 	c.LivenessProbe.FailureThreshold = 1
 	h.m.AddPod(testPod("u", c))
@@ -484,9 +484,75 @@ func TestAgentRestart(t *testing.T) {
 	h.want("u", "c", Readiness, Failure, true)
 }
 
+// kubelet keeps a container that was Ready before the agent restarted
+// Ready (the pod's Ready condition is True, the container started before the
+// manager) until its readiness probe says otherwise: failureThreshold
+// failures.
+func TestAgentRestartKeepsReady(t *testing.T) {
+	defer noLeaks(t)()
+	h := newHarness(t, func(o *Options) { o.NoStartJitter = false })
+	h.p.set("c", Readiness, Failure)
+	pod := testPod("u", ctr("c", Readiness))
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	old := h.running("c", "1")
+	old.State.Running.StartedAt = metav1.NewTime(h.clock.Now().Add(-time.Hour))
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{old}
+	h.m.AddPod(pod)
+
+	ready := func() bool {
+		st := pod.Status.DeepCopy()
+		h.m.UpdatePodStatus(pod, st)
+		return st.ContainerStatuses[0].Ready
+	}
+	// Before its first probe (the restart jitter holds it back).
+	if !ready() {
+		t.Fatal("a container that was ready before the restart is not ready before its first probe")
+	}
+	h.sync() // UpdatePodStatus made it due: one failure, 1 of 3
+	h.want("u", "c", Readiness, Success, true)
+	if !ready() {
+		t.Fatal("not ready after one failed probe of three")
+	}
+	for range 2 {
+		h.step(10 * time.Second)
+	}
+	h.want("u", "c", Readiness, Failure, true)
+	if ready() {
+		t.Fatal("still ready after three failed probes")
+	}
+
+	// A pod that was not Ready is not made ready.
+	h2 := newHarness(t, nil)
+	pod2 := testPod("v", ctr("c", Readiness))
+	pod2.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	pod2.Status.ContainerStatuses = []corev1.ContainerStatus{old}
+	h2.p.set("c", Readiness, Failure)
+	h2.m.AddPod(pod2)
+	st := pod2.Status.DeepCopy()
+	h2.m.UpdatePodStatus(pod2, st)
+	if st.ContainerStatuses[0].Ready {
+		t.Fatal("a container of a pod that was not Ready is ready")
+	}
+}
+
+// SyncOnce returns when the next probe falls due, as Run would sleep.
+func TestSyncOnceReturnsNextDue(t *testing.T) {
+	defer noLeaks(t)()
+	h := newHarness(t, nil)
+	if next, err := h.m.SyncOnce(h.ctx); err != nil || !next.IsZero() {
+		t.Fatalf("no workers: next %v, %v; want zero", next, err)
+	}
+	h.m.AddPod(testPod("u", ctr("c", Readiness)))
+	h.status("u", h.running("c", "1"))
+	next, err := h.m.SyncOnce(h.ctx)
+	if err != nil || !next.Equal(h.clock.Now().Add(10*time.Second)) {
+		t.Fatalf("next %v, %v; want one period (10s) from now", next, err)
+	}
+}
+
 func TestStartJitter(t *testing.T) {
 	defer noLeaks(t)()
-	h := newHarness(t, func(o *ManagerOptions) { o.NoStartJitter = false })
+	h := newHarness(t, func(o *Options) { o.NoStartJitter = false })
 	for i := range 20 {
 		name := string(rune('a' + i))
 		h.m.AddPod(testPod(name, ctr(name, Liveness)))
@@ -523,7 +589,7 @@ func TestErrorsPanicsEventsMetrics(t *testing.T) {
 	defer noLeaks(t)()
 	rec := record.NewFakeRecorder(100)
 	reg := prometheus.NewRegistry()
-	h := newHarness(t, func(o *ManagerOptions) { o.Recorder = rec; o.Registerer = reg })
+	h := newHarness(t, func(o *Options) { o.Recorder = rec; o.Registerer = reg })
 	h.p.mu.Lock()
 	h.p.panics[pkey("bad", Liveness)] = true
 	h.p.mu.Unlock()
@@ -636,7 +702,7 @@ func TestConcurrencyBound(t *testing.T) {
 		cur.Add(-1)
 		return Outcome{Result: Success}
 	})
-	h := newHarness(t, func(o *ManagerOptions) { o.Prober = p; o.MaxConcurrentProbes = 3 })
+	h := newHarness(t, func(o *Options) { o.Prober = p; o.MaxConcurrentProbes = 3 })
 	for i := range 10 {
 		name := string(rune('a' + i))
 		h.m.AddPod(testPod(name, ctr("c", Liveness)))
@@ -717,15 +783,45 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func TestNewManagerOptions(t *testing.T) {
 	for _, n := range []int{-1, 100001} {
-		if _, err := NewManager(ManagerOptions{MaxConcurrentProbes: n}); err == nil {
+		if _, err := New(Options{MaxConcurrentProbes: n}); err == nil {
 			t.Errorf("MaxConcurrentProbes %d accepted", n)
 		}
 	}
+	if _, err := New(Options{Batch: 1}); err == nil || err.Error() != "probe: Options.Batch 1ns must be in [1ms, 1s]" {
+		t.Errorf("Batch 1ns: %v, want nodekit's bounds wording", err)
+	}
+	if _, err := New(Options{MaxConcurrentProbes: -1}); err == nil || err.Error() != "probe: Options.MaxConcurrentProbes -1 must be in [1, 100000]" {
+		t.Errorf("MaxConcurrentProbes -1: %v, want nodekit's bounds wording", err)
+	}
+	// Two managers on one registry (two agents in one process, a fleet)
+	// share the metrics instead of failing.
 	reg := prometheus.NewRegistry()
-	if _, err := NewManager(ManagerOptions{Registerer: reg}); err != nil {
+	if _, err := New(Options{Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewManager(ManagerOptions{Registerer: reg}); err == nil {
-		t.Error("registering twice accepted")
+	if _, err := New(Options{Registerer: reg}); err != nil {
+		t.Errorf("a second manager on the same registry: %v", err)
+	}
+}
+
+// The wait before a worker's first probe after a restart comes from
+// Options.Rand.
+func TestStartJitterFromOptionsRand(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	calls := 0
+	m, err := New(Options{Clock: clk, Prober: ProberFunc(func(context.Context, *corev1.Probe, Target) Outcome { return Outcome{Result: Success} }),
+		Rand: func() float64 { calls++; return 0.25 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u", Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "c", ReadinessProbe: &corev1.Probe{PeriodSeconds: 8, ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{}}}}}}}
+	m.AddPod(pod)
+	m.mu.Lock()
+	w := m.workers[workerKey{"u", "c", Readiness}]
+	next := w.next
+	m.mu.Unlock()
+	if calls != 1 || !next.Equal(clk.Now().Add(2*time.Second)) {
+		t.Errorf("first probe due %v after %d Rand calls, want 2s (0.25 of the 8s period) after 1", next.Sub(clk.Now()), calls)
 	}
 }

@@ -2,9 +2,13 @@ package probe
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodekit/nodekit/internal/promutil"
 )
 
-// metrics are kubelet's probe metrics under kubelet's names and labels.
+// metrics are kubelet's probe metrics under kubelet's names and labels. The
+// rule for every nodekit metric: kubelet's name and labels where kubelet has
+// the same metric, nodekit_<package>_* otherwise.
 type metrics struct {
 	total    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -30,10 +34,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets:   prometheus.DefBuckets,
 		}, []string{"probe_type", "container", "pod", "namespace"}),
 	}
-	for _, c := range []prometheus.Collector{m.total, m.duration} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	var err error
+	if m.total, err = promutil.Register(reg, m.total); err != nil {
+		return nil, err
+	}
+	if m.duration, err = promutil.Register(reg, m.duration); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

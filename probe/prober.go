@@ -13,11 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// Options configures the default Prober built by New.
-type Options struct {
+// HandlerOptions configures the default Prober built by NewHandlers.
+type HandlerOptions struct {
 	// Execer runs exec probes through the runtime's ExecSync. Default nil:
 	// exec probes report ErrNoExecer.
 	Execer runtime.Execer
@@ -31,12 +32,16 @@ type Options struct {
 	// GRPCContainerProbeTLS gate). Default false: gRPC probes are plaintext.
 	GRPCTLS bool
 	// ExecGrace is how long past the probe's timeout an exec probe waits for
-	// the runtime to answer before it gives up on it and reports a timeout.
-	// Default 1s; between 0 and 1m.
+	// the runtime to answer. As in kubelet, the runtime enforces the probe's
+	// timeout (ExecSync's timeout) and the call may take up to the runtime
+	// request timeout more (runtime.Client bounds it so); ExecGrace is the
+	// bound for an Execer that never answers, after which the probe gives up
+	// and reports a timeout. Default runtime.DefaultRequestTimeout (2m), as
+	// kubelet's gRPC deadline; between 10ms and 1h.
 	ExecGrace time.Duration
 }
 
-// DefaultVersion is the kube-probe version sent when Options.Version is empty.
+// DefaultVersion is the kube-probe version sent when HandlerOptions.Version is empty.
 const DefaultVersion = "1.37"
 
 var versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
@@ -54,22 +59,22 @@ type Handlers struct {
 
 var _ Prober = (*Handlers)(nil)
 
-// New returns the default Prober.
-func New(o Options) (*Handlers, error) {
+// NewHandlers returns the default Prober: kubelet's handlers.
+func NewHandlers(o HandlerOptions) (*Handlers, error) {
 	if o.Version == "" {
 		o.Version = DefaultVersion
 	}
 	if !versionRE.MatchString(o.Version) {
-		return nil, fmt.Errorf("probe: Options.Version %q is not <major>.<minor>", o.Version)
+		return nil, fmt.Errorf("probe: HandlerOptions.Version %q is not <major>.<minor>", o.Version)
 	}
 	if o.TLSConfig == nil {
 		o.TLSConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // kubelet does not verify probe targets
 	}
 	if o.ExecGrace == 0 {
-		o.ExecGrace = time.Second
+		o.ExecGrace = runtime.DefaultRequestTimeout
 	}
-	if o.ExecGrace < 0 || o.ExecGrace > time.Minute {
-		return nil, fmt.Errorf("probe: Options.ExecGrace %v is outside (0, 1m]", o.ExecGrace)
+	if err := backoff.Check("probe: HandlerOptions.ExecGrace", o.ExecGrace, 10*time.Millisecond, time.Hour); err != nil {
+		return nil, err
 	}
 	h := &Handlers{
 		execer:    o.Execer,
@@ -86,6 +91,8 @@ func New(o Options) (*Handlers, error) {
 		DialContext:         probeDialer().DialContext,
 		TLSHandshakeTimeout: 10 * time.Second,
 		MaxIdleConnsPerHost: -1,
+		// Bounded memory on untrusted targets: see MaxResponseHeaderBytes.
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	return h, nil
 }

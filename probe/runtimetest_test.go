@@ -35,7 +35,7 @@ func TestExecOnRuntimeFake(t *testing.T) {
 	f.ScriptExec(id, []string{"bad"}, runtimetest.ExecScript{Stderr: "broken", ExitCode: 1})
 	f.ScriptExec(id, []string{"slow"}, runtimetest.ExecScript{Timeout: true})
 
-	h, err := probe.New(probe.Options{Execer: f})
+	h, err := probe.NewHandlers(probe.HandlerOptions{Execer: f})
 	if err != nil {
 		t.Fatal(err)
 	}

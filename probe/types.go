@@ -112,6 +112,12 @@ var _ Prober = ProberFunc(nil)
 // output is cut to this many bytes, as kubelet does (10 KiB).
 const MaxOutputBytes = 10 << 10
 
+// MaxResponseHeaderBytes bounds the response headers an HTTP probe reads
+// (8 KiB; Go's default, which kubelet keeps, is 10 MiB). A target whose
+// headers are larger fails the probe, so that a target sending endless
+// headers costs a few KiB per probe, not megabytes.
+const MaxResponseHeaderBytes = 8 << 10
+
 var (
 	// ErrPanic is matched by Outcome.Err when a handler panicked.
 	ErrPanic = errors.New("probe handler panicked")

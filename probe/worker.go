@@ -25,8 +25,6 @@ type worker struct {
 
 	// scheduling (m.mu)
 	next    time.Time
-	index   int    // in m.due; -1 when not there
-	seq     uint64 // creation order: equal due times run in this order
 	running bool
 	removed bool
 	cancel  context.CancelFunc
@@ -56,7 +54,6 @@ func newWorker(m *Manager, k workerKey, pod *corev1.Pod, c *corev1.Container, sp
 		container: c.DeepCopy(),
 		spec:      Defaults(spec),
 		init:      init,
-		index:     -1,
 	}
 	w.period = time.Duration(w.spec.PeriodSeconds) * time.Second
 	switch k.typ {
@@ -135,9 +132,14 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 			m.setResult(ctx, w, c.id, Success, "")
 			seeded = true
 		}
-		if !restarted {
+		switch {
+		case w.key.typ == Readiness && m.keepsReady(pod, c):
+			// kubelet keeps a container that was ready before the agent
+			// restarted ready until its probe says otherwise.
+			m.setResult(ctx, w, c.id, Success, "")
+		case !restarted:
 			m.setResult(ctx, w, c.id, w.initial, "")
-		} else if !seeded {
+		case !seeded:
 			m.clearResult(w)
 		}
 		w.onHold = false // a new container: probe again
@@ -296,34 +298,4 @@ func shouldRestart(c *corev1.Container, podPolicy corev1.RestartPolicy, code int
 	default:
 		return true
 	}
-}
-
-// dueHeap orders workers by their next due time.
-type dueHeap []*worker
-
-func (h dueHeap) Len() int { return len(h) }
-func (h dueHeap) Less(i, j int) bool {
-	if h[i].next.Equal(h[j].next) {
-		return h[i].seq < h[j].seq
-	}
-	return h[i].next.Before(h[j].next)
-}
-func (h dueHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *dueHeap) Push(x any) {
-	w := x.(*worker)
-	w.index = len(*h)
-	*h = append(*h, w)
-}
-func (h *dueHeap) Pop() any {
-	old := *h
-	n := len(old)
-	w := old[n-1]
-	old[n-1] = nil
-	w.index = -1
-	*h = old[:n-1]
-	return w
 }

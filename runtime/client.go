@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -132,8 +133,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		grpc.WithAuthority("localhost"),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(opts.MaxMessageSize),
-			grpc.MaxCallSendMsgSize(opts.MaxMessageSize),
-			grpc.ForceCodecV2(newCRICodec())),
+			grpc.MaxCallSendMsgSize(opts.MaxMessageSize)),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{
 				BaseDelay:  reconnectBaseDelay,
@@ -160,9 +160,54 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 			return nil, &Error{Endpoint: opts.Endpoint, Method: "Version",
 				Err: fmt.Errorf("%w: %w", ErrNotCRIv1, err)}
 		}
+		if status.Code(err) == codes.Unavailable {
+			// Something listens but the connection failed: a server that
+			// does not speak HTTP/2 (an HTTP/1 server) looks to gRPC like a
+			// runtime that is down. Ask it directly, so that a wrong socket
+			// is not mistaken for one to retry.
+			if head, ok := sniffHTTP1(vctx, opts.Endpoint); ok {
+				return nil, &Error{Endpoint: opts.Endpoint, Method: "Version",
+					Err: fmt.Errorf("%w: %w", ErrNotCRIv1, status.Errorf(codes.FailedPrecondition, "the endpoint answers HTTP/1 (%q), not gRPC", head))}
+			}
+		}
 		return nil, wrapErr(vctx, opts.Endpoint, "Version", err)
 	}
 	return c, nil
+}
+
+// sniffTimeout bounds sniffHTTP1.
+const sniffTimeout = time.Second
+
+// sniffHTTP1 connects to the unix socket of endpoint, sends an HTTP/2 client
+// preface and reports whether the answer is an HTTP/1 response, returning
+// its first line.
+func sniffHTTP1(ctx context.Context, endpoint string) (string, bool) {
+	path := strings.TrimPrefix(endpoint, "unix://")
+	ctx, cancel := context.WithTimeout(ctx, sniffTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return "", false
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	// The HTTP/2 preface, then an empty SETTINGS frame.
+	if _, err := io.WriteString(conn, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"); err != nil {
+		return "", false
+	}
+	buf := make([]byte, 64)
+	n, _ := io.ReadAtLeast(conn, buf, len("HTTP/1.1 200"))
+	head := string(buf[:n])
+	if !strings.HasPrefix(head, "HTTP/1.") {
+		return "", false
+	}
+	if i := strings.IndexAny(head, "\r\n"); i >= 0 {
+		head = head[:i]
+	}
+	return head, true
 }
 
 // Endpoint returns the endpoint the client talks to.
@@ -329,6 +374,26 @@ func (c *Client) ContainerStatus(ctx context.Context, containerID string, verbos
 		return nil, err
 	}
 	return resp, nil
+}
+
+// UpdateContainerResources changes the resources of a created or running
+// container.
+func (c *Client) UpdateContainerResources(ctx context.Context, containerID string, resources *runtimeapi.ContainerResources) error {
+	return c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_UpdateContainerResources_FullMethodName, "UpdateContainerResources",
+		&runtimeapi.UpdateContainerResourcesRequest{ContainerId: containerID, Linux: resources.GetLinux(), Windows: resources.GetWindows()},
+		new(runtimeapi.UpdateContainerResourcesResponse))
+}
+
+// ReopenContainerLog makes the runtime reopen a running container's log file.
+func (c *Client) ReopenContainerLog(ctx context.Context, containerID string) error {
+	return c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_ReopenContainerLog_FullMethodName, "ReopenContainerLog",
+		&runtimeapi.ReopenContainerLogRequest{ContainerId: containerID}, new(runtimeapi.ReopenContainerLogResponse))
+}
+
+// UpdateRuntimeConfig passes the node's settings (the pod CIDR) to the runtime.
+func (c *Client) UpdateRuntimeConfig(ctx context.Context, config *runtimeapi.RuntimeConfig) error {
+	return c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_UpdateRuntimeConfig_FullMethodName, "UpdateRuntimeConfig",
+		&runtimeapi.UpdateRuntimeConfigRequest{RuntimeConfig: config}, new(runtimeapi.UpdateRuntimeConfigResponse))
 }
 
 // ExecSync runs cmd in a running container and waits for it. The runtime

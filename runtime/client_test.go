@@ -3,7 +3,9 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/runtime/runtimetest/contract"
 
 	"github.com/nodekit/nodekit/internal/testenv"
 )
@@ -75,9 +78,9 @@ func dial(t *testing.T, opts runtime.Options) *runtime.Client {
 }
 
 func TestContractClientOverFake(t *testing.T) {
-	runtimetest.RunContract(t, func(t *testing.T) runtimetest.ContractTarget {
+	contract.Run(t, func(t *testing.T) contract.Target {
 		f, ep := fakeServer(t)
-		return runtimetest.ContractTarget{
+		return contract.Target{
 			Runtime:      dial(t, runtime.Options{Endpoint: ep}),
 			Fake:         f,
 			PauseImage:   runtimetest.PauseImage,
@@ -144,6 +147,37 @@ func TestDialNotCRIv1(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "does not serve runtime.v1") || !strings.Contains(err.Error(), path) {
 		t.Errorf("error %q does not say the endpoint does not serve runtime.v1", err)
+	}
+}
+
+// A socket that serves HTTP/1 (a wrong path, some other daemon) is not a
+// runtime that is down: Dial says ErrNotCRIv1, not Unavailable.
+func TestDialHTTP1NotCRIv1(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	path := socketPath(t)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "not a runtime")
+	})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(l) }()
+	defer func() { _ = srv.Close(); <-done }()
+
+	_, err = runtime.Dial(context.Background(), runtime.Options{Endpoint: "unix://" + path, ConnectionTimeout: 10 * time.Second})
+	if err == nil {
+		t.Fatal("Dial to an HTTP/1 server: nil error")
+	}
+	if !errors.Is(err, runtime.ErrNotCRIv1) {
+		t.Errorf("Dial to an HTTP/1 server: %v, want ErrNotCRIv1", err)
+	}
+	if runtime.IsUnavailable(err) {
+		t.Errorf("Dial to an HTTP/1 server: %v has code Unavailable, which says: retry", err)
+	}
+	if want := "cri unix://" + path + ": Version: "; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q, want prefix %q", err, want)
 	}
 }
 

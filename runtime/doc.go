@@ -5,8 +5,9 @@
 // implements it against containerd, CRI-O or any CRI runtime. The message
 // types are those of k8s.io/cri-api/pkg/apis/runtime/v1.
 //
-// An in-memory fake, a gRPC server for any Runtime, and a contract suite that
-// checks a Runtime behaves like a CRI runtime are in runtime/runtimetest.
+// An in-memory fake and a gRPC server for any Runtime are in
+// runtime/runtimetest; a contract suite that checks a Runtime behaves like a
+// CRI runtime is in runtime/runtimetest/contract.
 //
 // # Connecting
 //
@@ -62,59 +63,7 @@
 // # Performance
 //
 // Client makes calls without logging, without per-call option slices, and
-// builds an *Error only on failure. Responses to ListContainers and
-// ContainerStatus are decoded by a decoder written for those messages, which
-// allocates one buffer per response for all its strings and fills the structs
-// directly; anything it does not expect (an unknown field, bad UTF-8) goes to
-// the standard protobuf decoder, so results are identical (checked against
-// proto.Unmarshal on random messages and on containerd's own responses). A
-// consequence: the strings of a response share its buffer, which stays in
-// memory while any of them is referenced.
-//
-// Against k8s.io/cri-client's remote runtime service (v0.37.2, without a
-// tracer provider, its leanest setting), on the same k8s.io/cri-client/pkg/fake
-// gRPC server over a unix socket, with 100 containers, on a 2-core machine
-// shared with other work (load average 15-20), from runtime/internal/bench:
-//
-//	go test -run x -bench . -benchmem -count=6 -benchtime=0.3s > new.txt
-//	go run golang.org/x/perf/cmd/benchstat@latest -col /client new.txt
-//
-//	                    │    nodekit    │              cri-client               │
-//	                    │    sec/op     │    sec/op      vs base                │
-//	ListContainers100-2   7.203m ±  65%   3.371m ± 234%         ~ (p=0.699 n=6)
-//	ContainerStatus-2     197.3µ ±  36%   533.1µ ±  65%  +170.27% (p=0.041 n=6)
-//	ExecSync-2            169.4µ ± 274%   138.7µ ±  44%         ~ (p=0.132 n=6)
-//
-//	                    │    nodekit    │             cri-client              │
-//	                    │     B/op      │     B/op       vs base              │
-//	ListContainers100-2   248.4Ki ± 12%   270.0Ki ± 11%       ~ (p=0.132 n=6)
-//	ContainerStatus-2     14.06Ki ±  0%   14.60Ki ±  1%  +3.85% (p=0.002 n=6)
-//	ExecSync-2            10.09Ki ±  0%   10.23Ki ±  0%  +1.36% (p=0.002 n=6)
-//
-//	                    │   nodekit   │             cri-client              │
-//	                    │  allocs/op  │  allocs/op   vs base                │
-//	ListContainers100-2   3.382k ± 0%   7.392k ± 0%  +118.54% (p=0.002 n=6)
-//	ContainerStatus-2      216.0 ± 0%    261.0 ± 0%   +20.83% (p=0.002 n=6)
-//	ExecSync-2             168.0 ± 0%    173.0 ± 0%    +2.98% (p=0.002 n=6)
-//
-// On that machine sec/op swings with the other work, so the same directory
-// also has paired benchmarks that call both clients in one loop, alternating
-// which goes first, and report the ratio of their times:
-//
-//	go test -run x -bench Paired -count=10 -benchtime=0.5s > paired.txt
-//	go run golang.org/x/perf/cmd/benchstat@latest paired.txt
-//
-//	                          │ nodekit/cri-client │
-//	PairedListContainers100-2         763.3m ±  8%
-//	PairedContainerStatus-2           964.2m ± 16%
-//	PairedExecSync-2                  948.2m ± 19%
-//
-// That is: ListContainers of 100 containers takes about three quarters of
-// cri-client's time; ContainerStatus and ExecSync take the same, within the
-// noise (the server and the HTTP/2 transport dominate them). The allocation
-// counts include the fake server's, which runs in the same process and is the
-// same for both clients (about 2,900 of ListContainers' allocations): the
-// client's own share of ListContainers falls from about
-// 4,500 to about 500. Decoding alone (BenchmarkDecodeListContainers in this
-// package) is about twice as fast with a fifth of the allocations.
+// builds an *Error only on failure; messages are encoded and decoded by
+// gRPC's standard protobuf codec. BENCHMARKS.md compares it with
+// k8s.io/cri-client (runtime/internal/bench).
 package runtime

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/runtime"
-	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/runtime/runtimetest/contract"
 )
 
 // ctrd is the real containerd the end-to-end tests use; nil in -short mode or
@@ -30,8 +30,8 @@ func TestE2EContract(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	runtimetest.RunContract(t, func(t *testing.T) runtimetest.ContractTarget {
-		return runtimetest.ContractTarget{
+	contract.Run(t, func(t *testing.T) contract.Target {
+		return contract.Target{
 			Runtime:      client,
 			PauseImage:   c.PauseImage,
 			BusyboxImage: c.BusyboxImage,
@@ -65,10 +65,10 @@ func TestE2EClientErrors(t *testing.T) {
 	}
 }
 
-// TestE2EDecoderMatchesStandard compares what the client decodes from
+// TestE2EClientMatchesGenerated compares what the client returns from
 // containerd's ListContainers and ContainerStatus (verbose, with its info
-// map) with what the generated client and the standard codec decode.
-func TestE2EDecoderMatchesStandard(t *testing.T) {
+// map) with what the generated CRI client returns.
+func TestE2EClientMatchesGenerated(t *testing.T) {
 	c := containerdtest.Need(t, ctrd)
 	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
 	if err != nil {

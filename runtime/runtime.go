@@ -13,6 +13,7 @@ import (
 // the part it uses (a prober needs only an Execer).
 type Runtime interface {
 	VersionStatuser
+	RuntimeConfigUpdater
 	SandboxManager
 	ContainerManager
 	Execer
@@ -26,6 +27,15 @@ type VersionStatuser interface {
 	// Status returns the RuntimeReady and NetworkReady conditions (and, where the
 	// runtime reports them, its runtime handlers and features).
 	Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error)
+}
+
+// RuntimeConfigUpdater passes the node's configuration to the runtime.
+type RuntimeConfigUpdater interface {
+	// UpdateRuntimeConfig tells the runtime the node's settings, today the
+	// pod CIDR (config.NetworkConfig.PodCidr), as kubelet does whenever
+	// node.spec.podCIDR changes. A runtime that has nothing to do with it
+	// (containerd without a CNI config template) accepts it and does nothing.
+	UpdateRuntimeConfig(ctx context.Context, config *runtimeapi.RuntimeConfig) error
 }
 
 // SandboxManager runs and removes pod sandboxes.
@@ -63,6 +73,13 @@ type ContainerManager interface {
 	// ContainerStatus inspects a container. A missing container is an error with
 	// gRPC code NotFound (see IsNotFound).
 	ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error)
+	// UpdateContainerResources changes the resources (CPU, memory, ...) of a
+	// created or running container in place.
+	UpdateContainerResources(ctx context.Context, containerID string, resources *runtimeapi.ContainerResources) error
+	// ReopenContainerLog makes the runtime reopen a running container's log
+	// file, after the log was rotated. A container that is not running is an
+	// error.
+	ReopenContainerLog(ctx context.Context, containerID string) error
 }
 
 // Execer runs a command in a running container and waits for it.

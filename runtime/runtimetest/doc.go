@@ -1,6 +1,8 @@
-// Package runtimetest provides an in-memory fake of runtime.Runtime, a gRPC
-// server that serves any runtime.Runtime as CRI v1, and a contract suite that
-// checks a Runtime behaves like a CRI runtime.
+// Package runtimetest provides an in-memory fake of runtime.Runtime and a gRPC
+// server that serves any runtime.Runtime as CRI v1. It does not import
+// package testing, so a binary (a demo agent, a simulator) may embed the
+// fake. The contract suite that checks a Runtime behaves like a CRI runtime
+// is in runtimetest/contract.
 //
 // # The fake
 //
@@ -20,7 +22,8 @@
 // Tests steer the fake with InjectError (the next call of a named method
 // fails), SetCondition (RuntimeReady or NetworkReady false for node status
 // tests), AddImage (images with sizes, for node status and image GC), and read
-// what happened with Calls. Missing objects are gRPC NotFound errors
+// what happened with Calls (Options.NoCallLog turns the log off, for a fake
+// that runs as long as a process does). Missing objects are gRPC NotFound errors
 // (runtime.IsNotFound), and stop and remove of something gone succeed, as CRI
 // specifies. All methods are safe for concurrent use.
 //
@@ -29,21 +32,4 @@
 // NewServer(rt).Register(grpcServer) serves rt as runtime.v1 RuntimeService and
 // ImageService, so a CRI client (runtime.Client or another) can be tested over
 // a real socket, with the fake's controls behind it.
-//
-// # The contract suite
-//
-// RunContract runs the same cases on any Runtime: lifecycles with states and
-// times, list filters, ExecSync success, non-zero exit and timeout, a stop
-// whose SIGTERM is ignored (on a real runtime it must take the grace period
-// and end with exit code 137), removal of running things, idempotent stop and
-// remove, NotFound for missing objects, and the optional container events and
-// metrics (a skip where the runtime answers Unimplemented, as containerd 1.6
-// does). ContractTarget.Fake tells the suite it runs on a fake, so it scripts
-// the commands it runs and skips wall-clock checks. The suite passes on the
-// fake, on runtime.Client over this package's Server, and on runtime.Client
-// against a real containerd 1.6 in nodekit's end-to-end tests.
-//
-// A case takes well under a second on the fake; on containerd the suite takes
-// about as long as its containers take to start and stop (the stop-timeout
-// case waits its 1s grace period).
 package runtimetest

@@ -65,7 +65,7 @@ func Example() {
 	// probe exit 1: No such file or directory
 	// timeout: true
 	// CONTAINER_EXITED 2 Error 5s
-	// create: disk full
+	// create: cri fake://runtimetest: CreateContainer: disk full
 	// RunPodSandbox []
 	// CreateContainer []
 	// StartContainer []
@@ -73,18 +73,4 @@ func Example() {
 	// ExecSync [hang]
 	// ContainerStatus []
 	// CreateContainer []
-}
-
-// The contract suite on the fake; a real runtime is checked the same way
-// with its Client and its images.
-func ExampleRunContract() {
-	// In a _test.go file:
-	//
-	//	func TestContract(t *testing.T) {
-	//		runtimetest.RunContract(t, func(t *testing.T) runtimetest.ContractTarget {
-	//			f := runtimetest.New(runtimetest.Options{})
-	//			return runtimetest.ContractTarget{Runtime: f, Fake: f,
-	//				PauseImage: runtimetest.PauseImage, BusyboxImage: runtimetest.BusyboxImage}
-	//		})
-	//	}
 }

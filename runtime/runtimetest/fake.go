@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -55,6 +56,10 @@ type Options struct {
 	// Images are the images present at the start, reference to size in bytes.
 	// Default (nil): PauseImage and BusyboxImage. An empty map: none.
 	Images map[string]uint64
+	// NoCallLog turns off the record of calls that Calls returns, for a fake
+	// that serves a long-running process (a demo agent), whose log would
+	// otherwise grow without end. Default false: every call is recorded.
+	NoCallLog bool
 }
 
 // Call is one call made to the fake.
@@ -109,6 +114,7 @@ type Runtime struct {
 	clock   clock.PassiveClock
 	name    string
 	version string
+	noLog   bool
 
 	mu         sync.Mutex
 	seq        int
@@ -119,6 +125,7 @@ type Runtime struct {
 	errs       map[string][]error
 	execs      []execRule
 	calls      []Call
+	config     *runtimeapi.RuntimeConfig
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -142,6 +149,7 @@ func New(opts Options) *Runtime {
 		clock:      opts.Clock,
 		name:       opts.RuntimeName,
 		version:    opts.RuntimeVersion,
+		noLog:      opts.NoCallLog,
 		sandboxes:  map[string]*sandbox{},
 		containers: map[string]*container{},
 		images:     map[string]*runtimeapi.Image{},
@@ -168,7 +176,8 @@ func (f *Runtime) InjectError(method string, err error) {
 	f.errs[method] = append(f.errs[method], err)
 }
 
-// Calls returns the calls made so far, oldest first.
+// Calls returns the calls made so far, oldest first (none when
+// Options.NoCallLog is set).
 func (f *Runtime) Calls() []Call {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -229,6 +238,17 @@ func (f *Runtime) SetCondition(condType string, ok bool, reason, message string)
 	f.conditions = append(f.conditions, cond)
 }
 
+// RuntimeConfig returns the configuration last passed to UpdateRuntimeConfig,
+// or nil.
+func (f *Runtime) RuntimeConfig() *runtimeapi.RuntimeConfig {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.config == nil {
+		return nil
+	}
+	return proto.Clone(f.config).(*runtimeapi.RuntimeConfig)
+}
+
 // AddImage adds an image of size bytes under ref (or replaces its size) and
 // returns its ID.
 func (f *Runtime) AddImage(ref string, size uint64) string {
@@ -240,7 +260,9 @@ func (f *Runtime) AddImage(ref string, size uint64) string {
 // --- helpers, called with f.mu held ---
 
 func (f *Runtime) record(method, id string, cmd []string) error {
-	f.calls = append(f.calls, Call{Method: method, ID: id, Cmd: cmd})
+	if !f.noLog {
+		f.calls = append(f.calls, Call{Method: method, ID: id, Cmd: cmd})
+	}
 	if q := f.errs[method]; len(q) > 0 {
 		err := q[0]
 		if len(q) == 1 {
@@ -251,6 +273,20 @@ func (f *Runtime) record(method, id string, cmd []string) error {
 		return err
 	}
 	return nil
+}
+
+// wrap makes err read like runtime.Client's errors ("cri fake://runtimetest:
+// <Method>: <code>: <message>"), keeping its gRPC status. Errors that are
+// already a *runtime.Error are left as they are.
+func (f *Runtime) wrap(method string, err *error) {
+	if *err == nil {
+		return
+	}
+	var re *runtime.Error
+	if errors.As(*err, &re) {
+		return
+	}
+	*err = &runtime.Error{Endpoint: Endpoint, Method: method, Err: *err}
 }
 
 func (f *Runtime) newID(kind string) (string, int) {
@@ -348,7 +384,8 @@ func labelsMatch(labels, selector map[string]string) bool {
 // --- runtime.Runtime ---
 
 // Version reports the fake's name and version and CRI v1.
-func (f *Runtime) Version(context.Context) (*runtimeapi.VersionResponse, error) {
+func (f *Runtime) Version(context.Context) (_ *runtimeapi.VersionResponse, err error) {
+	defer f.wrap("Version", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("Version", "", nil); err != nil {
@@ -359,7 +396,8 @@ func (f *Runtime) Version(context.Context) (*runtimeapi.VersionResponse, error) 
 
 // Status reports the conditions set with SetCondition (RuntimeReady and
 // NetworkReady true at the start) and one default runtime handler.
-func (f *Runtime) Status(context.Context, bool) (*runtimeapi.StatusResponse, error) {
+func (f *Runtime) Status(context.Context, bool) (_ *runtimeapi.StatusResponse, err error) {
+	defer f.wrap("Status", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("Status", "", nil); err != nil {
@@ -379,7 +417,8 @@ func (f *Runtime) Status(context.Context, bool) (*runtimeapi.StatusResponse, err
 // RunPodSandbox creates a sandbox in state READY. Its metadata must have a
 // name, and no other sandbox may have the same name, namespace, UID and
 // attempt.
-func (f *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
+func (f *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (_ string, err error) {
+	defer f.wrap("RunPodSandbox", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("RunPodSandbox", "", nil); err != nil {
@@ -414,7 +453,8 @@ func (f *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 
 // StopPodSandbox makes a sandbox NOTREADY and its running containers exit
 // with StopExitCode. A sandbox that is gone is not an error.
-func (f *Runtime) StopPodSandbox(_ context.Context, id string) error {
+func (f *Runtime) StopPodSandbox(_ context.Context, id string) (err error) {
+	defer f.wrap("StopPodSandbox", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("StopPodSandbox", id, nil); err != nil {
@@ -439,7 +479,8 @@ func (f *Runtime) stopSandbox(s *sandbox) {
 
 // RemovePodSandbox removes a sandbox and its containers, stopping them first.
 // A sandbox that is gone is not an error.
-func (f *Runtime) RemovePodSandbox(_ context.Context, id string) error {
+func (f *Runtime) RemovePodSandbox(_ context.Context, id string) (err error) {
+	defer f.wrap("RemovePodSandbox", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("RemovePodSandbox", id, nil); err != nil {
@@ -460,7 +501,8 @@ func (f *Runtime) RemovePodSandbox(_ context.Context, id string) error {
 }
 
 // PodSandboxStatus inspects a sandbox; a missing one is NotFound.
-func (f *Runtime) PodSandboxStatus(_ context.Context, id string, _ bool) (*runtimeapi.PodSandboxStatusResponse, error) {
+func (f *Runtime) PodSandboxStatus(_ context.Context, id string, _ bool) (_ *runtimeapi.PodSandboxStatusResponse, err error) {
+	defer f.wrap("PodSandboxStatus", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("PodSandboxStatus", id, nil); err != nil {
@@ -482,7 +524,8 @@ func (f *Runtime) PodSandboxStatus(_ context.Context, id string, _ bool) (*runti
 
 // ListPodSandbox lists sandboxes matching filter (ID or ID prefix, state,
 // labels), oldest first.
-func (f *Runtime) ListPodSandbox(_ context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+func (f *Runtime) ListPodSandbox(_ context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
+	defer f.wrap("ListPodSandbox", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("ListPodSandbox", filter.GetId(), nil); err != nil {
@@ -526,7 +569,8 @@ func (f *Runtime) sortedContainers() []*container {
 // CreateContainer creates a container in state CREATED in a READY sandbox.
 // The image must be present, and no other container in the sandbox may have
 // the same name and attempt.
-func (f *Runtime) CreateContainer(_ context.Context, sandboxID string, config *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) (string, error) {
+func (f *Runtime) CreateContainer(_ context.Context, sandboxID string, config *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) (_ string, err error) {
+	defer f.wrap("CreateContainer", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("CreateContainer", sandboxID, nil); err != nil {
@@ -576,7 +620,8 @@ func (f *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 
 // StartContainer makes a CREATED container RUNNING; its sandbox must be
 // READY.
-func (f *Runtime) StartContainer(_ context.Context, id string) error {
+func (f *Runtime) StartContainer(_ context.Context, id string) (err error) {
+	defer f.wrap("StartContainer", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("StartContainer", id, nil); err != nil {
@@ -601,7 +646,8 @@ func (f *Runtime) StartContainer(_ context.Context, id string) error {
 // fake's processes never need the grace period). As in containerd, a
 // container that is not running is left as it is, and one that is gone is
 // not an error.
-func (f *Runtime) StopContainer(_ context.Context, id string, _ time.Duration) error {
+func (f *Runtime) StopContainer(_ context.Context, id string, _ time.Duration) (err error) {
+	defer f.wrap("StopContainer", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("StopContainer", id, nil); err != nil {
@@ -619,7 +665,8 @@ func (f *Runtime) StopContainer(_ context.Context, id string, _ time.Duration) e
 
 // RemoveContainer removes a container, stopping it first if it runs. A
 // container that is gone is not an error.
-func (f *Runtime) RemoveContainer(_ context.Context, id string) error {
+func (f *Runtime) RemoveContainer(_ context.Context, id string) (err error) {
+	defer f.wrap("RemoveContainer", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("RemoveContainer", id, nil); err != nil {
@@ -635,7 +682,8 @@ func (f *Runtime) RemoveContainer(_ context.Context, id string) error {
 
 // ListContainers lists containers matching filter (ID or ID prefix, state,
 // sandbox, labels), oldest first.
-func (f *Runtime) ListContainers(_ context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+func (f *Runtime) ListContainers(_ context.Context, filter *runtimeapi.ContainerFilter) (_ []*runtimeapi.Container, err error) {
+	defer f.wrap("ListContainers", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("ListContainers", filter.GetId(), nil); err != nil {
@@ -675,7 +723,8 @@ func (f *Runtime) ListContainers(_ context.Context, filter *runtimeapi.Container
 }
 
 // ContainerStatus inspects a container; a missing one is NotFound.
-func (f *Runtime) ContainerStatus(_ context.Context, id string, _ bool) (*runtimeapi.ContainerStatusResponse, error) {
+func (f *Runtime) ContainerStatus(_ context.Context, id string, _ bool) (_ *runtimeapi.ContainerStatusResponse, err error) {
+	defer f.wrap("ContainerStatus", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("ContainerStatus", id, nil); err != nil {
@@ -688,10 +737,66 @@ func (f *Runtime) ContainerStatus(_ context.Context, id string, _ bool) (*runtim
 	return &runtimeapi.ContainerStatusResponse{Status: proto.Clone(c.status).(*runtimeapi.ContainerStatus)}, nil
 }
 
+// UpdateRuntimeConfig keeps config for RuntimeConfig to return.
+func (f *Runtime) UpdateRuntimeConfig(_ context.Context, config *runtimeapi.RuntimeConfig) (err error) {
+	defer f.wrap("UpdateRuntimeConfig", &err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("UpdateRuntimeConfig", config.GetNetworkConfig().GetPodCidr(), nil); err != nil {
+		return err
+	}
+	f.config = proto.Clone(config).(*runtimeapi.RuntimeConfig)
+	return nil
+}
+
+// UpdateContainerResources sets the resources that ContainerStatus reports of
+// a CREATED or RUNNING container; other states fail as in containerd.
+func (f *Runtime) UpdateContainerResources(_ context.Context, id string, resources *runtimeapi.ContainerResources) (err error) {
+	defer f.wrap("UpdateContainerResources", &err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("UpdateContainerResources", id, nil); err != nil {
+		return err
+	}
+	c, err := f.container(id)
+	if err != nil {
+		return err
+	}
+	if st := c.status.State; st != runtimeapi.ContainerState_CONTAINER_CREATED && st != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return status.Errorf(codes.Unknown, "container %q is in %s state", c.status.Id, st)
+	}
+	if resources == nil {
+		c.status.Resources = nil
+	} else {
+		c.status.Resources = proto.Clone(resources).(*runtimeapi.ContainerResources)
+	}
+	return nil
+}
+
+// ReopenContainerLog succeeds for a RUNNING container and fails for others,
+// as in containerd ("container must be in running state").
+func (f *Runtime) ReopenContainerLog(_ context.Context, id string) (err error) {
+	defer f.wrap("ReopenContainerLog", &err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("ReopenContainerLog", id, nil); err != nil {
+		return err
+	}
+	c, err := f.container(id)
+	if err != nil {
+		return err
+	}
+	if c.status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		return status.Error(codes.Unknown, "container must be in running state")
+	}
+	return nil
+}
+
 // ExecSync returns what ScriptExec scripted for the container and command,
 // or exit code 0 with no output. The container must be RUNNING: otherwise the
 // error is like containerd's ("container is in CONTAINER_EXITED state").
-func (f *Runtime) ExecSync(_ context.Context, id string, cmd []string, timeout time.Duration) (*runtime.ExecResult, error) {
+func (f *Runtime) ExecSync(_ context.Context, id string, cmd []string, timeout time.Duration) (_ *runtime.ExecResult, err error) {
+	defer f.wrap("ExecSync", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("ExecSync", id, slices.Clone(cmd)); err != nil {
@@ -739,7 +844,8 @@ func (f *Runtime) script(id string, cmd []string) ExecScript {
 
 // ListImages lists the images matching filter (by reference or ID), in
 // reference order.
-func (f *Runtime) ListImages(_ context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+func (f *Runtime) ListImages(_ context.Context, filter *runtimeapi.ImageFilter) (_ []*runtimeapi.Image, err error) {
+	defer f.wrap("ListImages", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("ListImages", filter.GetImage().GetImage(), nil); err != nil {
@@ -760,7 +866,8 @@ func (f *Runtime) ListImages(_ context.Context, filter *runtimeapi.ImageFilter) 
 }
 
 // ImageStatus inspects an image; a missing image has a nil Image.
-func (f *Runtime) ImageStatus(_ context.Context, image *runtimeapi.ImageSpec, _ bool) (*runtimeapi.ImageStatusResponse, error) {
+func (f *Runtime) ImageStatus(_ context.Context, image *runtimeapi.ImageSpec, _ bool) (_ *runtimeapi.ImageStatusResponse, err error) {
+	defer f.wrap("ImageStatus", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("ImageStatus", image.GetImage(), nil); err != nil {
@@ -775,7 +882,8 @@ func (f *Runtime) ImageStatus(_ context.Context, image *runtimeapi.ImageSpec, _ 
 
 // PullImage returns the ID of the image, adding it with size 0 when it is
 // not present.
-func (f *Runtime) PullImage(_ context.Context, image *runtimeapi.ImageSpec, _ *runtimeapi.AuthConfig, _ *runtimeapi.PodSandboxConfig) (string, error) {
+func (f *Runtime) PullImage(_ context.Context, image *runtimeapi.ImageSpec, _ *runtimeapi.AuthConfig, _ *runtimeapi.PodSandboxConfig) (_ string, err error) {
+	defer f.wrap("PullImage", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("PullImage", image.GetImage(), nil); err != nil {
@@ -791,7 +899,8 @@ func (f *Runtime) PullImage(_ context.Context, image *runtimeapi.ImageSpec, _ *r
 }
 
 // RemoveImage removes an image; one that is gone is not an error.
-func (f *Runtime) RemoveImage(_ context.Context, image *runtimeapi.ImageSpec) error {
+func (f *Runtime) RemoveImage(_ context.Context, image *runtimeapi.ImageSpec) (err error) {
+	defer f.wrap("RemoveImage", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("RemoveImage", image.GetImage(), nil); err != nil {
@@ -805,7 +914,8 @@ func (f *Runtime) RemoveImage(_ context.Context, image *runtimeapi.ImageSpec) er
 
 // ImageFsInfo reports one image file system whose usage is the sum of the
 // images' sizes, with one inode per image.
-func (f *Runtime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+func (f *Runtime) ImageFsInfo(context.Context) (_ *runtimeapi.ImageFsInfoResponse, err error) {
+	defer f.wrap("ImageFsInfo", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record("ImageFsInfo", "", nil); err != nil {

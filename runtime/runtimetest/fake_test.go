@@ -16,12 +16,13 @@ import (
 
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
+	"github.com/nodekit/nodekit/runtime/runtimetest/contract"
 )
 
 func TestContractFake(t *testing.T) {
-	runtimetest.RunContract(t, func(t *testing.T) runtimetest.ContractTarget {
+	contract.Run(t, func(t *testing.T) contract.Target {
 		f := runtimetest.New(runtimetest.Options{})
-		return runtimetest.ContractTarget{
+		return contract.Target{
 			Runtime:      f,
 			Fake:         f,
 			PauseImage:   runtimetest.PauseImage,
@@ -180,8 +181,52 @@ func TestScriptExec(t *testing.T) {
 	if err := f.StopContainer(ctx, a, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.ExecSync(ctx, a, probe, time.Second); err == nil || err.Error() != "rpc error: code = Unknown desc = container is in CONTAINER_EXITED state" {
+	if _, err := f.ExecSync(ctx, a, probe, time.Second); err == nil || err.Error() != "cri fake://runtimetest: ExecSync: Unknown: container is in CONTAINER_EXITED state" {
 		t.Errorf("ExecSync in an exited container: %v", err)
+	}
+}
+
+// The fake's errors, its own and injected ones, read like runtime.Client's
+// and keep their gRPC codes.
+func TestErrorsReadLikeClient(t *testing.T) {
+	ctx := context.Background()
+	f := runtimetest.New(runtimetest.Options{})
+	_, err := f.ContainerStatus(ctx, "missing", false)
+	if want := `cri fake://runtimetest: ContainerStatus: NotFound: an error occurred when try to find container "missing": not found`; err == nil || err.Error() != want {
+		t.Errorf("ContainerStatus(missing) = %v, want %s", err, want)
+	}
+	if !runtime.IsNotFound(err) {
+		t.Errorf("ContainerStatus(missing): code %v, want NotFound", status.Code(err))
+	}
+	var re *runtime.Error
+	if !errors.As(err, &re) || re.Method != "ContainerStatus" || re.Endpoint != runtimetest.Endpoint {
+		t.Errorf("ContainerStatus(missing) = %#v, want a *runtime.Error naming the call", err)
+	}
+	f.InjectError("StartContainer", status.Error(codes.Unavailable, "connection refused"))
+	err = f.StartContainer(ctx, "x")
+	if want := "cri fake://runtimetest: StartContainer: Unavailable: connection refused"; err == nil || err.Error() != want || !runtime.IsUnavailable(err) {
+		t.Errorf("injected error = %v (code %v), want %s with code Unavailable", err, status.Code(err), want)
+	}
+	f.InjectError("ListImages", errors.New("disk full"))
+	_, err = f.ListImages(ctx, nil)
+	if want := "cri fake://runtimetest: ListImages: disk full"; err == nil || err.Error() != want {
+		t.Errorf("injected plain error = %v, want %s", err, want)
+	}
+}
+
+func TestNoCallLog(t *testing.T) {
+	f := runtimetest.New(runtimetest.Options{NoCallLog: true})
+	for range 3 {
+		if _, err := f.Version(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := f.Calls(); len(c) != 0 {
+		t.Errorf("Calls() = %v with NoCallLog, want none", c)
+	}
+	f.InjectError("Version", errors.New("still injected"))
+	if _, err := f.Version(context.Background()); err == nil {
+		t.Error("InjectError has no effect with NoCallLog")
 	}
 }
 

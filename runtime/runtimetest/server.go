@@ -192,3 +192,28 @@ func (s *Server) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfoReque
 	r, err := s.rt.ImageFsInfo(ctx)
 	return r, toStatus(err)
 }
+
+// UpdateRuntimeConfig serves the CRI call UpdateRuntimeConfig.
+func (s *Server) UpdateRuntimeConfig(ctx context.Context, req *runtimeapi.UpdateRuntimeConfigRequest) (*runtimeapi.UpdateRuntimeConfigResponse, error) {
+	if err := s.rt.UpdateRuntimeConfig(ctx, req.RuntimeConfig); err != nil {
+		return nil, toStatus(err)
+	}
+	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
+}
+
+// UpdateContainerResources serves the CRI call UpdateContainerResources.
+func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	res := &runtimeapi.ContainerResources{Linux: req.Linux, Windows: req.Windows}
+	if err := s.rt.UpdateContainerResources(ctx, req.ContainerId, res); err != nil {
+		return nil, toStatus(err)
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// ReopenContainerLog serves the CRI call ReopenContainerLog.
+func (s *Server) ReopenContainerLog(ctx context.Context, req *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
+	if err := s.rt.ReopenContainerLog(ctx, req.ContainerId); err != nil {
+		return nil, toStatus(err)
+	}
+	return &runtimeapi.ReopenContainerLogResponse{}, nil
+}

@@ -1,4 +1,4 @@
-package runtimetest
+package contract
 
 import (
 	"context"
@@ -14,11 +14,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
-// ContractTarget is a runtime under the contract suite and what the suite
+// Target is a runtime under the contract suite and what the suite
 // needs to know about it.
-type ContractTarget struct {
+type Target struct {
 	// Runtime is the runtime under test.
 	Runtime runtime.Runtime
 	// PauseImage is an image present in the runtime (the sandbox image).
@@ -30,7 +31,7 @@ type ContractTarget struct {
 	// the commands it runs and make containers exit, since nothing runs in a
 	// fake. Nil for a real runtime, where the suite also checks wall-clock
 	// behaviour (a stop grace period that is waited out).
-	Fake *Runtime
+	Fake *runtimetest.Runtime
 	// SandboxConfig, if set, adjusts each sandbox config the suite builds
 	// (host network, empty hostname), for example to set a cgroup parent or a
 	// log directory.
@@ -41,14 +42,14 @@ type ContractTarget struct {
 	Timeout time.Duration
 }
 
-// RunContract runs the contract suite on the runtime newTarget returns. It
+// Run runs the contract suite on the runtime newTarget returns. It
 // calls newTarget once per case; a case removes what it created. The cases
 // are lifecycles of sandboxes and containers with their states, list filters,
 // ExecSync (success, non-zero exit, timeout), a stop whose SIGTERM is
 // ignored, removal of running things, idempotent stop and remove, and
 // NotFound for missing objects. A method that the runtime answers with
 // Unimplemented (container events, metrics on containerd 1.6) is a skip.
-func RunContract(t *testing.T, newTarget func(t *testing.T) ContractTarget) {
+func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 	cases := []struct {
 		name string
 		fn   func(*suite)
@@ -68,6 +69,9 @@ func RunContract(t *testing.T, newTarget func(t *testing.T) ContractTarget) {
 		{"RemoveRunning", (*suite).removeRunning},
 		{"IdempotentStopRemove", (*suite).idempotent},
 		{"NotFound", (*suite).notFound},
+		{"UpdateRuntimeConfig", (*suite).updateRuntimeConfig},
+		{"UpdateContainerResources", (*suite).updateContainerResources},
+		{"ReopenContainerLog", (*suite).reopenContainerLog},
 		{"ContainerEvents", (*suite).containerEvents},
 		{"PodSandboxMetrics", (*suite).podSandboxMetrics},
 	}
@@ -75,7 +79,7 @@ func RunContract(t *testing.T, newTarget func(t *testing.T) ContractTarget) {
 		t.Run(c.name, func(t *testing.T) {
 			target := newTarget(t)
 			if target.Runtime == nil || target.PauseImage == "" || target.BusyboxImage == "" {
-				t.Fatal("ContractTarget needs Runtime, PauseImage and BusyboxImage")
+				t.Fatal("Target needs Runtime, PauseImage and BusyboxImage")
 			}
 			if target.Timeout <= 0 {
 				target.Timeout = 2 * time.Minute
@@ -96,7 +100,7 @@ const runLabel = "test.nodekit.io/run"
 type suite struct {
 	t      *testing.T
 	ctx    context.Context
-	target ContractTarget
+	target Target
 	rt     runtime.Runtime
 	run    string // unique per case
 	n      int
@@ -234,7 +238,7 @@ func (s *suite) waitState(id string, state runtimeapi.ContainerState) *runtimeap
 	}
 }
 
-func (s *suite) script(containerID string, cmd []string, sc ExecScript) {
+func (s *suite) script(containerID string, cmd []string, sc runtimetest.ExecScript) {
 	if s.target.Fake != nil {
 		s.target.Fake.ScriptExec(containerID, cmd, sc)
 	}
@@ -534,7 +538,7 @@ func (s *suite) listFilters() {
 func (s *suite) execSync() {
 	_, id := s.runningContainer()
 	cmd := []string{"echo", "hello"}
-	s.script(id, cmd, ExecScript{Stdout: "hello\n"})
+	s.script(id, cmd, runtimetest.ExecScript{Stdout: "hello\n"})
 	res, err := s.rt.ExecSync(s.ctx, id, cmd, 10*time.Second)
 	if err != nil {
 		s.t.Fatalf("ExecSync: %v", err)
@@ -547,7 +551,7 @@ func (s *suite) execSync() {
 func (s *suite) execNonZeroExit() {
 	_, id := s.runningContainer()
 	cmd := shell("echo out; echo err >&2; exit 7")
-	s.script(id, cmd, ExecScript{Stdout: "out\n", Stderr: "err\n", ExitCode: 7})
+	s.script(id, cmd, runtimetest.ExecScript{Stdout: "out\n", Stderr: "err\n", ExitCode: 7})
 	res, err := s.rt.ExecSync(s.ctx, id, cmd, 10*time.Second)
 	if err != nil {
 		s.t.Fatalf("ExecSync: %v, want a result with exit code 7", err)
@@ -560,7 +564,7 @@ func (s *suite) execNonZeroExit() {
 func (s *suite) execTimeout() {
 	_, id := s.runningContainer()
 	cmd := []string{"sleep", "30"}
-	s.script(id, cmd, ExecScript{Timeout: true})
+	s.script(id, cmd, runtimetest.ExecScript{Timeout: true})
 	start := s.wall.Now()
 	res, err := s.rt.ExecSync(s.ctx, id, cmd, time.Second)
 	if !errors.Is(err, runtime.ErrExecTimeout) {
@@ -570,7 +574,7 @@ func (s *suite) execTimeout() {
 		s.t.Errorf("ExecSync with a 1s timeout took %v", el)
 	}
 	// The container is still usable.
-	s.script(id, []string{"true"}, ExecScript{})
+	s.script(id, []string{"true"}, runtimetest.ExecScript{})
 	if _, err := s.rt.ExecSync(s.ctx, id, []string{"true"}, 10*time.Second); err != nil {
 		s.t.Errorf("ExecSync after a timeout: %v", err)
 	}
@@ -683,6 +687,48 @@ func (s *suite) notFound() {
 	}
 	if _, err := s.rt.CreateContainer(s.ctx, sb, badImage, cfg); err == nil {
 		s.t.Errorf("CreateContainer with a missing image: nil error, want one")
+	}
+}
+
+func (s *suite) updateRuntimeConfig() {
+	cfg := &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: "10.244.7.0/24"}}
+	if err := s.rt.UpdateRuntimeConfig(s.ctx, cfg); err != nil {
+		s.t.Fatalf("UpdateRuntimeConfig(pod CIDR 10.244.7.0/24): %v", err)
+	}
+	if f := s.target.Fake; f != nil {
+		if got := f.RuntimeConfig().GetNetworkConfig().GetPodCidr(); got != "10.244.7.0/24" {
+			s.t.Errorf("fake's pod CIDR = %q, want 10.244.7.0/24", got)
+		}
+	}
+}
+
+func (s *suite) updateContainerResources() {
+	_, id := s.runningContainer()
+	res := &runtimeapi.ContainerResources{Linux: &runtimeapi.LinuxContainerResources{CpuShares: 512, CpuPeriod: 100000, CpuQuota: 50000}}
+	if err := s.rt.UpdateContainerResources(s.ctx, id, res); err != nil {
+		s.t.Fatalf("UpdateContainerResources of a running container: %v", err)
+	}
+	if st := s.containerStatus(id); st.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		s.t.Errorf("container is %v after UpdateContainerResources, want CONTAINER_RUNNING", st.State)
+	}
+	if err := s.rt.UpdateContainerResources(s.ctx, missingContainer, res); err == nil {
+		s.t.Errorf("UpdateContainerResources of a missing container: nil error, want one")
+	}
+}
+
+func (s *suite) reopenContainerLog() {
+	sb, cfg := s.sandbox("pod", nil)
+	id := s.container(sb, cfg, "main", shell(sleeper), nil)
+	if err := s.rt.ReopenContainerLog(s.ctx, id); err == nil {
+		s.t.Errorf("ReopenContainerLog of a created container: nil error, want one")
+	}
+	s.start(id)
+	s.waitState(id, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if err := s.rt.ReopenContainerLog(s.ctx, id); err != nil {
+		s.t.Errorf("ReopenContainerLog of a running container: %v", err)
+	}
+	if err := s.rt.ReopenContainerLog(s.ctx, missingContainer); err == nil {
+		s.t.Errorf("ReopenContainerLog of a missing container: nil error, want one")
 	}
 }
 

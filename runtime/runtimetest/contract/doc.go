@@ -1,0 +1,20 @@
+// Package contract is a test suite that checks a runtime.Runtime behaves like
+// a CRI runtime. It imports package testing, so it lives apart from the fake
+// in runtimetest, which binaries may embed.
+//
+// Run runs the same cases on any Runtime: lifecycles with states and times,
+// list filters, ExecSync success, non-zero exit and timeout, a stop whose
+// SIGTERM is ignored (on a real runtime it must take the grace period and end
+// with exit code 137), removal of running things, idempotent stop and remove,
+// NotFound for missing objects, UpdateRuntimeConfig, UpdateContainerResources
+// and ReopenContainerLog, and the optional container events and metrics (a
+// skip where the runtime answers Unimplemented, as containerd 1.6 does).
+// Target.Fake tells the suite it runs on a fake, so it scripts the commands
+// it runs and skips wall-clock checks. The suite passes on the fake, on
+// runtime.Client over runtimetest's Server, and on runtime.Client against a
+// real containerd 1.6 in nodekit's end-to-end tests.
+//
+// A case takes well under a second on the fake; on containerd the suite takes
+// about as long as its containers take to start and stop (the stop-timeout
+// case waits its 1s grace period).
+package contract
