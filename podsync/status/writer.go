@@ -380,10 +380,10 @@ type snapshot struct {
 type outcome int
 
 const (
-	synced      outcome = iota // the API has the status (and the pod is deleted if it was due)
-	retryLater                 // try again after the pod's back-off
-	forgetAPI                  // the mirror pod is gone or not ours: look it up again after back-off
-	finished                   // deleted, or gone from the API: nothing more to write
+	synced     outcome = iota // the API has the status (and the pod is deleted if it was due)
+	retryLater                // try again after the pod's back-off
+	forgetAPI                 // the mirror pod is gone or not ours: look it up again after back-off
+	finished                  // deleted, or gone from the API: nothing more to write
 )
 
 func (w *Writer) syncPod(ctx context.Context, uid types.UID) error {
@@ -416,23 +416,12 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(snap.namespace, snap.name), "podUID", snap.uid)
 	pods := w.client.Pods(snap.namespace)
 	api := snap.api
-	switch {
-	case api == nil && snap.static:
-		m, out, err := w.getMirror(ctx, pods, snap)
-		if m == nil {
+	if api == nil {
+		var out outcome
+		var err error
+		if api, out, err = w.read(ctx, pods, snap); api == nil {
 			return nil, out, err
 		}
-		api = m
-	case api == nil:
-		got, err := pods.Get(ctx, snap.name, metav1.GetOptions{})
-		w.metrics.request(verbGet, err)
-		switch {
-		case apierrors.IsNotFound(err) || (err == nil && got.UID != snap.uid):
-			return nil, finished, nil
-		case err != nil:
-			return nil, retryLater, fmt.Errorf("status: reading pod %s/%s: %w", snap.namespace, snap.name, err)
-		}
-		api = got
 	}
 	for attempt := 0; ; attempt++ {
 		want := target(&api.Status, &snap.status, w.clock.Now())
@@ -462,24 +451,9 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 			// The pod under this name is not the one the patch names: read
 			// it again, once.
 			var out outcome
-			if snap.static {
-				var m *corev1.Pod
-				if m, out, err = w.getMirror(ctx, pods, snap); m == nil {
-					return nil, out, err
-				}
-				api = m
-				continue
+			if api, out, err = w.read(ctx, pods, snap); api == nil {
+				return nil, out, err
 			}
-			got, gerr := pods.Get(ctx, snap.name, metav1.GetOptions{})
-			w.metrics.request(verbGet, gerr)
-			switch {
-			case apierrors.IsNotFound(gerr) || (gerr == nil && got.UID != snap.uid):
-				logger.V(3).Info("Pod was deleted or replaced; nothing more to write")
-				return nil, finished, nil
-			case gerr != nil:
-				return api, retryLater, fmt.Errorf("status: reading pod %s/%s after a conflict: %w", snap.namespace, snap.name, gerr)
-			}
-			api = got
 			continue
 		}
 		return api, retryLater, fmt.Errorf("status: patching status of pod %s/%s: %w", snap.namespace, snap.name, err)
@@ -504,24 +478,27 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 	return api, retryLater, fmt.Errorf("status: deleting terminated pod %s/%s: %w", snap.namespace, snap.name, err)
 }
 
-// getMirror reads the mirror pod of a static pod. A nil pod comes with the
-// outcome to record: forgetAPI when there is no mirror pod of this static
-// pod yet (not an error: the mirror pod is made elsewhere), retryLater with
-// an error when the read failed.
-func (w *Writer) getMirror(ctx context.Context, pods corev1client.PodInterface, snap snapshot) (*corev1.Pod, outcome, error) {
-	m, err := pods.Get(ctx, snap.name, metav1.GetOptions{})
+// read GETs the pod the status goes to: a static pod's mirror pod, or the
+// API pod itself. A nil pod comes with the outcome to record: forgetAPI when
+// a static pod has no mirror pod yet (not an error: mirror pods are made
+// elsewhere), finished when the API pod was deleted or replaced, retryLater
+// with an error when the read failed.
+func (w *Writer) read(ctx context.Context, pods corev1client.PodInterface, snap snapshot) (*corev1.Pod, outcome, error) {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(snap.namespace, snap.name), "podUID", snap.uid)
+	p, err := pods.Get(ctx, snap.name, metav1.GetOptions{})
 	w.metrics.request(verbGet, err)
+	gone := apierrors.IsNotFound(err)
 	switch {
-	case apierrors.IsNotFound(err):
-		klog.FromContext(ctx).V(4).Info("Static pod has no mirror pod yet; retrying later", "pod", klog.KRef(snap.namespace, snap.name))
+	case err != nil && !gone:
+		return nil, retryLater, fmt.Errorf("status: reading pod %s/%s: %w", snap.namespace, snap.name, err)
+	case snap.static && (gone || !mirrorOf(p, snap.hash)):
+		logger.V(4).Info("Static pod has no mirror pod yet; looking again later")
 		return nil, forgetAPI, nil
-	case err != nil:
-		return nil, retryLater, fmt.Errorf("status: reading mirror pod %s/%s: %w", snap.namespace, snap.name, err)
-	case !mirrorOf(m, snap.hash):
-		klog.FromContext(ctx).V(4).Info("Pod under the static pod's name is not its mirror pod; retrying later", "pod", klog.KRef(snap.namespace, snap.name))
-		return nil, forgetAPI, nil
+	case !snap.static && (gone || p.UID != snap.uid):
+		logger.V(3).Info("Pod was deleted or replaced; nothing more to write")
+		return nil, finished, nil
 	}
-	return m, synced, nil
+	return p, synced, nil
 }
 
 // record stores what one sync found: the API's copy of the pod, and whether
