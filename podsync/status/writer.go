@@ -142,16 +142,22 @@ func (st *podState) see(pod *corev1.Pod) bool {
 	return false
 }
 
-// base is the status a new status of st is settled against: the node's
-// last, else the API's.
-func (st *podState) base() corev1.PodStatus {
+// settle settles the node's new status s against what came before: the
+// node's last status, else the API's (see the package function settle); a
+// terminal phase the API has is kept too.
+func (st *podState) settle(s *corev1.PodStatus, now time.Time) {
+	var old corev1.PodStatus
 	switch {
 	case st.version > 0:
-		return st.status
+		old = st.status
 	case st.api != nil:
-		return st.api.Status
+		old = st.api.Status
 	}
-	return corev1.PodStatus{}
+	settle(s, &old, now)
+	if st.api != nil && terminal(st.api.Status.Phase) {
+		keepTerminal(s, &st.api.Status)
+		notReadyIfTerminal(s, metav1.NewTime(now).Rfc3339Copy())
+	}
 }
 
 // set records s as st's status (when it says something new) and marks the
@@ -178,7 +184,7 @@ func (w *Writer) set(uid types.UID, st *podState, s corev1.PodStatus, apiChanged
 // namespace and name; for an API pod, the node's latest copy of it, whose
 // status and deletion the writer takes as the API's when its resource
 // version is newer than the copy it holds. Mirror pods themselves are
-// ignored.
+// ignored. The writer keeps pod: the caller must not modify it afterwards.
 //
 // It never blocks: the latest status wins, and statuses set between two
 // syncs are written as one. Condition transition times move only when a
@@ -206,8 +212,7 @@ func (w *Writer) SetPodStatus(pod *corev1.Pod, status corev1.PodStatus) {
 		return
 	}
 	changed := st.see(pod)
-	old := st.base()
-	settle(&s, &old, now)
+	st.settle(&s, now)
 	w.set(pod.UID, st, s, changed)
 }
 
@@ -245,10 +250,13 @@ func (w *Writer) PodTerminated(pod *corev1.Pod) {
 		return
 	}
 	st.see(pod)
-	old := st.base()
+	old := st.status
+	if st.version == 0 && st.api != nil {
+		old = st.api.Status
+	}
 	s := terminated(pod, old, st.static)
 	normalize(pod, &s)
-	settle(&s, &old, now)
+	st.settle(&s, now)
 	st.terminated = true
 	w.set(pod.UID, st, s, true)
 }
@@ -311,12 +319,14 @@ func (w *Writer) SyncOnce(ctx context.Context) error {
 			todo = append(todo, uid)
 		}
 	}
-	// A pod backing off waits for its retry.
+	// A pod backing off waits for its retry; each pod is synced once.
 	n := 0
+	seen := make(map[types.UID]bool, len(todo))
 	for _, uid := range todo {
-		if due, ok := w.retry.Due(uid); ok && due.After(now) {
+		if due, ok := w.retry.Due(uid); seen[uid] || ok && due.After(now) {
 			continue
 		}
+		seen[uid] = true
 		w.retry.Remove(uid)
 		todo[n] = uid
 		n++
