@@ -224,3 +224,12 @@ func requests(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 	}
 	return got
 }
+
+// deletingCopy is pod once its graceful deletion began.
+func deletingCopy(pod *corev1.Pod) *corev1.Pod {
+	d := pod.DeepCopy()
+	now := metav1.NewTime(t0)
+	grace := int64(30)
+	d.DeletionTimestamp, d.DeletionGracePeriodSeconds = &now, &grace
+	return d
+}

@@ -401,10 +401,7 @@ func TestFinalDelete(t *testing.T) {
 	})
 
 	// Graceful deletion began; the containers still stop.
-	deleting := e.get("web")
-	now := metav1.NewTime(t0)
-	grace := int64(30)
-	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &grace
+	deleting := deletingCopy(e.get("web"))
 	if err := e.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), deleting, "default"); err != nil {
 		t.Fatal(err)
 	}
@@ -451,9 +448,7 @@ func TestPodTerminatedFinalStatus(t *testing.T) {
 	pod := apiPod("web", "uid-1")
 	e := newEnv(t, pod)
 	e.w.SetPodStatus(pod, runningStatus(true))
-	deleting := pod.DeepCopy()
-	now := metav1.NewTime(t0)
-	deleting.DeletionTimestamp = &now
+	deleting := deletingCopy(pod)
 	e.w.PodTerminated(deleting)
 	s, _ := e.w.Status("uid-1")
 	if s.Phase != corev1.PodFailed {
@@ -483,9 +478,7 @@ func TestLifecycleRequestCount(t *testing.T) {
 	step(pod, pendingStatus())
 	step(pod, runningStatus(false))
 	step(pod, runningStatus(true))
-	deleting := pod.DeepCopy()
-	now := metav1.NewTime(t0)
-	deleting.DeletionTimestamp = &now
+	deleting := deletingCopy(pod)
 	step(deleting, runningStatus(true)) // deletion seen, nothing new to write
 	step(deleting, succeededStatus())
 	e.w.PodTerminated(deleting)
