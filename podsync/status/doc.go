@@ -31,9 +31,12 @@
 // ever sent: some of it (deletionGracePeriodSeconds) may not change, and a
 // status write carrying it is refused. The API's copy is the newest of the
 // pod handed to SetPodStatus (by resource version) and the pod each write
-// returns, so a write needs no GET before it. A GET is made only for a
+// returns, so a write needs no read before it. A pod is read only to find a
 // static pod's mirror pod, whose UID the node does not know, and after a
-// write is refused for a UID conflict.
+// write is refused for a UID conflict. That read is a LIST of the node's
+// pods (field selectors spec.nodeName and metadata.name): the Node
+// authorizer lets a node GET only pods it knows to be bound to it and
+// answers Forbidden, not NotFound, for one that does not exist yet.
 //
 // A static pod (kubernetes.io/config.source not "api") has its status
 // written to its mirror pod: the pod of the same namespace and name whose
@@ -80,7 +83,9 @@
 // # Differences from kubelet
 //
 //   - No GET before a write, and none for the reconcile: the API's copy is
-//     the pod the caller hands in or the last response.
+//     the pod the caller hands in or the last response. Reads are LISTs by
+//     name on the node's field selector, so a missing mirror pod is an
+//     empty answer rather than Forbidden.
 //   - Patches carry no $setElementOrder list for conditions; a new
 //     condition goes last in the API's list.
 //   - Failed writes back off per pod instead of waiting for the next

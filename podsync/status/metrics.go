@@ -11,7 +11,8 @@ import (
 // Metric names registered through Options.Registerer.
 const (
 	// MetricRequests counts requests sent to the API server, by verb
-	// ("get", "patch", "delete"), failed ones included.
+	// ("list" or "get" to read a pod, "patch", "delete"), failed ones
+	// included.
 	MetricRequests = "nodekit_podstatus_requests_total"
 	// MetricRequestFailures counts requests that failed, by verb.
 	MetricRequestFailures = "nodekit_podstatus_request_failures_total"
@@ -22,6 +23,7 @@ const (
 // Verbs, the values of the verb label.
 const (
 	verbGet    = "get"
+	verbList   = "list"
 	verbPatch  = "patch"
 	verbDelete = "delete"
 )

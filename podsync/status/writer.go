@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -45,6 +46,7 @@ type Writer struct {
 // node knows it (a static pod's own UID, not its mirror pod's).
 type podState struct {
 	namespace, name string
+	nodeName        string // spec.nodeName, when set
 	static          bool
 	hash            string // static pods: the config hash their mirror pod carries
 
@@ -113,7 +115,7 @@ func newer(a, b string) bool {
 func (w *Writer) state(pod *corev1.Pod) *podState {
 	st, ok := w.pods[pod.UID]
 	if !ok {
-		st = &podState{namespace: pod.Namespace, name: pod.Name, static: isStatic(pod)}
+		st = &podState{namespace: pod.Namespace, name: pod.Name, nodeName: pod.Spec.NodeName, static: isStatic(pod)}
 		if st.static {
 			st.hash = pod.Annotations[podsource.ConfigHashAnnotation]
 			if st.hash == "" {
@@ -378,6 +380,7 @@ func (w *Writer) Run(ctx context.Context) error {
 type snapshot struct {
 	uid                  types.UID
 	namespace, name      string
+	nodeName             string
 	static               bool
 	hash                 string
 	status               corev1.PodStatus // read only
@@ -404,7 +407,7 @@ func (w *Writer) syncPod(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	snap := snapshot{
-		uid: uid, namespace: st.namespace, name: st.name, static: st.static, hash: st.hash,
+		uid: uid, namespace: st.namespace, name: st.name, nodeName: st.nodeName, static: st.static, hash: st.hash,
 		status: st.status, version: st.version, api: st.api,
 		deleting: st.deleting, terminated: st.terminated,
 	}
@@ -488,15 +491,14 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 	return api, retryLater, fmt.Errorf("status: deleting terminated pod %s/%s: %w", snap.namespace, snap.name, err)
 }
 
-// read GETs the pod the status goes to: a static pod's mirror pod, or the
+// read reads the pod the status goes to: a static pod's mirror pod, or the
 // API pod itself. A nil pod comes with the outcome to record: forgetAPI when
 // a static pod has no mirror pod yet (not an error: mirror pods are made
 // elsewhere), finished when the API pod was deleted or replaced, retryLater
 // with an error when the read failed.
 func (w *Writer) read(ctx context.Context, pods corev1client.PodInterface, snap snapshot) (*corev1.Pod, outcome, error) {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(snap.namespace, snap.name), "podUID", snap.uid)
-	p, err := pods.Get(ctx, snap.name, metav1.GetOptions{})
-	w.metrics.request(verbGet, err)
+	p, err := w.get(ctx, pods, snap)
 	gone := apierrors.IsNotFound(err)
 	switch {
 	case err != nil && !gone:
@@ -509,6 +511,34 @@ func (w *Writer) read(ctx context.Context, pods corev1client.PodInterface, snap 
 		return nil, finished, nil
 	}
 	return p, synced, nil
+}
+
+// get reads one pod by name. The Node authorizer lets a node GET only pods
+// it knows to be bound to it, and answers Forbidden, not NotFound, for a
+// pod that does not exist (a mirror pod not made yet, a pod just deleted),
+// so when the node's name is known the pod is read with a LIST of the
+// node's pods by name (allowed with the spec.nodeName field selector), and
+// a pod missing from it is NotFound.
+func (w *Writer) get(ctx context.Context, pods corev1client.PodInterface, snap snapshot) (*corev1.Pod, error) {
+	if snap.nodeName == "" {
+		p, err := pods.Get(ctx, snap.name, metav1.GetOptions{})
+		w.metrics.request(verbGet, err)
+		return p, err
+	}
+	list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: fields.AndSelectors(
+		fields.OneTermEqualSelector("metadata.name", snap.name),
+		fields.OneTermEqualSelector("spec.nodeName", snap.nodeName),
+	).String()})
+	w.metrics.request(verbList, err)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if p := &list.Items[i]; p.Name == snap.name && p.Spec.NodeName == snap.nodeName {
+			return p, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("pods"), snap.name)
 }
 
 // record stores what one sync found: the API's copy of the pod, and whether

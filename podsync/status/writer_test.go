@@ -270,8 +270,8 @@ func TestMirrorPodStatus(t *testing.T) {
 	static, mirror := staticPod("etcd-node-a")
 	e := newEnv(t)
 	e.w.SetPodStatus(static, runningStatus(true))
-	// No mirror pod yet: one GET, no write, looked up again after back-off.
-	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"get"}) {
+	// No mirror pod yet: one read, no write, looked up again after back-off.
+	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"list"}) {
 		t.Fatalf("without a mirror pod: %v", got)
 	}
 	if acts := e.sync(); len(acts) != 0 {
@@ -285,7 +285,7 @@ func TestMirrorPodStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Step(500 * time.Millisecond)
-	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"get"}) {
+	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"list"}) {
 		t.Fatalf("with an old mirror pod: %v", got)
 	}
 	if err := e.client.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), mirror, "default"); err != nil {
@@ -293,7 +293,7 @@ func TestMirrorPodStatus(t *testing.T) {
 	}
 	e.clock.Step(time.Second)
 	acts := e.sync()
-	if got := verbs(acts); !reflect.DeepEqual(got, []string{"get", "patch/status"}) {
+	if got := verbs(acts); !reflect.DeepEqual(got, []string{"list", "patch/status"}) {
 		t.Fatalf("with the mirror pod: %v", got)
 	}
 	if uid := patchOf(t, acts[1])["metadata"].(map[string]any)["uid"]; uid != "mirror-uid" {
@@ -319,7 +319,7 @@ func TestMirrorPodStatus(t *testing.T) {
 	}
 	e.client.PrependReactor("patch", "pods", uidPrecondition(e))
 	e.w.SetPodStatus(static, runningStatus(true))
-	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"patch/status", "get", "patch/status"}) {
+	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"patch/status", "list", "patch/status"}) {
 		t.Errorf("recreated mirror pod: %v", got)
 	}
 	if got := e.get("etcd-node-a").Status; !got.ContainerStatuses[0].Ready {
@@ -368,7 +368,7 @@ func TestRecreatedPodNotWritten(t *testing.T) {
 	}
 	e.client.PrependReactor("patch", "pods", uidPrecondition(e))
 	e.w.SetPodStatus(pod, runningStatus(true))
-	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"patch/status", "get"}) {
+	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"patch/status", "list"}) {
 		t.Fatalf("actions %v", got)
 	}
 	if got := e.get("web"); got.UID != "uid-2" || got.Status.Phase != corev1.PodPending {
@@ -489,7 +489,7 @@ func TestLifecycleRequestCount(t *testing.T) {
 	if got := verbs(all); !reflect.DeepEqual(got, want) {
 		t.Errorf("requests %v, want %v", got, want)
 	}
-	if got := requests(t, e.reg); got["patch"] != 4 || got["delete"] != 1 || got["get"] != 0 {
+	if got := requests(t, e.reg); got["patch"] != 4 || got["delete"] != 1 || got["get"]+got["list"] != 0 {
 		t.Errorf("%s %v", status.MetricRequests, got)
 	}
 }
