@@ -70,11 +70,11 @@
 // # Cost per pod lifecycle
 //
 // Pending, Running, Ready, a graceful delete, the terminal status and the
-// final delete cost 5 requests (4 PATCH, 1 DELETE) and about 2 KiB of
-// request bodies against a real API server (BENCHMARKS.md, "podsync").
-// kubelet's status manager makes about 15 requests and 5.6 KiB for the
-// same: it GETs the pod before every write, adds an element-order list of
-// every condition to each patch, and GETs once more before the final delete.
+// final delete cost 5 requests (4 PATCH, 1 DELETE) and 2.5 KiB of request
+// bodies for a one-container pod against a real API server (BENCHMARKS.md,
+// "podsync"). kubelet's status manager GETs the pod before every PATCH and
+// before the final DELETE (10 requests for the same sequence) and adds an
+// element-order list of every condition to each patch.
 // The counters nodekit_podstatus_requests_total{verb} and
 // nodekit_podstatus_request_failures_total{verb} (and
 // nodekit_podstatus_patch_bytes_total) are registered through

@@ -198,8 +198,14 @@ func TestIntegrationMirrorPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r, _ := count.take(); len(r) != 1 {
-		t.Errorf("without a mirror pod: %v, want one GET", r)
+		t.Errorf("without a mirror pod: %v, want one read", r)
 	}
+	// Why the read is a LIST: a node's GET of a pod that does not exist is
+	// Forbidden, not NotFound.
+	if _, err := client.CoreV1().Pods("default").Get(ctx, static.Name, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node's GET of a missing pod: %v, want Forbidden", err)
+	}
+	count.take()
 
 	created, err := client.CoreV1().Pods("default").Create(ctx, mirror, metav1.CreateOptions{})
 	if err != nil {
