@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -549,5 +550,16 @@ func TestRunWakesOnSetAndStops(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// Writers sharing a Registerer (a fleet of simulated nodes) share the
+// counters.
+func TestSharedRegisterer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for range 2 {
+		if _, err := status.New(status.Options{Registerer: reg}); err != nil {
+			t.Fatalf("New: %v", err)
+		}
 	}
 }
