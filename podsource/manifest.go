@@ -33,7 +33,8 @@ type Origin struct {
 	Source string
 	// Location is the file path or the URL.
 	Location string
-	// NodeName is the node the pod is for. Required.
+	// NodeName is the node the pod is for. Required; taken through
+	// CanonicalNodeName, so "Node-1" means "node-1".
 	NodeName string
 }
 
@@ -82,6 +83,16 @@ func (e *ManifestError) Unwrap() []error {
 	return []error{ErrInvalidManifest, e.Fields.ToAggregate()}
 }
 
+// canonical returns the origin with its node name through CanonicalNodeName.
+func (o Origin) canonical() (Origin, error) {
+	n, err := CanonicalNodeName(o.NodeName)
+	if err != nil {
+		return o, o.errorf("node name: %w", err)
+	}
+	o.NodeName = n
+	return o, nil
+}
+
 func (o Origin) errorf(format string, args ...any) *ManifestError {
 	return &ManifestError{Source: o.Source, Location: o.Location, Err: fmt.Errorf(format, args...)}
 }
@@ -93,12 +104,17 @@ func (o Origin) errorf(format string, args ...any) *ManifestError {
 // Static pod defaults, as kubelet: the UID, unless metadata.uid is given, is
 // a hash (FNV-128a, hex) over the defaulted pod, the node name and the
 // origin's location, so the same content gives the same UID and changed
-// content a new one; the name becomes "<name>-<node>" (node lower-cased);
-// the namespace "default" when empty; spec.nodeName the node; annotations
+// content a new one; the name becomes "<name>-<node>"; the namespace
+// "default" when empty; spec.nodeName the node (every node name in this
+// package goes through CanonicalNodeName, so it is lower-case); annotations
 // kubernetes.io/config.hash (the UID) and kubernetes.io/config.source; the
 // Exists:NoExecute toleration for FileSource; status.phase Pending. The
 // kubernetes.io/config.seen annotation is added by the Merger.
 func DecodeManifest(data []byte, origin Origin) (*v1.Pod, error) {
+	origin, err := origin.canonical()
+	if err != nil {
+		return nil, err
+	}
 	js, err := toJSON(data, origin)
 	if err != nil {
 		return nil, err
@@ -114,6 +130,10 @@ func DecodeManifest(data []byte, origin Origin) (*v1.Pod, error) {
 // DecodeManifest; one bad pod rejects the whole document, with the field path
 // starting at items[i].
 func DecodeManifestList(data []byte, origin Origin) ([]*v1.Pod, error) {
+	origin, err := origin.canonical()
+	if err != nil {
+		return nil, err
+	}
 	js, err := toJSON(data, origin)
 	if err != nil {
 		return nil, err
@@ -212,9 +232,6 @@ func prefix(path *field.Path) string {
 }
 
 func decodePod(js []byte, origin Origin, path *field.Path) (*v1.Pod, error) {
-	if origin.NodeName == "" {
-		return nil, origin.errorf("no node name")
-	}
 	pod := &v1.Pod{}
 	if err := utiljson.Unmarshal(js, pod); err != nil {
 		return nil, origin.errorf("%sdecoding Pod: %w", prefix(path), err)
@@ -259,7 +276,7 @@ func staticPodUID(pod *v1.Pod, origin Origin) types.UID {
 }
 
 func applyStaticDefaults(pod *v1.Pod, origin Origin) {
-	pod.Name = pod.Name + "-" + strings.ToLower(origin.NodeName)
+	pod.Name = pod.Name + "-" + origin.NodeName
 	if pod.Namespace == "" {
 		pod.Namespace = metav1.NamespaceDefault
 	}

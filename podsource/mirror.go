@@ -80,7 +80,7 @@ func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 	if opts.Client == nil {
 		return nil, errors.New("podsource: MirrorPodsOptions.Client: required")
 	}
-	if err := checkNodeName("MirrorPodsOptions", opts.NodeName); err != nil {
+	if err := checkNodeName("MirrorPodsOptions", &opts.NodeName); err != nil {
 		return nil, err
 	}
 	if err := checkDuration("MirrorPodsOptions.Period", &opts.Period, DefaultMirrorPeriod, MinPeriod, MaxPeriod); err != nil {
