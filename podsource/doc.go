@@ -120,7 +120,12 @@
 //
 // # Limits
 //
-// One pod per manifest file; manifests up to 10 MiB. The File source does
+// One pod per manifest file; manifests up to 10 MiB, and up to 10 MiB once
+// their YAML aliases are expanded (MaxExpandedManifestBytes, beyond
+// kubelet): the expanded size is counted on the parsed document before
+// anything is expanded, so a small manifest that references a large anchor
+// many times is refused, naming the file or URL, without the heap it would
+// take to expand it. The File source does
 // not follow a directory of symlinks swapped atomically (a ConfigMap volume)
 // by inotify; the re-list catches it. Validation covers what a node needs
 // and what the API server would refuse most often, not all of the API

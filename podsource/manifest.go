@@ -1,6 +1,7 @@
 package podsource
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"hash/fnv"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +21,15 @@ import (
 // MaxManifestBytes is the largest manifest accepted, file or URL body (10 MiB,
 // as kubelet).
 const MaxManifestBytes = 10 << 20
+
+// MaxExpandedManifestBytes bounds a manifest once its YAML aliases are
+// expanded, as the conversion to JSON expands them: 10 MiB, the input's own
+// limit. Beyond kubelet, which has no such bound: a 1 MiB manifest whose
+// large string is anchored once and referenced 200 times passes the YAML
+// decoder's alias limits and would take some 600 MiB of heap to decode. The
+// size is counted on the parsed document, aliases memoised, before anything
+// is expanded.
+const MaxExpandedManifestBytes = MaxManifestBytes
 
 // ErrInvalidManifest is wrapped by every *ManifestError, so
 // errors.Is(err, ErrInvalidManifest) tells a rejected manifest from other
@@ -194,9 +205,16 @@ func toJSON(data []byte, origin Origin) (js []byte, err error) {
 			js, err = nil, origin.errorf("YAML parser failed: %v", r)
 		}
 	}()
+	if n, ok := expandedSize(data, MaxExpandedManifestBytes); ok && n > MaxExpandedManifestBytes {
+		return nil, origin.errorf("manifest of %d bytes expands to more than %d through YAML aliases", len(data), MaxExpandedManifestBytes)
+	}
 	js, err = yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, origin.errorf("not YAML or JSON: %w", err)
+	}
+	if len(js) > MaxExpandedManifestBytes {
+		// Only when the size could not be counted before (see expandedSize).
+		return nil, origin.errorf("manifest of %d bytes expands to %d, more than %d", len(data), len(js), MaxExpandedManifestBytes)
 	}
 	if len(js) == 0 || string(js) == "null" {
 		return nil, origin.errorf("empty manifest")
@@ -205,6 +223,71 @@ func toJSON(data []byte, origin Origin) (js []byte, err error) {
 		return nil, origin.errorf("not an object")
 	}
 	return js, nil
+}
+
+// expandedSize counts, roughly as JSON, the size of data's first document
+// with every alias expanded, stopping as soon as it passes limit (it then
+// returns limit+1). Each anchored node is sized once, so a chain of aliases
+// costs no more than the document. ok is false when data does not parse
+// here; YAMLToJSON then reports the error, or its output is bounded after
+// the fact. A document without '*' has no aliases and is counted as its
+// length.
+func expandedSize(data []byte, limit int) (n int, ok bool) {
+	if bytes.IndexByte(data, '*') < 0 {
+		return len(data), true
+	}
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(data, &doc); err != nil {
+		return 0, false
+	}
+	s := sizer{limit: limit, memo: map[*yamlv3.Node]int{}}
+	return s.size(&doc), true
+}
+
+type sizer struct {
+	limit int
+	memo  map[*yamlv3.Node]int // anchored nodes; -1 while being sized
+}
+
+func (s *sizer) size(n *yamlv3.Node) int {
+	if n == nil {
+		return 0
+	}
+	if n.Anchor != "" {
+		if v, ok := s.memo[n]; ok {
+			if v < 0 { // an alias inside its own anchor
+				return s.limit + 1
+			}
+			return v
+		}
+		s.memo[n] = -1
+	}
+	total := 0
+	add := func(k int) bool {
+		total += k
+		if total > s.limit {
+			total = s.limit + 1
+			return false
+		}
+		return true
+	}
+	switch n.Kind {
+	case yamlv3.ScalarNode:
+		add(len(n.Value) + 2) // quotes
+	case yamlv3.AliasNode:
+		add(s.size(n.Alias))
+	default: // document, sequence, mapping
+		add(2) // brackets
+		for _, c := range n.Content {
+			if !add(s.size(c) + 1) { // separator
+				break
+			}
+		}
+	}
+	if n.Anchor != "" {
+		s.memo[n] = total
+	}
+	return total
 }
 
 func checkKind(js []byte, kind string, origin Origin, path *field.Path) error {
