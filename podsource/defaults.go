@@ -265,19 +265,13 @@ func defaultVolume(v *v1.Volume) {
 	if img := vs.Image; img != nil && img.PullPolicy == "" {
 		img.PullPolicy = defaultPullPolicy(img.Reference)
 	}
-	if s := vs.ISCSI; s != nil && s.ISCSIInterface == "" {
-		s.ISCSIInterface = "default"
+	if s := vs.ISCSI; s != nil {
+		orDefault(&s.ISCSIInterface, "default")
 	}
 	if r := vs.RBD; r != nil {
-		if r.RBDPool == "" {
-			r.RBDPool = "rbd"
-		}
-		if r.RadosUser == "" {
-			r.RadosUser = "admin"
-		}
-		if r.Keyring == "" {
-			r.Keyring = "/etc/ceph/keyring"
-		}
+		orDefault(&r.RBDPool, "rbd")
+		orDefault(&r.RadosUser, "admin")
+		orDefault(&r.Keyring, "/etc/ceph/keyring")
 	}
 	if a := vs.AzureDisk; a != nil {
 		if a.CachingMode == nil {
@@ -298,12 +292,8 @@ func defaultVolume(v *v1.Volume) {
 		}
 	}
 	if s := vs.ScaleIO; s != nil {
-		if s.StorageMode == "" {
-			s.StorageMode = "ThinProvisioned"
-		}
-		if s.FSType == "" {
-			s.FSType = "xfs"
-		}
+		orDefault(&s.StorageMode, "ThinProvisioned")
+		orDefault(&s.FSType, "xfs")
 	}
 	if e := vs.Ephemeral; e != nil && e.VolumeClaimTemplate != nil {
 		spec := &e.VolumeClaimTemplate.Spec
@@ -313,6 +303,13 @@ func defaultVolume(v *v1.Volume) {
 		}
 		roundUp(spec.Resources.Limits)
 		roundUp(spec.Resources.Requests)
+	}
+}
+
+// orDefault sets *s to def when it is empty.
+func orDefault(s *string, def string) {
+	if *s == "" {
+		*s = def
 	}
 }
 

@@ -84,6 +84,7 @@ type fileEntry struct {
 	sum  uint64
 	size int
 	pod  *v1.Pod // from the last valid version; nil if never valid
+	key  string  // pod's namespace/name
 	err  error   // why the current version is not used
 	// pending is set when an inotify event found the file invalid: it may
 	// be mid-write (truncated, then written). It is reported only if it is
@@ -488,7 +489,7 @@ func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool 
 		equalPods(e.pod, pod) {
 		return false
 	}
-	e.pod = pod
+	e.pod, e.key = pod, pod.Namespace+"/"+pod.Name
 	return true
 }
 
@@ -585,7 +586,7 @@ func (f *File) setLocked(logger klog.Logger) []*v1.Pod {
 	winner := make(map[string]string, len(keys))
 	for _, p := range keys {
 		if e := f.entries[p]; e.pod != nil {
-			winner[e.pod.Namespace+"/"+e.pod.Name] = p
+			winner[e.key] = p
 		}
 	}
 	pods := make([]*v1.Pod, 0, len(f.entries))
@@ -595,7 +596,7 @@ func (f *File) setLocked(logger klog.Logger) []*v1.Pod {
 		if e.pod == nil {
 			continue
 		}
-		key := e.pod.Namespace + "/" + e.pod.Name
+		key := e.key
 		if w := winner[key]; w != p {
 			err := &ManifestError{Source: FileSource, Location: p,
 				Err: fmt.Errorf("pod %s is declared by %s too, which is used (the file whose name sorts last wins)", key, w)}

@@ -74,6 +74,15 @@ func startFile(t *testing.T, path string) *fileRig {
 	return r
 }
 
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
 // waitEvent waits for an event containing all the given strings, skipping others.
 func (r *fileRig) waitEvent(subs ...string) string {
 	r.t.Helper()
@@ -81,11 +90,7 @@ func (r *fileRig) waitEvent(subs ...string) string {
 	for {
 		select {
 		case ev := <-r.rec.Events:
-			ok := true
-			for _, s := range subs {
-				ok = ok && strings.Contains(ev, s)
-			}
-			if ok {
+			if containsAll(ev, subs) {
 				return ev
 			}
 		case <-deadline:
@@ -104,11 +109,7 @@ func (r *fileRig) settledEvent(subs ...string) string {
 		for {
 			select {
 			case ev := <-r.rec.Events:
-				ok := true
-				for _, s := range subs {
-					ok = ok && strings.Contains(ev, s)
-				}
-				if ok {
+				if containsAll(ev, subs) {
 					got = ev
 					return true
 				}
