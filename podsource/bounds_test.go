@@ -3,6 +3,7 @@ package podsource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -135,6 +136,22 @@ func TestExpandedSize(t *testing.T) {
 	}
 	if n, ok := expandedSize([]byte(small), 1000); !ok || n < len("app")*2 || n > 1000 {
 		t.Errorf("expandedSize = %d, %v", n, ok)
+	}
+	// A document of tiny scalars, with a '*' that is no alias, counts no
+	// more than its length, so no manifest within MaxManifestBytes is
+	// refused unless its aliases expand it.
+	var tiny strings.Builder
+	tiny.WriteString("args: [\"ls *\"")
+	for range 10000 {
+		tiny.WriteString(",a")
+	}
+	tiny.WriteString("]\nm: {")
+	for i := range 1000 {
+		fmt.Fprintf(&tiny, "k%d: , ", i)
+	}
+	tiny.WriteString("}\n")
+	if n, ok := expandedSize([]byte(tiny.String()), 1<<20); !ok || n > tiny.Len() {
+		t.Errorf("tiny scalars: expandedSize = %d, %v; want at most the length %d", n, ok, tiny.Len())
 	}
 	laughs := "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
 	if n, ok := expandedSize([]byte(laughs), 1<<20); !ok || n != 1<<20+1 {

@@ -27,8 +27,9 @@ const MaxManifestBytes = 10 << 20
 // limit. Beyond kubelet, which has no such bound: a 1 MiB manifest whose
 // large string is anchored once and referenced 200 times passes the YAML
 // decoder's alias limits and would take some 600 MiB of heap to decode. The
-// size is counted on the parsed document, aliases memoised, before anything
-// is expanded.
+// size, the bytes of the scalars plus one per node, is counted on the parsed
+// document, each anchor once, before anything is expanded; a document
+// without aliases never counts more than about its own length.
 const MaxExpandedManifestBytes = MaxManifestBytes
 
 // ErrInvalidManifest is wrapped by every *ManifestError, so
@@ -205,16 +206,19 @@ func toJSON(data []byte, origin Origin) (js []byte, err error) {
 			js, err = nil, origin.errorf("YAML parser failed: %v", r)
 		}
 	}()
-	if n, ok := expandedSize(data, MaxExpandedManifestBytes); ok && n > MaxExpandedManifestBytes {
+	n, counted := expandedSize(data, MaxExpandedManifestBytes)
+	if counted && n > MaxExpandedManifestBytes {
 		return nil, origin.errorf("manifest of %d bytes expands to more than %d through YAML aliases", len(data), MaxExpandedManifestBytes)
 	}
 	js, err = yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, origin.errorf("not YAML or JSON: %w", err)
 	}
-	if len(js) > MaxExpandedManifestBytes {
-		// Only when the size could not be counted before (see expandedSize).
-		return nil, origin.errorf("manifest of %d bytes expands to %d, more than %d", len(data), len(js), MaxExpandedManifestBytes)
+	if !counted && len(js) > 3*MaxExpandedManifestBytes {
+		// The size could not be counted before (see expandedSize): bound the
+		// JSON, loosely, as quotes and commas may triple a document of tiny
+		// scalars.
+		return nil, origin.errorf("manifest of %d bytes expands to %d bytes of JSON, more than %d", len(data), len(js), 3*MaxExpandedManifestBytes)
 	}
 	if len(js) == 0 || string(js) == "null" {
 		return nil, origin.errorf("empty manifest")
@@ -225,13 +229,15 @@ func toJSON(data []byte, origin Origin) (js []byte, err error) {
 	return js, nil
 }
 
-// expandedSize counts, roughly as JSON, the size of data's first document
-// with every alias expanded, stopping as soon as it passes limit (it then
-// returns limit+1). Each anchored node is sized once, so a chain of aliases
-// costs no more than the document. ok is false when data does not parse
-// here; YAMLToJSON then reports the error, or its output is bounded after
-// the fact. A document without '*' has no aliases and is counted as its
-// length.
+// expandedSize counts the size of data's first document with every alias
+// expanded: the bytes of its scalars plus one per node, which for a
+// document without aliases is at most about its length (scalars are no
+// longer than their source). It stops as soon as the count passes limit,
+// returning limit+1. Each anchored node is sized once, so a chain of
+// aliases costs no more than the document. ok is false when data does not
+// parse here; YAMLToJSON then reports the error, or its output is bounded
+// after the fact. A document without '*' has no aliases and is counted as
+// its length.
 func expandedSize(data []byte, limit int) (n int, ok bool) {
 	if bytes.IndexByte(data, '*') < 0 {
 		return len(data), true
@@ -273,13 +279,13 @@ func (s *sizer) size(n *yamlv3.Node) int {
 	}
 	switch n.Kind {
 	case yamlv3.ScalarNode:
-		add(len(n.Value) + 2) // quotes
+		add(len(n.Value) + 1)
 	case yamlv3.AliasNode:
 		add(s.size(n.Alias))
 	default: // document, sequence, mapping
-		add(2) // brackets
+		add(1)
 		for _, c := range n.Content {
-			if !add(s.size(c) + 1) { // separator
+			if !add(s.size(c)) {
 				break
 			}
 		}
