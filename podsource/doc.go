@@ -85,9 +85,10 @@
 //     InvalidManifest event on that pod, when found and at every re-list,
 //     until the file is fixed or removed. kubelet drops the pod, killing a
 //     working static pod (an API server, say) because of a typo. A file
-//     that an inotify event finds empty or cut short is taken as still being
-//     written: it counts as invalid only if it stays so for SettleDelay (1s),
-//     so an editor's plain write (truncate, then write) is just an edit.
+//     that the File source's Run finds empty or cut short is taken as still
+//     being written: it counts as invalid only if it stays so for
+//     SettleDelay (1s), so an editor's plain write (truncate, then write)
+//     is just an edit.
 //   - A manifest URL that fails, times out, answers other than 200 or serves
 //     something invalid keeps the last set it served (kubelet keeps it too
 //     for fetch failures; nodekit also for undecodable and invalid bodies).
@@ -112,7 +113,7 @@
 // # Timing
 //
 // File re-list and URL fetch: every 20s (Period, 1s to 24h). Settle delay
-// for a manifest found invalid by an inotify event: 1s. URL timeout:
+// for a manifest found newly invalid: 1s. URL timeout:
 // 10s (10ms to 5m). Mirror pod sync: every 10s (1s to 24h). All timers come
 // from the injected clock; the URL timeout too, so a FakeClock drives it.
 // Merged updates are buffered (50, as kubelet); a full buffer blocks the

@@ -52,10 +52,12 @@ type FileOptions struct {
 // invalid keeps its last valid pod in the set; the error is logged and
 // recorded as an event when it first appears and at every re-list, until
 // the file is fixed or removed. A manifest never valid contributes no pod.
-// When an inotify event finds a manifest invalid (an empty file, as between
-// the truncate and the write of a plain edit, or one cut short), the
-// problem counts only if the file is still invalid SettleDelay later; the
-// write's own event normally brings the new version first.
+// When Run finds a manifest newly invalid (an empty file, as between the
+// truncate and the write of a plain edit, or one cut short), on an inotify
+// event or a re-list, the problem counts only if the file is still invalid
+// SettleDelay later; the write's own event normally brings the new version
+// first. SyncOnce, a step whose caller chooses when to look, reports at
+// once.
 //
 // Of several files declaring the same pod (namespace and name), the one
 // whose name sorts last is used, as in kubelet, whose file store is keyed by
@@ -96,9 +98,9 @@ type fileEntry struct {
 	skipped bool
 }
 
-// SettleDelay is how long a manifest that an inotify event found invalid
-// (empty or cut short, as when an editor truncates the file and then writes
-// it) may stay so before it counts as invalid: the write that completes it
+// SettleDelay is how long a manifest that Run found newly invalid (empty or
+// cut short, as when an editor truncates the file and then writes it) may
+// stay so before it counts as invalid: the write that completes it
 // normally comes within milliseconds and is read on its own event. Measured
 // on the File's clock.
 const SettleDelay = time.Second
@@ -136,13 +138,13 @@ func (f *File) Name() string { return FileSource }
 // all (the last set is returned with it); problems with single manifests
 // are in Errors.
 func (f *File) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
-	pods, _, err := f.relist(ctx)
+	pods, _, err := f.relist(ctx, false)
 	return pods, err
 }
 
 // Errors returns the current problem of each manifest that cannot be used,
-// keyed by path, and of the path itself: invalid manifests (once they stayed
-// invalid for SettleDelay, when an inotify event found them so), entries
+// keyed by path, and of the path itself: invalid manifests (under Run, once
+// they stayed invalid for SettleDelay), entries
 // that are not regular files and were skipped, and files whose pod another
 // file, sorting later, declares too. Every value is a *ManifestError except
 // path-level errors.
@@ -190,7 +192,7 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 		}
 	}()
 
-	pods, _, err := f.relist(ctx)
+	pods, _, err := f.relist(ctx, true)
 	if err != nil {
 		logger.Error(err, "Cannot read the manifest path; will retry")
 	}
@@ -222,7 +224,7 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 			if w == nil {
 				w = f.watch(logger)
 			}
-			pods, changed, err = f.relist(ctx)
+			pods, changed, err = f.relist(ctx, true)
 			if err != nil {
 				logger.Error(err, "Cannot read the manifest path; keeping the last set")
 			}
@@ -251,7 +253,7 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 				// The watched directory itself went away or moved.
 				w.Close()
 				w = f.watch(logger)
-				pods, changed, err = f.relist(ctx)
+				pods, changed, err = f.relist(ctx, true)
 				if err != nil {
 					logger.Error(err, "Cannot read the manifest path; keeping the last set")
 				}
@@ -262,7 +264,7 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 			}
 			w.Close()
 			w = f.watch(logger)
-			pods, changed, err = f.relist(ctx)
+			pods, changed, err = f.relist(ctx, true)
 			if err != nil {
 				logger.Error(err, "Cannot read the manifest path; keeping the last set")
 			}
@@ -343,8 +345,10 @@ func (f *File) handleEvents(ctx context.Context, names map[string]bool) (pods []
 	return f.setLocked(logger), changed, rewatch
 }
 
-// relist reads the whole path.
-func (f *File) relist(ctx context.Context) (pods []*v1.Pod, changed bool, err error) {
+// relist reads the whole path. With settle (Run's re-lists), a manifest
+// newly found invalid is reported only once it stayed so for SettleDelay, as
+// after an event; SyncOnce reports at once.
+func (f *File) relist(ctx context.Context, settle bool) (pods []*v1.Pod, changed bool, err error) {
 	logger := klog.FromContext(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -375,14 +379,14 @@ func (f *File) relist(ctx context.Context) (pods []*v1.Pod, changed bool, err er
 			}
 			p := filepath.Join(f.path, name)
 			seen[p] = true
-			if f.readLocked(logger, p, false) {
+			if f.readLocked(logger, p, settle) {
 				changed = true
 			}
 		}
 	} else {
 		f.single = true
 		seen[f.path] = true
-		if f.readLocked(logger, f.path, false) {
+		if f.readLocked(logger, f.path, settle) {
 			changed = true
 		}
 	}
@@ -425,9 +429,10 @@ func (f *File) dropAllLocked() bool {
 }
 
 // readLocked reads one manifest and updates its entry. It reports whether
-// the set changed. fromEvent makes a new error be reported at once (a
-// re-list reports all errors itself).
-func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool {
+// the set changed. With settle, a problem newly found is marked pending
+// (see settle); without, the caller reports it (a re-list reports every
+// error itself).
+func (f *File) readLocked(logger klog.Logger, path string, settle bool) bool {
 	e := f.entries[path]
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -463,7 +468,7 @@ func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool 
 		}
 		newErr := e.err == nil || e.err.Error() != err.Error()
 		e.err, e.sum, e.size = err, 0, 0
-		if fromEvent && newErr {
+		if settle && newErr {
 			f.markPending(e)
 		}
 		return false
@@ -476,7 +481,7 @@ func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool 
 	pod, err := DecodeManifest(data, origin)
 	if err != nil {
 		e.err = err
-		if fromEvent {
+		if settle {
 			f.markPending(e)
 		}
 		return false
