@@ -108,6 +108,36 @@ spec:
 	// podsource: file /etc/kubernetes/manifests/web.yaml: spec.containers[1].name: Duplicate value: "app"
 }
 
+// A static pod gets the API's defaults, so limits alone also set requests,
+// and the node name is taken as kubelet takes its hostname: lower-cased.
+func ExampleSetPodDefaults() {
+	manifest := `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: app
+    image: nginx:1.27
+    resources:
+      limits: {cpu: 500m, memory: 128Mi}
+`
+	pod, err := podsource.DecodeManifest([]byte(manifest), podsource.Origin{
+		Source: podsource.FileSource, Location: "/etc/kubernetes/manifests/web.yaml", NodeName: "Node-1",
+	})
+	if err != nil {
+		panic(err)
+	}
+	c := pod.Spec.Containers[0]
+	fmt.Println(pod.Name, pod.Spec.NodeName)
+	fmt.Println("requests:", c.Resources.Requests.Cpu(), c.Resources.Requests.Memory())
+	fmt.Println("pull policy:", c.ImagePullPolicy, "restart policy:", pod.Spec.RestartPolicy)
+	// Output:
+	// web-node-1 node-1
+	// requests: 500m 128Mi
+	// pull policy: IfNotPresent restart policy: Always
+}
+
 // Feeding a merger by hand, with Merge, shows the operations it derives.
 func ExampleMerger_Merge() {
 	pod := func(image string) *v1.Pod {
