@@ -250,17 +250,25 @@ func TestIntegrationNodeRestriction(t *testing.T) {
 		t.Errorf("node listed all pods: %v", err)
 	}
 	// MirrorPods with a caller's node UID getter creates and cleans up.
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient, NodeName: nodeName,
+	mp := syncMirrorPod(t, nodeClient, node, static)
+	if err := mp.SyncOnce(ctx, nil); err != nil {
+		t.Fatalf("SyncOnce cleaning up: %v", err)
+	}
+}
+
+// syncMirrorPod creates the static pod's mirror pod as the node, with a
+// caller's node UID getter, and returns the MirrorPods that did it.
+func syncMirrorPod(t *testing.T, nodeClient kubernetes.Interface, node *v1.Node, static *v1.Pod) *MirrorPods {
+	t.Helper()
+	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient, NodeName: node.Name,
 		NodeUID: func(context.Context) (types.UID, error) { return node.UID, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mp.SyncOnce(ctx, []*v1.Pod{static}); err != nil {
+	if err := mp.SyncOnce(context.Background(), []*v1.Pod{static}); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
-	if err := mp.SyncOnce(ctx, nil); err != nil {
-		t.Fatalf("SyncOnce cleaning up: %v", err)
-	}
+	return mp
 }
 
 // The real API server defaults a mirror pod's containers and volumes no
@@ -275,14 +283,7 @@ func TestIntegrationMirrorPodNeedsNoFurtherDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient, NodeName: nodeName,
-		NodeUID: func(context.Context) (types.UID, error) { return node.UID, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mp.SyncOnce(ctx, []*v1.Pod{static}); err != nil {
-		t.Fatalf("SyncOnce: %v", err)
-	}
+	mp := syncMirrorPod(t, nodeClient, node, static)
 	defer func() {
 		if err := mp.SyncOnce(ctx, nil); err != nil {
 			t.Errorf("SyncOnce cleaning up: %v", err)
