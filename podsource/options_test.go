@@ -86,6 +86,10 @@ func TestNodeNameOneRule(t *testing.T) {
 		t.Errorf("NewMirrorPods: node %q, %v", mirrors.nodeName, err)
 	}
 
+	if ref := MirrorPodFor(upper, "Node-1", "uid").OwnerReferences[0]; ref.Name != "node-1" {
+		t.Errorf("MirrorPodFor: owner %q, want node-1", ref.Name)
+	}
+
 	// What stays invalid after lower-casing is refused by all of them.
 	for _, bad := range []string{"", "  ", "N_1", "node.", strings.Repeat("a", 254)} {
 		if _, err := NewFile(FileOptions{Path: dir, NodeName: bad}); err == nil || !strings.Contains(err.Error(), "FileOptions.NodeName") {
