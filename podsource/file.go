@@ -88,8 +88,8 @@ type fileEntry struct {
 	pod  *v1.Pod // from the last valid version; nil if never valid
 	key  string  // pod's namespace/name
 	err  error   // why the current version is not used
-	// pending is set when an inotify event found the file invalid: it may
-	// be mid-write (truncated, then written). It is reported only if it is
+	// pending is set when Run found the file newly invalid: it may be
+	// mid-write (truncated, then written). It is reported only if it is
 	// still invalid SettleDelay after pendingSince.
 	pending      bool
 	pendingSince time.Time
@@ -144,10 +144,9 @@ func (f *File) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
 
 // Errors returns the current problem of each manifest that cannot be used,
 // keyed by path, and of the path itself: invalid manifests (under Run, once
-// they stayed invalid for SettleDelay), entries
-// that are not regular files and were skipped, and files whose pod another
-// file, sorting later, declares too. Every value is a *ManifestError except
-// path-level errors.
+// they stayed invalid for SettleDelay), entries that are not regular files
+// and were skipped, and files whose pod another file, sorting later,
+// declares too. Every value is a *ManifestError except path-level errors.
 func (f *File) Errors() map[string]error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
