@@ -497,7 +497,7 @@ func (f *File) readLocked(logger klog.Logger, path string, settle bool) bool {
 	return true
 }
 
-// markPending defers reporting an invalid manifest an event found: the
+// markPending defers reporting a manifest Run found newly invalid: the
 // write that completes it may be on its way.
 func (f *File) markPending(e *fileEntry) {
 	e.pending, e.pendingSince = true, f.clock.Now()
