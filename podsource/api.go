@@ -46,7 +46,7 @@ func NewAPI(opts APIOptions) (*API, error) {
 	if opts.Client == nil {
 		return nil, errors.New("podsource: APIOptions.Client: required")
 	}
-	if err := checkNodeName("APIOptions", opts.NodeName); err != nil {
+	if err := checkNodeName("APIOptions", &opts.NodeName); err != nil {
 		return nil, err
 	}
 	if opts.Clock == nil {

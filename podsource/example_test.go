@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -106,6 +107,37 @@ spec:
 	fmt.Println(err)
 	// Output:
 	// podsource: file /etc/kubernetes/manifests/web.yaml: spec.containers[1].name: Duplicate value: "app"
+}
+
+// SetPodDefaults gives a pod the API's defaults: limits alone also set
+// requests, so the pod is Guaranteed, as the API server would make it.
+func ExampleSetPodDefaults() {
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{
+		Name:  "app",
+		Image: "nginx:1.27",
+		Resources: v1.ResourceRequirements{Limits: v1.ResourceList{
+			v1.ResourceCPU:    resource.MustParse("500m"),
+			v1.ResourceMemory: resource.MustParse("128Mi"),
+		}},
+	}}}}
+	podsource.SetPodDefaults(pod)
+	c := pod.Spec.Containers[0]
+	fmt.Println("requests:", c.Resources.Requests.Cpu(), c.Resources.Requests.Memory())
+	fmt.Println("pull policy:", c.ImagePullPolicy, "restart policy:", pod.Spec.RestartPolicy)
+	// Output:
+	// requests: 500m 128Mi
+	// pull policy: IfNotPresent restart policy: Always
+}
+
+// A node name is taken as kubelet takes its hostname.
+func ExampleCanonicalNodeName() {
+	name, err := podsource.CanonicalNodeName(" Node-1 ")
+	fmt.Printf("%q %v\n", name, err)
+	_, err = podsource.CanonicalNodeName("node_1")
+	fmt.Println(err != nil)
+	// Output:
+	// "node-1" <nil>
+	// true
 }
 
 // Feeding a merger by hand, with Merge, shows the operations it derives.

@@ -52,6 +52,20 @@ type FileOptions struct {
 // invalid keeps its last valid pod in the set; the error is logged and
 // recorded as an event when it first appears and at every re-list, until
 // the file is fixed or removed. A manifest never valid contributes no pod.
+// When Run finds a manifest newly invalid (an empty file, as between the
+// truncate and the write of a plain edit, or one cut short), on an inotify
+// event or a re-list, the problem counts only if the file is still invalid
+// SettleDelay later; the write's own event normally brings the new version
+// first. SyncOnce, a step whose caller chooses when to look, reports at
+// once.
+//
+// Of several files declaring the same pod (namespace and name), the one
+// whose name sorts last is used, as in kubelet, whose file store is keyed by
+// namespace/name and filled in file name order; the others are logged and
+// listed in Errors. Entries that are not regular files (FIFOs, devices,
+// sockets, directories and links to them) are never opened; they are
+// logged once and listed in Errors.
+//
 // A path that does not exist yields an empty set; a directory that cannot
 // be read keeps the last set.
 type File struct {
@@ -64,6 +78,7 @@ type File struct {
 
 	mu      sync.Mutex
 	entries map[string]*fileEntry
+	dups    map[string]error // files whose pod another file declares too, and loses
 	pathErr error
 }
 
@@ -71,15 +86,31 @@ type fileEntry struct {
 	sum  uint64
 	size int
 	pod  *v1.Pod // from the last valid version; nil if never valid
+	key  string  // pod's namespace/name
 	err  error   // why the current version is not used
+	// pending is set when Run found the file newly invalid: it may be
+	// mid-write (truncated, then written). It is reported only if it is
+	// still invalid SettleDelay after pendingSince.
+	pending      bool
+	pendingSince time.Time
+	// skipped marks an entry that is not a regular file (a FIFO, a device,
+	// a socket, a directory or a link to one); err says which.
+	skipped bool
 }
+
+// SettleDelay is how long a manifest that Run found newly invalid (empty or
+// cut short, as when an editor truncates the file and then writes it) may
+// stay so before it counts as invalid: the write that completes it
+// normally comes within milliseconds and is read on its own event. Measured
+// on the File's clock.
+const SettleDelay = time.Second
 
 // NewFile checks the options and returns a File source.
 func NewFile(opts FileOptions) (*File, error) {
 	if opts.Path == "" {
 		return nil, errors.New("podsource: FileOptions.Path: required")
 	}
-	if err := checkNodeName("FileOptions", opts.NodeName); err != nil {
+	if err := checkNodeName("FileOptions", &opts.NodeName); err != nil {
 		return nil, err
 	}
 	if err := checkDuration("FileOptions.Period", &opts.Period, DefaultPeriod, MinPeriod, MaxPeriod); err != nil {
@@ -107,20 +138,27 @@ func (f *File) Name() string { return FileSource }
 // all (the last set is returned with it); problems with single manifests
 // are in Errors.
 func (f *File) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
-	pods, _, err := f.relist(ctx)
+	pods, _, err := f.relist(ctx, false)
 	return pods, err
 }
 
 // Errors returns the current problem of each manifest that cannot be used,
-// keyed by path, and of the path itself. Every value is a *ManifestError
-// except path-level errors.
+// keyed by path, and of the path itself: invalid manifests (under Run, once
+// they stayed invalid for SettleDelay), entries that are not regular files
+// and were skipped, and files whose pod another file, sorting later,
+// declares too. Every value is a *ManifestError except path-level errors.
 func (f *File) Errors() map[string]error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]error{}
 	for p, e := range f.entries {
-		if e.err != nil {
+		if e.err != nil && !e.pending {
 			out[p] = e.err
+		}
+	}
+	for p, err := range f.dups {
+		if _, ok := out[p]; !ok {
+			out[p] = err
 		}
 	}
 	if f.pathErr != nil {
@@ -143,8 +181,17 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 	}()
 	ticker := f.clock.NewTicker(f.period)
 	defer ticker.Stop()
+	var (
+		settleTimer clock.Timer
+		settleC     <-chan time.Time
+	)
+	defer func() {
+		if settleTimer != nil {
+			settleTimer.Stop()
+		}
+	}()
 
-	pods, _, err := f.relist(ctx)
+	pods, _, err := f.relist(ctx, true)
 	if err != nil {
 		logger.Error(err, "Cannot read the manifest path; will retry")
 	}
@@ -159,15 +206,24 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 		if w != nil {
 			events, errs = w.Events, w.Errors
 		}
+		if settleC == nil {
+			if d, ok := f.nextSettle(); ok {
+				settleTimer = f.clock.NewTimer(d)
+				settleC = settleTimer.C()
+			}
+		}
 		var changed bool
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-settleC:
+			settleC = nil
+			pods, changed = f.settle(ctx)
 		case <-ticker.C():
 			if w == nil {
 				w = f.watch(logger)
 			}
-			pods, changed, err = f.relist(ctx)
+			pods, changed, err = f.relist(ctx, true)
 			if err != nil {
 				logger.Error(err, "Cannot read the manifest path; keeping the last set")
 			}
@@ -196,7 +252,7 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 				// The watched directory itself went away or moved.
 				w.Close()
 				w = f.watch(logger)
-				pods, changed, err = f.relist(ctx)
+				pods, changed, err = f.relist(ctx, true)
 				if err != nil {
 					logger.Error(err, "Cannot read the manifest path; keeping the last set")
 				}
@@ -207,7 +263,7 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 			}
 			w.Close()
 			w = f.watch(logger)
-			pods, changed, err = f.relist(ctx)
+			pods, changed, err = f.relist(ctx, true)
 			if err != nil {
 				logger.Error(err, "Cannot read the manifest path; keeping the last set")
 			}
@@ -265,7 +321,7 @@ func (f *File) handleEvents(ctx context.Context, names map[string]bool) (pods []
 	isDir := err == nil && st.IsDir()
 	if isDir == f.single {
 		// The path changed between a file and a directory: start over.
-		return f.setLocked(), false, true
+		return f.setLocked(logger), false, true
 	}
 	for _, name := range sorted {
 		if !isDir {
@@ -285,11 +341,13 @@ func (f *File) handleEvents(ctx context.Context, names map[string]bool) (pods []
 			changed = true
 		}
 	}
-	return f.setLocked(), changed, rewatch
+	return f.setLocked(logger), changed, rewatch
 }
 
-// relist reads the whole path.
-func (f *File) relist(ctx context.Context) (pods []*v1.Pod, changed bool, err error) {
+// relist reads the whole path. With settle (Run's re-lists), a manifest
+// newly found invalid is reported only once it stayed so for SettleDelay, as
+// after an event; SyncOnce reports at once.
+func (f *File) relist(ctx context.Context, settle bool) (pods []*v1.Pod, changed bool, err error) {
 	logger := klog.FromContext(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -300,10 +358,10 @@ func (f *File) relist(ctx context.Context) (pods []*v1.Pod, changed bool, err er
 		f.pathErr = nil
 		f.single = true
 		changed = f.dropAllLocked()
-		return f.setLocked(), changed, nil
+		return f.setLocked(logger), changed, nil
 	case err != nil:
 		f.pathErr = fmt.Errorf("podsource: file %s: %w", f.path, err)
-		return f.setLocked(), false, f.pathErr
+		return f.setLocked(logger), false, f.pathErr
 	}
 	seen := map[string]bool{}
 	if st.IsDir() {
@@ -311,7 +369,7 @@ func (f *File) relist(ctx context.Context) (pods []*v1.Pod, changed bool, err er
 		dirents, err := os.ReadDir(f.path)
 		if err != nil {
 			f.pathErr = fmt.Errorf("podsource: file %s: %w", f.path, err)
-			return f.setLocked(), false, f.pathErr
+			return f.setLocked(logger), false, f.pathErr
 		}
 		for _, de := range dirents {
 			name := de.Name()
@@ -320,14 +378,14 @@ func (f *File) relist(ctx context.Context) (pods []*v1.Pod, changed bool, err er
 			}
 			p := filepath.Join(f.path, name)
 			seen[p] = true
-			if f.readLocked(logger, p, false) {
+			if f.readLocked(logger, p, settle) {
 				changed = true
 			}
 		}
 	} else {
 		f.single = true
 		seen[f.path] = true
-		if f.readLocked(logger, f.path, false) {
+		if f.readLocked(logger, f.path, settle) {
 			changed = true
 		}
 	}
@@ -342,11 +400,11 @@ func (f *File) relist(ctx context.Context) (pods []*v1.Pod, changed bool, err er
 	}
 	// Keep telling about manifests that are still broken.
 	for _, p := range sortedKeys(f.entries) {
-		if e := f.entries[p]; e.err != nil {
+		if e := f.entries[p]; e.err != nil && !e.pending && !e.skipped {
 			f.report(logger, e)
 		}
 	}
-	return f.setLocked(), changed, nil
+	return f.setLocked(logger), changed, nil
 }
 
 func sortedKeys(m map[string]*fileEntry) []string {
@@ -370,16 +428,24 @@ func (f *File) dropAllLocked() bool {
 }
 
 // readLocked reads one manifest and updates its entry. It reports whether
-// the set changed. fromEvent makes a new error be reported at once (a
-// re-list reports all errors itself).
-func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool {
+// the set changed. With settle, a problem newly found is marked pending
+// (see settle); without, the caller reports it (a re-list reports every
+// error itself).
+func (f *File) readLocked(logger klog.Logger, path string, settle bool) bool {
 	e := f.entries[path]
 	st, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && !st.Mode().IsRegular()) {
-		if err == nil && st.IsDir() {
-			logger.V(4).Info("Not recursing into a directory in the manifest path", "dir", path)
-		}
+	if errors.Is(err, fs.ErrNotExist) {
 		delete(f.entries, path)
+		return e != nil && e.pod != nil
+	}
+	if err == nil && !st.Mode().IsRegular() {
+		// Never opened: reading a FIFO would block.
+		skip := &ManifestError{Source: FileSource, Location: path,
+			Err: fmt.Errorf("skipped: %s, not a regular file", describeMode(st.Mode()))}
+		if e == nil || !e.skipped || e.err.Error() != skip.Error() {
+			logger.Error(skip, "Skipping an entry of the manifest path")
+		}
+		f.entries[path] = &fileEntry{skipped: true, err: skip}
 		return e != nil && e.pod != nil
 	}
 	origin := Origin{Source: FileSource, Location: path, NodeName: f.nodeName}
@@ -391,7 +457,7 @@ func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool 
 		delete(f.entries, path)
 		return e != nil && e.pod != nil
 	}
-	if e == nil {
+	if e == nil || e.skipped {
 		e = &fileEntry{}
 		f.entries[path] = e
 	}
@@ -401,8 +467,8 @@ func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool 
 		}
 		newErr := e.err == nil || e.err.Error() != err.Error()
 		e.err, e.sum, e.size = err, 0, 0
-		if fromEvent && newErr {
-			f.report(logger, e)
+		if settle && newErr {
+			f.markPending(e)
 		}
 		return false
 	}
@@ -414,21 +480,87 @@ func (f *File) readLocked(logger klog.Logger, path string, fromEvent bool) bool 
 	pod, err := DecodeManifest(data, origin)
 	if err != nil {
 		e.err = err
-		if fromEvent {
-			f.report(logger, e)
+		if settle {
+			f.markPending(e)
 		}
 		return false
 	}
-	if e.err != nil && e.pod != nil {
+	if e.err != nil && e.pod != nil && !e.pending {
 		logger.Info("Manifest is valid again", "file", path)
 	}
-	e.err = nil
+	e.err, e.pending = nil, false
 	if e.pod != nil && e.pod.UID == pod.UID && e.pod.Annotations[ConfigHashAnnotation] == pod.Annotations[ConfigHashAnnotation] &&
 		equalPods(e.pod, pod) {
 		return false
 	}
-	e.pod = pod
+	e.pod, e.key = pod, pod.Namespace+"/"+pod.Name
 	return true
+}
+
+// markPending defers reporting a manifest Run found newly invalid: the
+// write that completes it may be on its way.
+func (f *File) markPending(e *fileEntry) {
+	e.pending, e.pendingSince = true, f.clock.Now()
+}
+
+// settle reports the pending manifests that stayed invalid for SettleDelay,
+// re-reading them first. It returns the set and whether it changed.
+func (f *File) settle(ctx context.Context) (pods []*v1.Pod, changed bool) {
+	logger := klog.FromContext(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.clock.Now()
+	for _, p := range sortedKeys(f.entries) {
+		e := f.entries[p]
+		if !e.pending {
+			continue
+		}
+		if e.pendingSince.Add(SettleDelay).After(now) {
+			continue
+		}
+		if f.readLocked(logger, p, false) {
+			changed = true
+		}
+		if e := f.entries[p]; e != nil && e.pending {
+			e.pending = false
+			f.report(logger, e)
+		}
+	}
+	return f.setLocked(logger), changed
+}
+
+// nextSettle is how long until the first pending manifest is due, and
+// false when none is pending.
+func (f *File) nextSettle() (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var first time.Time
+	for _, e := range f.entries {
+		if e.pending && (first.IsZero() || e.pendingSince.Before(first)) {
+			first = e.pendingSince
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return max(first.Add(SettleDelay).Sub(f.clock.Now()), 0), true
+}
+
+// describeMode names what a non-regular directory entry is.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory (not recursed into)"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return fmt.Sprintf("of mode %v", m)
 }
 
 func equalPods(a, b *v1.Pod) bool {
@@ -449,14 +581,41 @@ func (f *File) report(logger klog.Logger, e *fileEntry) {
 	}
 }
 
-// setLocked returns the current set, sorted by file name.
-func (f *File) setLocked() []*v1.Pod {
-	pods := make([]*v1.Pod, 0, len(f.entries))
-	for _, p := range sortedKeys(f.entries) {
+// setLocked returns the current set, sorted by file name. Of several files
+// declaring the same pod (namespace and name), the one whose name sorts last
+// is used, as by kubelet's file source, which keys its store by
+// namespace/name and fills it in file name order; the others are in f.dups.
+func (f *File) setLocked(logger klog.Logger) []*v1.Pod {
+	keys := sortedKeys(f.entries)
+	winner := make(map[string]string, len(keys))
+	for _, p := range keys {
 		if e := f.entries[p]; e.pod != nil {
-			pods = append(pods, e.pod)
+			winner[e.key] = p
 		}
 	}
+	pods := make([]*v1.Pod, 0, len(f.entries))
+	var dups map[string]error
+	for _, p := range keys {
+		e := f.entries[p]
+		if e.pod == nil {
+			continue
+		}
+		key := e.key
+		if w := winner[key]; w != p {
+			err := &ManifestError{Source: FileSource, Location: p,
+				Err: fmt.Errorf("pod %s is declared by %s too, which is used (the file whose name sorts last wins)", key, w)}
+			if old := f.dups[p]; old == nil || old.Error() != err.Error() {
+				logger.Info("Manifest ignored: another file declares the same pod", "file", p, "pod", key, "used", w)
+			}
+			if dups == nil {
+				dups = map[string]error{}
+			}
+			dups[p] = err
+			continue
+		}
+		pods = append(pods, e.pod)
+	}
+	f.dups = dups
 	return pods
 }
 

@@ -2,12 +2,15 @@ package podsource
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -71,6 +74,15 @@ func startFile(t *testing.T, path string) *fileRig {
 	return r
 }
 
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
 // waitEvent waits for an event containing all the given strings, skipping others.
 func (r *fileRig) waitEvent(subs ...string) string {
 	r.t.Helper()
@@ -78,17 +90,36 @@ func (r *fileRig) waitEvent(subs ...string) string {
 	for {
 		select {
 		case ev := <-r.rec.Events:
-			ok := true
-			for _, s := range subs {
-				ok = ok && strings.Contains(ev, s)
-			}
-			if ok {
+			if containsAll(ev, subs) {
 				return ev
 			}
 		case <-deadline:
 			r.t.Fatalf("no event with %q within %v", subs, waitTimeout)
 		}
 	}
+}
+
+// settledEvent waits for an event containing all the given strings, stepping
+// the clock by SettleDelay meanwhile: a manifest that an inotify event found
+// invalid is reported only once it stayed so.
+func (r *fileRig) settledEvent(subs ...string) string {
+	r.t.Helper()
+	var got string
+	eventually(r.t, fmt.Sprintf("event with %q", subs), func() bool {
+		for {
+			select {
+			case ev := <-r.rec.Events:
+				if containsAll(ev, subs) {
+					got = ev
+					return true
+				}
+			default:
+				r.clock.Step(SettleDelay)
+				return false
+			}
+		}
+	})
+	return got
 }
 
 func TestFileSourceDirectory(t *testing.T) {
@@ -148,7 +179,7 @@ func TestFileSourceDirectory(t *testing.T) {
 
 	// A broken edit keeps the last valid pod and reports the error.
 	writeAtomic(t, c, manifest("c", "c:2")+"  - name: app\n    image: x\n")
-	ev := r.waitEvent("Warning InvalidManifest", c, `spec.containers[1].name: Duplicate value: "app"`, "keeping the pod from its last valid version")
+	ev := r.settledEvent("Warning InvalidManifest", c, `spec.containers[1].name: Duplicate value: "app"`, "keeping the pod from its last valid version")
 	t.Logf("event: %s", ev)
 	if err := r.src.Errors()[c]; err == nil || !strings.Contains(err.Error(), "podsource: file "+c+": ") {
 		t.Errorf("Errors()[%s] = %v", c, err)
@@ -161,7 +192,7 @@ func TestFileSourceDirectory(t *testing.T) {
 	}
 	// A half-written file (truncated YAML) is the same case.
 	writeAtomic(t, c, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: c\nspec:\n  containers:\n  - name: app\n    image: [")
-	r.waitEvent("Warning InvalidManifest", c, "not YAML or JSON")
+	r.settledEvent("Warning InvalidManifest", c, "not YAML or JSON")
 
 	// Repaired with the old content: the pod was never lost, so nothing.
 	writeAtomic(t, c, manifest("c", "c:1"))
@@ -175,7 +206,7 @@ func TestFileSourceDirectory(t *testing.T) {
 
 	// A broken edit of a deleted-then-recreated file has nothing to keep.
 	writeAtomic(t, filepath.Join(dir, "d.yaml"), "kind: Pod\n")
-	r.waitEvent("Warning InvalidManifest", "d.yaml", "apiVersion")
+	r.settledEvent("Warning InvalidManifest", "d.yaml", "apiVersion")
 	noUpdate(t, r.ch)
 }
 
@@ -282,5 +313,137 @@ func TestFileOptions(t *testing.T) {
 		if _, err := NewFile(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.opts, err, tc.want)
 		}
+	}
+}
+
+// errSeen reports whether the source has read path and found it unusable.
+func (r *fileRig) errSeen(path string) bool {
+	r.src.mu.Lock()
+	defer r.src.mu.Unlock()
+	e := r.src.entries[path]
+	return e != nil && e.err != nil
+}
+
+// An editor's plain write (truncate, then write) is an edit, not a broken
+// manifest: the empty file read in between is not reported, and the pod is
+// replaced by the new version.
+func TestFileSourceTruncateThenWrite(t *testing.T) {
+	defer verifyNoLeaks(t)
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.yaml")
+	writeAtomic(t, a, manifest("a", "a:1"))
+	r := startFile(t, dir)
+	uid1 := uidOf(t, a, manifest("a", "a:1"))
+	expectUpdate(t, r.ch, "ADD file [a-n1/"+uid1+"]")
+
+	fh, err := os.OpenFile(a, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Make sure the source read the file at its empty moment.
+	eventually(t, "empty file read", func() bool { return r.errSeen(a) })
+	if _, err := fh.WriteString(manifest("a", "a:2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Close(); err != nil {
+		t.Fatal(err)
+	}
+	uid2 := uidOf(t, a, manifest("a", "a:2"))
+	expectUpdate(t, r.ch, "REMOVE file [a-n1/"+uid1+"]")
+	expectUpdate(t, r.ch, "ADD file [a-n1/"+uid2+"]")
+	r.clock.Step(SettleDelay)
+	select {
+	case ev := <-r.rec.Events:
+		t.Errorf("event %q for an ordinary edit", ev)
+	default:
+	}
+	if errs := r.src.Errors(); len(errs) != 0 {
+		t.Errorf("Errors() = %v after an ordinary edit", errs)
+	}
+
+	// A file that stays empty is reported once SettleDelay has passed, and
+	// the pod from its last valid version is kept.
+	if err := os.Truncate(a, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "empty file read", func() bool { return r.errSeen(a) })
+	select {
+	case ev := <-r.rec.Events:
+		t.Fatalf("event %q before SettleDelay", ev)
+	default:
+	}
+	r.settledEvent("Warning InvalidManifest", a, "empty manifest", "keeping the pod from its last valid version")
+	if err := r.src.Errors()[a]; err == nil || !strings.Contains(err.Error(), "empty manifest") {
+		t.Errorf("Errors()[a] = %v", err)
+	}
+	if pods := r.m.Pods(); len(pods) != 1 || pods[0].UID != types.UID(uid2) {
+		t.Errorf("pods %v, want the last valid one", pods)
+	}
+	noUpdate(t, r.ch)
+}
+
+// Of two files declaring the same pod, the one whose name sorts last is
+// used, as kubelet's file source does; the other is reported.
+func TestFileSourceDuplicateNames(t *testing.T) {
+	defer verifyNoLeaks(t)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	writeAtomic(t, a, manifest("web", "web:a"))
+	writeAtomic(t, b, manifest("web", "web:b"))
+	uidA, uidB := uidOf(t, a, manifest("web", "web:a")), uidOf(t, b, manifest("web", "web:b"))
+	r := startFile(t, dir)
+	expectUpdate(t, r.ch, "ADD file [web-n1/"+uidB+"]")
+	err := r.src.Errors()[a]
+	if err == nil || !strings.Contains(err.Error(), "podsource: file "+a+": pod default/web-n1 is declared by "+b+" too") {
+		t.Errorf("Errors()[a] = %v", err)
+	}
+	// Once b goes, a's pod is used.
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	expectUpdate(t, r.ch, "REMOVE file [web-n1/"+uidB+"]")
+	expectUpdate(t, r.ch, "ADD file [web-n1/"+uidA+"]")
+	if errs := r.src.Errors(); len(errs) != 0 {
+		t.Errorf("Errors() = %v", errs)
+	}
+}
+
+// Entries that are not regular files are skipped, never opened (a FIFO
+// would block), and reported.
+func TestFileSourceSkipsWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "a.yaml"), manifest("a", "a:1"))
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.yaml")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewFile(FileOptions{Path: dir, NodeName: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := src.SyncOnce(context.Background())
+	if err != nil || len(pods) != 1 {
+		t.Fatalf("SyncOnce: %v, %v", pods, err)
+	}
+	errs := src.Errors()
+	if err := errs[fifo]; err == nil || !strings.Contains(err.Error(), "podsource: file "+fifo+": skipped: a named pipe (FIFO), not a regular file") {
+		t.Errorf("Errors()[fifo] = %v", err)
+	}
+	if err := errs[link]; err == nil || !strings.Contains(err.Error(), "skipped: a directory (not recursed into)") {
+		t.Errorf("Errors()[link] = %v", err)
+	}
+	// Gone, forgotten.
+	if err := os.Remove(fifo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := src.Errors()[fifo]; ok {
+		t.Errorf("fifo still reported after removal")
 	}
 }

@@ -83,7 +83,7 @@ func NewHTTP(opts HTTPOptions) (*HTTP, error) {
 	if opts.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("podsource: HTTPOptions.URL %q: want an http or https URL", opts.URL)
 	}
-	if err := checkNodeName("HTTPOptions", opts.NodeName); err != nil {
+	if err := checkNodeName("HTTPOptions", &opts.NodeName); err != nil {
 		return nil, err
 	}
 	if err := checkDuration("HTTPOptions.Timeout", &opts.Timeout, DefaultHTTPTimeout, MinHTTPTimeout, MaxHTTPTimeout); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -249,15 +250,65 @@ func TestIntegrationNodeRestriction(t *testing.T) {
 		t.Errorf("node listed all pods: %v", err)
 	}
 	// MirrorPods with a caller's node UID getter creates and cleans up.
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient, NodeName: nodeName,
+	mp := syncMirrorPod(t, nodeClient, node, static)
+	if err := mp.SyncOnce(ctx, nil); err != nil {
+		t.Fatalf("SyncOnce cleaning up: %v", err)
+	}
+}
+
+// syncMirrorPod creates the static pod's mirror pod as the node, with a
+// caller's node UID getter, and returns the MirrorPods that did it.
+func syncMirrorPod(t *testing.T, nodeClient kubernetes.Interface, node *v1.Node, static *v1.Pod) *MirrorPods {
+	t.Helper()
+	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient, NodeName: node.Name,
 		NodeUID: func(context.Context) (types.UID, error) { return node.UID, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mp.SyncOnce(ctx, []*v1.Pod{static}); err != nil {
+	if err := mp.SyncOnce(context.Background(), []*v1.Pod{static}); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
-	if err := mp.SyncOnce(ctx, nil); err != nil {
-		t.Fatalf("SyncOnce cleaning up: %v", err)
+	return mp
+}
+
+// The real API server defaults a mirror pod's containers and volumes no
+// further than SetPodDefaults did for the static pod: requests from limits,
+// probes, lifecycle handlers, ports, env and volumes come out the same, and
+// the QoS class the API server computes is the static pod's.
+func TestIntegrationMirrorPodNeedsNoFurtherDefaults(t *testing.T) {
+	const nodeName = "podsource-n3"
+	nodeClient, node := integrationNode(t, nodeName)
+	ctx := context.Background()
+	static, err := DecodeManifest([]byte(limitsOnlyYAML), Origin{Source: FileSource, Location: "/m/etcd.yaml", NodeName: nodeName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := syncMirrorPod(t, nodeClient, node, static)
+	defer func() {
+		if err := mp.SyncOnce(ctx, nil); err != nil {
+			t.Errorf("SyncOnce cleaning up: %v", err)
+		}
+	}()
+	// Read as admin: the Node authorizer learns of the new pod asynchronously.
+	mirror, err := cp.AdminClient().CoreV1().Pods(static.Namespace).Get(ctx, static.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mirror.Status.QOSClass, qosClass(static); got != want || want != v1.PodQOSGuaranteed {
+		t.Errorf("API server's QoS class %s, static pod's %s, want both Guaranteed", got, want)
+	}
+	for what, pair := range map[string][2]any{
+		"containers":       {static.Spec.Containers, mirror.Spec.Containers},
+		"init containers":  {static.Spec.InitContainers, mirror.Spec.InitContainers},
+		"volumes":          {static.Spec.Volumes, mirror.Spec.Volumes},
+		"security context": {static.Spec.SecurityContext, mirror.Spec.SecurityContext},
+		"restart, dns, scheduler, grace, service links": {
+			[]any{static.Spec.RestartPolicy, static.Spec.DNSPolicy, static.Spec.SchedulerName, *static.Spec.TerminationGracePeriodSeconds, *static.Spec.EnableServiceLinks},
+			[]any{mirror.Spec.RestartPolicy, mirror.Spec.DNSPolicy, mirror.Spec.SchedulerName, *mirror.Spec.TerminationGracePeriodSeconds, *mirror.Spec.EnableServiceLinks},
+		},
+	} {
+		if !apiequality.Semantic.DeepEqual(pair[0], pair[1]) {
+			t.Errorf("%s differ between the static pod and its mirror pod as stored:\n static %+v\n mirror %+v", what, pair[0], pair[1])
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package podsource
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"hash/fnv"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +21,16 @@ import (
 // MaxManifestBytes is the largest manifest accepted, file or URL body (10 MiB,
 // as kubelet).
 const MaxManifestBytes = 10 << 20
+
+// MaxExpandedManifestBytes bounds a manifest once its YAML aliases are
+// expanded, as the conversion to JSON expands them: 10 MiB, the input's own
+// limit. Beyond kubelet, which has no such bound: a 1 MiB manifest whose
+// large string is anchored once and referenced 200 times passes the YAML
+// decoder's alias limits and would take some 600 MiB of heap to decode. The
+// size, the bytes of the scalars plus one per node, is counted on the parsed
+// document, each anchor once, before anything is expanded; a document
+// without aliases never counts more than about its own length.
+const MaxExpandedManifestBytes = MaxManifestBytes
 
 // ErrInvalidManifest is wrapped by every *ManifestError, so
 // errors.Is(err, ErrInvalidManifest) tells a rejected manifest from other
@@ -33,7 +45,8 @@ type Origin struct {
 	Source string
 	// Location is the file path or the URL.
 	Location string
-	// NodeName is the node the pod is for. Required.
+	// NodeName is the node the pod is for. Required; taken through
+	// CanonicalNodeName, so "Node-1" means "node-1".
 	NodeName string
 }
 
@@ -82,6 +95,16 @@ func (e *ManifestError) Unwrap() []error {
 	return []error{ErrInvalidManifest, e.Fields.ToAggregate()}
 }
 
+// canonical returns the origin with its node name through CanonicalNodeName.
+func (o Origin) canonical() (Origin, error) {
+	n, err := CanonicalNodeName(o.NodeName)
+	if err != nil {
+		return o, o.errorf("node name: %w", err)
+	}
+	o.NodeName = n
+	return o, nil
+}
+
 func (o Origin) errorf(format string, args ...any) *ManifestError {
 	return &ManifestError{Source: o.Source, Location: o.Location, Err: fmt.Errorf(format, args...)}
 }
@@ -93,12 +116,17 @@ func (o Origin) errorf(format string, args ...any) *ManifestError {
 // Static pod defaults, as kubelet: the UID, unless metadata.uid is given, is
 // a hash (FNV-128a, hex) over the defaulted pod, the node name and the
 // origin's location, so the same content gives the same UID and changed
-// content a new one; the name becomes "<name>-<node>" (node lower-cased);
-// the namespace "default" when empty; spec.nodeName the node; annotations
+// content a new one; the name becomes "<name>-<node>"; the namespace
+// "default" when empty; spec.nodeName the node (every node name in this
+// package goes through CanonicalNodeName, so it is lower-case); annotations
 // kubernetes.io/config.hash (the UID) and kubernetes.io/config.source; the
 // Exists:NoExecute toleration for FileSource; status.phase Pending. The
 // kubernetes.io/config.seen annotation is added by the Merger.
 func DecodeManifest(data []byte, origin Origin) (*v1.Pod, error) {
+	origin, err := origin.canonical()
+	if err != nil {
+		return nil, err
+	}
 	js, err := toJSON(data, origin)
 	if err != nil {
 		return nil, err
@@ -114,6 +142,10 @@ func DecodeManifest(data []byte, origin Origin) (*v1.Pod, error) {
 // DecodeManifest; one bad pod rejects the whole document, with the field path
 // starting at items[i].
 func DecodeManifestList(data []byte, origin Origin) ([]*v1.Pod, error) {
+	origin, err := origin.canonical()
+	if err != nil {
+		return nil, err
+	}
 	js, err := toJSON(data, origin)
 	if err != nil {
 		return nil, err
@@ -174,9 +206,19 @@ func toJSON(data []byte, origin Origin) (js []byte, err error) {
 			js, err = nil, origin.errorf("YAML parser failed: %v", r)
 		}
 	}()
+	n, counted := expandedSize(data, MaxExpandedManifestBytes)
+	if counted && n > MaxExpandedManifestBytes {
+		return nil, origin.errorf("manifest of %d bytes expands to more than %d through YAML aliases", len(data), MaxExpandedManifestBytes)
+	}
 	js, err = yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, origin.errorf("not YAML or JSON: %w", err)
+	}
+	if !counted && len(js) > 3*MaxExpandedManifestBytes {
+		// The size could not be counted before (see expandedSize): bound the
+		// JSON, loosely, as quotes and commas may triple a document of tiny
+		// scalars.
+		return nil, origin.errorf("manifest of %d bytes expands to %d bytes of JSON, more than %d", len(data), len(js), 3*MaxExpandedManifestBytes)
 	}
 	if len(js) == 0 || string(js) == "null" {
 		return nil, origin.errorf("empty manifest")
@@ -185,6 +227,73 @@ func toJSON(data []byte, origin Origin) (js []byte, err error) {
 		return nil, origin.errorf("not an object")
 	}
 	return js, nil
+}
+
+// expandedSize counts the size of data's first document with every alias
+// expanded: the bytes of its scalars plus one per node, which for a
+// document without aliases is at most about its length (scalars are no
+// longer than their source). It stops as soon as the count passes limit,
+// returning limit+1. Each anchored node is sized once, so a chain of
+// aliases costs no more than the document. ok is false when data does not
+// parse here; YAMLToJSON then reports the error, or its output is bounded
+// after the fact. A document without '*' has no aliases and is counted as
+// its length.
+func expandedSize(data []byte, limit int) (n int, ok bool) {
+	if bytes.IndexByte(data, '*') < 0 {
+		return len(data), true
+	}
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal(data, &doc); err != nil {
+		return 0, false
+	}
+	s := sizer{limit: limit, memo: map[*yamlv3.Node]int{}}
+	return s.size(&doc), true
+}
+
+type sizer struct {
+	limit int
+	memo  map[*yamlv3.Node]int // anchored nodes; -1 while being sized
+}
+
+func (s *sizer) size(n *yamlv3.Node) int {
+	if n == nil {
+		return 0
+	}
+	if n.Anchor != "" {
+		if v, ok := s.memo[n]; ok {
+			if v < 0 { // an alias inside its own anchor
+				return s.limit + 1
+			}
+			return v
+		}
+		s.memo[n] = -1
+	}
+	total := 0
+	add := func(k int) bool {
+		total += k
+		if total > s.limit {
+			total = s.limit + 1
+			return false
+		}
+		return true
+	}
+	switch n.Kind {
+	case yamlv3.ScalarNode:
+		add(len(n.Value) + 1)
+	case yamlv3.AliasNode:
+		add(s.size(n.Alias))
+	default: // document, sequence, mapping
+		add(1)
+		for _, c := range n.Content {
+			if !add(s.size(c)) {
+				break
+			}
+		}
+	}
+	if n.Anchor != "" {
+		s.memo[n] = total
+	}
+	return total
 }
 
 func checkKind(js []byte, kind string, origin Origin, path *field.Path) error {
@@ -212,9 +321,6 @@ func prefix(path *field.Path) string {
 }
 
 func decodePod(js []byte, origin Origin, path *field.Path) (*v1.Pod, error) {
-	if origin.NodeName == "" {
-		return nil, origin.errorf("no node name")
-	}
 	pod := &v1.Pod{}
 	if err := utiljson.Unmarshal(js, pod); err != nil {
 		return nil, origin.errorf("%sdecoding Pod: %w", prefix(path), err)
@@ -259,7 +365,7 @@ func staticPodUID(pod *v1.Pod, origin Origin) types.UID {
 }
 
 func applyStaticDefaults(pod *v1.Pod, origin Origin) {
-	pod.Name = pod.Name + "-" + strings.ToLower(origin.NodeName)
+	pod.Name = pod.Name + "-" + origin.NodeName
 	if pod.Namespace == "" {
 		pod.Namespace = metav1.NamespaceDefault
 	}

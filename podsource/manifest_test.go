@@ -38,8 +38,8 @@ func TestDecodeManifestDefaults(t *testing.T) {
 	if pod.Namespace != "default" {
 		t.Errorf("namespace %q", pod.Namespace)
 	}
-	if pod.Spec.NodeName != "Node-1" {
-		t.Errorf("nodeName %q", pod.Spec.NodeName)
+	if pod.Spec.NodeName != "node-1" {
+		t.Errorf("nodeName %q, want node-1 (node name lower-cased)", pod.Spec.NodeName)
 	}
 	if len(pod.UID) != 32 {
 		t.Errorf("UID %q: want 32 hex digits", pod.UID)
@@ -82,12 +82,15 @@ func TestDecodeManifestDefaults(t *testing.T) {
 
 func TestDefaultPullPolicy(t *testing.T) {
 	for image, want := range map[string]v1.PullPolicy{
-		"busybox":                       v1.PullAlways,
-		"busybox:latest":                v1.PullAlways,
-		"busybox:1.36":                  v1.PullIfNotPresent,
-		"localhost:5000/busybox":        v1.PullAlways,
-		"localhost:5000/busybox:1":      v1.PullIfNotPresent,
-		"busybox@sha256:0123456789abcd": v1.PullIfNotPresent,
+		"busybox":                        v1.PullAlways,
+		"busybox:latest":                 v1.PullAlways,
+		"busybox:1.36":                   v1.PullIfNotPresent,
+		"localhost:5000/busybox":         v1.PullAlways,
+		"localhost:5000/busybox:1":       v1.PullIfNotPresent,
+		"busybox@sha256:0123456789abcd":  v1.PullIfNotPresent,
+		"busybox:latest@sha256:0123abcd": v1.PullAlways,
+		"localhost:5000/b:latest":        v1.PullAlways,
+		"":                               v1.PullIfNotPresent,
 	} {
 		if got := defaultPullPolicy(image); got != want {
 			t.Errorf("%s: %q, want %q", image, got, want)

@@ -54,8 +54,12 @@ type MergerOptions struct {
 // empty one, always yields at least one update (an empty ADD when there is
 // nothing else), so a consumer can tell when every source has been seen.
 //
-// A full pod name (name and namespace) is kept once: within a set the first
-// pod wins; across sources the source that holds the name keeps it. A
+// A full pod name (name and namespace) is kept once. Within one set the
+// first pod wins, as in kubelet's pod config (which rejects the later ones);
+// the File source has already settled duplicates among its own files the
+// way kubelet's file store does (the file whose name sorts last is used), so
+// this rule matters for the HTTP source's lists and for sources of the
+// caller's. Across sources the source that holds the name keeps it. A
 // rejected pod gets a log line and a Warning event. When the holder lets the
 // name go, the other source's pod is admitted at once. Mirror pods are
 // exempt: they share their static pod's name by design.
@@ -122,7 +126,7 @@ func NewMerger(opts MergerOptions) (*Merger, error) {
 	if opts.Buffer != nil {
 		buffer = *opts.Buffer
 		if buffer < 0 || buffer > 100000 {
-			return nil, fmt.Errorf("podsource: MergerOptions.Buffer: %d is outside [0, 100000]", buffer)
+			return nil, fmt.Errorf("podsource: MergerOptions.Buffer %d must be in [0, 100000]", buffer)
 		}
 	}
 	m.updates = make(chan Update, buffer)

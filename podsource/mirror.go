@@ -80,7 +80,7 @@ func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 	if opts.Client == nil {
 		return nil, errors.New("podsource: MirrorPodsOptions.Client: required")
 	}
-	if err := checkNodeName("MirrorPodsOptions", opts.NodeName); err != nil {
+	if err := checkNodeName("MirrorPodsOptions", &opts.NodeName); err != nil {
 		return nil, err
 	}
 	if err := checkDuration("MirrorPodsOptions.Period", &opts.Period, DefaultMirrorPeriod, MinPeriod, MaxPeriod); err != nil {
@@ -215,8 +215,12 @@ func staticHash(p *v1.Pod) string {
 }
 
 // MirrorPodFor returns the mirror pod for a static pod, owned by the Node
-// with the given UID.
+// with the given UID. The node name goes through CanonicalNodeName (kept as
+// given if that refuses it).
 func MirrorPodFor(static *v1.Pod, nodeName string, nodeUID types.UID) *v1.Pod {
+	if c, err := CanonicalNodeName(nodeName); err == nil {
+		nodeName = c
+	}
 	annotations := make(map[string]string, len(static.Annotations)+1)
 	for k, v := range static.Annotations {
 		annotations[k] = v

@@ -1,12 +1,16 @@
 package podsource
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodekit/nodekit/internal/backoff"
 )
 
 // Default periods and their bounds.
@@ -30,13 +34,31 @@ const (
 	ReasonInvalidManifest = "InvalidManifest"
 )
 
-func checkNodeName(opt, name string) error {
-	if name == "" {
-		return fmt.Errorf("podsource: %s.NodeName: required", opt)
+// CanonicalNodeName applies kubelet's one rule for a node name (its
+// hostname or --hostname-override, see k8s.io/component-helpers'
+// GetHostname): white space around it is trimmed and it is lower-cased. The
+// result must be a DNS-1123 subdomain. Every option and Origin in this
+// package takes a node name through it, so "Node-1" means node "node-1"
+// everywhere: in spec.nodeName, the static pod name suffix, the UID hash,
+// the API field selector and the mirror pods' owner.
+func CanonicalNodeName(name string) (string, error) {
+	c := strings.ToLower(strings.TrimSpace(name))
+	if c == "" {
+		return "", errors.New("required")
 	}
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return fmt.Errorf("podsource: %s.NodeName %q: %s", opt, name, msgs[0])
+	if msgs := validation.IsDNS1123Subdomain(c); len(msgs) > 0 {
+		return "", fmt.Errorf("%q: %s", name, msgs[0])
 	}
+	return c, nil
+}
+
+// checkNodeName canonicalises an option's node name in place.
+func checkNodeName(opt string, name *string) error {
+	c, err := CanonicalNodeName(*name)
+	if err != nil {
+		return fmt.Errorf("podsource: %s.NodeName: %w", opt, err)
+	}
+	*name = c
 	return nil
 }
 
@@ -45,10 +67,7 @@ func checkDuration(opt string, d *time.Duration, def, lo, hi time.Duration) erro
 		*d = def
 		return nil
 	}
-	if *d < lo || *d > hi {
-		return fmt.Errorf("podsource: %s: %v is outside [%v, %v]", opt, *d, lo, hi)
-	}
-	return nil
+	return backoff.Check("podsource: "+opt, *d, lo, hi)
 }
 
 // nodeRef is what events about the node itself point at (kubelet uses the
