@@ -9,7 +9,7 @@ import "time"
 
 type item[K comparable] struct {
 	key K
-	due time.Time
+	due int64 // unix nanoseconds: cheaper to compare than time.Time
 	seq uint64
 }
 
@@ -29,17 +29,13 @@ func (h *Heap[K]) Set(key K, due time.Time) {
 		h.index = make(map[K]int)
 	}
 	h.seq++
+	it := item[K]{key: key, due: due.UnixNano(), seq: h.seq}
 	if i, ok := h.index[key]; ok {
-		h.items[i].due, h.items[i].seq = due, h.seq
-		if !h.down(i) {
-			h.up(i)
-		}
+		h.fix(i, it)
 		return
 	}
-	h.items = append(h.items, item[K]{key: key, due: due, seq: h.seq})
-	i := len(h.items) - 1
-	h.index[key] = i
-	h.up(i)
+	h.items = append(h.items, it)
+	h.up(len(h.items)-1, it)
 }
 
 // Due returns when key is scheduled, and false if it is not.
@@ -48,7 +44,7 @@ func (h *Heap[K]) Due(key K) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	return h.items[i].due, true
+	return time.Unix(0, h.items[i].due), true
 }
 
 // Remove unschedules key; it reports whether key was scheduled.
@@ -57,17 +53,14 @@ func (h *Heap[K]) Remove(key K) bool {
 	if !ok {
 		return false
 	}
-	n := len(h.items) - 1
-	if i != n {
-		h.swap(i, n)
-	}
-	h.items = h.items[:n]
 	delete(h.index, key)
-	if i != n && !h.down(i) {
-		h.up(i)
-	}
-	if n == 0 {
-		h.items = h.items[:0:0] // let a heap that grew large shrink
+	n := len(h.items) - 1
+	last := h.items[n]
+	var zero item[K]
+	h.items[n] = zero // drop the reference a key may hold
+	h.items = h.items[:n]
+	if i != n {
+		h.fix(i, last)
 	}
 	return true
 }
@@ -78,13 +71,13 @@ func (h *Heap[K]) Peek() (K, time.Time, bool) {
 		var zero K
 		return zero, time.Time{}, false
 	}
-	return h.items[0].key, h.items[0].due, true
+	return h.items[0].key, time.Unix(0, h.items[0].due), true
 }
 
 // PopDue removes and returns the earliest key if it is due at now (its due
 // time is not after now).
 func (h *Heap[K]) PopDue(now time.Time) (K, bool) {
-	if len(h.items) == 0 || h.items[0].due.After(now) {
+	if len(h.items) == 0 || h.items[0].due > now.UnixNano() {
 		var zero K
 		return zero, false
 	}
@@ -93,47 +86,57 @@ func (h *Heap[K]) PopDue(now time.Time) (K, bool) {
 	return k, true
 }
 
-func (h *Heap[K]) less(i, j int) bool {
-	a, b := &h.items[i], &h.items[j]
-	if !a.due.Equal(b.due) {
-		return a.due.Before(b.due)
+func less[K comparable](a, b *item[K]) bool {
+	if a.due != b.due {
+		return a.due < b.due
 	}
 	return a.seq < b.seq
 }
 
-func (h *Heap[K]) swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.index[h.items[i].key] = i
-	h.index[h.items[j].key] = j
+// fix places it at position i, moving it up or down to where it belongs.
+func (h *Heap[K]) fix(i int, it item[K]) {
+	if i > 0 && less(&it, &h.items[(i-1)/2]) {
+		h.up(i, it)
+		return
+	}
+	h.down(i, it)
 }
 
-func (h *Heap[K]) up(j int) {
+// up moves the hole at j towards the root until it can hold it, then puts it
+// there: one index write per level instead of a swap's two.
+func (h *Heap[K]) up(j int, it item[K]) {
 	for j > 0 {
 		i := (j - 1) / 2
-		if !h.less(j, i) {
-			return
+		if !less(&it, &h.items[i]) {
+			break
 		}
-		h.swap(i, j)
+		h.items[j] = h.items[i]
+		h.index[h.items[j].key] = j
 		j = i
 	}
+	h.items[j] = it
+	h.index[it.key] = j
 }
 
-func (h *Heap[K]) down(i0 int) bool {
-	i, n := i0, len(h.items)
+// down moves the hole at i towards the leaves until it can hold it.
+func (h *Heap[K]) down(i int, it item[K]) {
+	n := len(h.items)
 	for {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		j := l
-		if r := l + 1; r < n && h.less(r, l) {
+		if r := l + 1; r < n && less(&h.items[r], &h.items[l]) {
 			j = r
 		}
-		if !h.less(j, i) {
+		if !less(&h.items[j], &it) {
 			break
 		}
-		h.swap(i, j)
+		h.items[i] = h.items[j]
+		h.index[h.items[i].key] = i
 		i = j
 	}
-	return i > i0
+	h.items[i] = it
+	h.index[it.key] = i
 }
