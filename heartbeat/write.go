@@ -80,7 +80,7 @@ func ownedConditions(prev []corev1.NodeConditionType, base, computed []corev1.No
 // applyBody returns the server-side apply request for status with only the
 // owned condition types, empty fields pruned so that the agent does not take
 // ownership of fields it does not fill in.
-func applyBody(name string, status *corev1.NodeStatus, owned []corev1.NodeConditionType) ([]byte, error) {
+func applyBody(name string, labels map[string]string, status *corev1.NodeStatus, owned []corev1.NodeConditionType) ([]byte, error) {
 	st := *status
 	st.Conditions = nil
 	for _, c := range status.Conditions {
@@ -100,10 +100,14 @@ func applyBody(name string, status *corev1.NodeStatus, owned []corev1.NodeCondit
 	if pruned == nil {
 		pruned = map[string]any{}
 	}
+	meta := map[string]any{"name": name}
+	if len(labels) > 0 {
+		meta["labels"] = labels
+	}
 	return json.Marshal(map[string]any{
 		"apiVersion": "v1",
 		"kind":       "Node",
-		"metadata":   map[string]any{"name": name},
+		"metadata":   meta,
 		"status":     pruned,
 	})
 }

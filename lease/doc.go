@@ -6,8 +6,8 @@
 //
 //	r, err := lease.New(lease.Options{Client: client, NodeName: "node-a"})
 //	...
-//	go r.Run(ctx)          // or call r.SyncOnce(ctx) from your own scheduler
-//	r.SetOwner(node.UID)   // once the Node is registered
+//	r.SetOwner(node.UID)   // the lease is created only once this is known
+//	go r.Run(ctx)          // or: wait, err := r.SyncOnce(ctx) from your own scheduler
 //
 // # Behaviour and timing (defaults)
 //
@@ -17,20 +17,27 @@
 //     of each successful renewal, plus up to 4% jitter. After a failed
 //     renewal it waits a back-off of 200ms doubling to 7s instead, so a
 //     renewal follows within 7s of the API server coming back.
-//   - SyncOnce is one renewal. The first one reads the lease and creates it
-//     if it is missing (get, create). Later ones update from the lease last
+//   - SyncOnce is one renewal; it returns the wait before the next one (the
+//     interval with jitter, or the back-off), and Run is a loop over it.
+//     The first one reads the lease and creates it if it is missing (get,
+//     create). Later ones update from the lease last
 //     written, with no GET: one PUT per renewal when nothing else touches
 //     the lease. Up to 5 immediate update attempts; a 409 re-reads the lease
 //     and retries; a 404 (the lease was deleted behind the renewer's back)
 //     creates it again within the same renewal. A failed renewal keeps the
 //     last lease, so the next one needs no extra read either.
 //   - Owner reference: the Node (apiVersion v1, kind Node, name, uid). The
-//     UID comes from Options.NodeUID, from SetOwner (what package heartbeat
-//     calls after registration, and again when the Node is recreated with a
-//     new UID; it costs no request), or, with Options.LookupNodeUID, from a
-//     GET of the Node made after a successful renewal while the UID is
-//     unknown. The reference is written by the next renewal; a renewal never
-//     waits for it.
+//     lease is created only once the UID is known, so it has its owner
+//     reference from its first write (a renewal fails with ErrOwnerUnknown
+//     until then), as kubelet waits for its Node. The UID comes from
+//     Options.NodeUID, from SetOwner (what package heartbeat calls after
+//     registration, and again when the Node is recreated with a new UID; it
+//     costs no request), or, with Options.LookupNodeUID, from a GET of the
+//     Node while the UID is unknown. An existing lease is renewed meanwhile,
+//     and gets the reference on the next renewal.
+//   - Options.OnRepeatedFailure is called after 2 consecutive failed
+//     requests and each further one (kubelet's onRepeatedHeartbeatFailure):
+//     the place to close dead API connections.
 //   - Options.RequestTimeout (default min(renew interval, 10s), wall time)
 //     bounds one renewal's requests together.
 //
@@ -38,15 +45,16 @@
 //
 // A Renewer holds its options, the last lease written (a few hundred bytes)
 // and two mutexes; it starts no goroutine unless Run is called. A scheduler
-// that drives thousands of renewers calls SyncOnce and asks NextWait(err)
-// for the next due time. Renewers that share a prometheus.Registerer share
+// that drives thousands of renewers calls SyncOnce, which returns the wait
+// before the next renewal. Latest reads a published snapshot and never waits
+// for a renewal in flight. Renewers that share a prometheus.Registerer share
 // one set of metrics (no per-node labels).
 //
 // # Metrics
 //
 // nodekit_lease_renewals_total, nodekit_lease_renewal_failures_total and the
 // histogram nodekit_lease_renewal_duration_seconds, registered through
-// Options.Metrics.
+// Options.Registerer.
 //
 // # Measured
 //

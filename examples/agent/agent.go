@@ -89,12 +89,12 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 		NodeName:                  name,
 		Node:                      nodeTemplate(name, cfg.nodeLabels),
 		StatusSetter:              a.setters,
-		Strategy:                  heartbeat.Lease(),
+		Strategy:                  heartbeat.LeaseStrategy(),
 		NodeStatusUpdateFrequency: cfg.statusUpdateFrequency,
 		NodeStatusReportFrequency: cfg.statusReportFrequency,
 		DisableRegistration:       !cfg.registerNode,
 		Clock:                     clk,
-		Metrics:                   a.registry,
+		Registerer:                a.registry,
 		LeaseOptions:              leaseOptions(cfg.leaseDuration),
 	}
 	if a.heartbeat, err = heartbeat.New(hbOpts); err != nil {

@@ -33,10 +33,12 @@
 //
 // One scheduler serves the whole fleet: a heap of the nodes' next steps,
 // keyed by time on the injected clock. A lease step is one renewal
-// (lease.Renewer.SyncOnce, with its back-off after failures, NextWait); a
-// status step is one heartbeat.SyncStatus round (registering first when
-// needed), or a start-up fast check (SyncFastStatus) while a new node is not
-// Ready. Steps run on at most Options.Workers goroutines: Run keeps that
+// (lease.Renewer.SyncOnce, which returns its back-off after failures); a
+// status step is one heartbeat.Heartbeat.SyncOnce, the very step Run loops
+// over: it registers (with its back-off), runs the start-up fast checks
+// while a new node is not Ready, re-registers a deleted node, and runs the
+// status round, and says when it wants to run next. The fleet moves only the
+// regular rounds onto each node's slot. Steps run on at most Options.Workers goroutines: Run keeps that
 // many workers and one scheduler goroutine; SyncOnce runs what is due on as
 // many short-lived goroutines and returns when it is done. No goroutine is
 // kept per node, and a node costs a few KiB.

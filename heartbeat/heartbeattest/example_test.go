@@ -106,7 +106,7 @@ func Example_staleLeaseController() {
 		Clock:                 clk,
 		FakeFastPath:          true,
 		StatusUpdateFrequency: 5 * time.Minute,
-		Strategy:              heartbeat.StrategyFunc{Lease: true, Post: func(s heartbeat.PostState) bool { return s.Changed }},
+		Strategy:              heartbeat.CustomStrategy{UseLease: true, Post: func(s heartbeat.PostState) bool { return s.Changed }},
 	})
 	if err != nil {
 		panic(err)

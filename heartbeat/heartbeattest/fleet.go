@@ -78,14 +78,16 @@ type Options struct {
 	// setter of one's own). Default: nodestatus.DefaultSetters unchanged.
 	Setters func(i int, s nodestatus.Setters) nodestatus.Setters
 	// Heartbeat, when set, adjusts node i's heartbeat.Options after the fleet
-	// filled them in (Client, NodeName, Node, StatusSetter, Clock, Lease,
-	// frequencies). The fleet's own scheduling (renew interval, status
-	// frequency, fast start-up checks every 100ms for 120s) does not change.
-	// Default: none.
+	// filled them in (Client, NodeName, Node, StatusSetter, Clock, Renewer,
+	// frequencies, ReRegister true). The steps are the heartbeat's own
+	// (heartbeat.Heartbeat.SyncOnce: registration back-off, fast start-up
+	// checks, re-registration follow these options); the fleet only moves
+	// each node's regular rounds onto its slot. Default: none.
 	Heartbeat func(i int, o *heartbeat.Options)
 	// Lease, when set, adjusts node i's lease.Options. Default: none.
 	Lease func(i int, o *lease.Options)
-	// Strategy is every node's heartbeat strategy. Default: heartbeat.Lease().
+	// Strategy is every node's heartbeat strategy. Default:
+	// heartbeat.LeaseStrategy().
 	Strategy heartbeat.HeartbeatStrategy
 	// LeaseDuration is written to each lease, a whole number of seconds
 	// between 1s and 1h. Default: 40s.
@@ -127,9 +129,9 @@ type Options struct {
 	// k8s.io/utils/clock/testing FakeClock the fleet is deterministic and
 	// Step drives it. Default: clock.RealClock{}.
 	Clock clock.Clock
-	// Metrics registers the heartbeat and lease metrics, shared by all nodes.
-	// Nil: no metrics.
-	Metrics prometheus.Registerer
+	// Registerer registers the heartbeat and lease metrics, shared by all
+	// nodes. Nil: no metrics.
+	Registerer prometheus.Registerer
 }
 
 // DefaultTemplate is the node template used when Options.Template is nil:
@@ -147,7 +149,7 @@ func DefaultTemplate(i int, name string) *corev1.Node {
 // Fleet is a set of fake nodes, each registering its Node and keeping it alive
 // with nodekit's heartbeat and lease code. One scheduler (a timer heap on the
 // injected clock) hands each node's lease renewals and status rounds, as
-// SyncLease- and SyncStatus-sized steps, to a bounded pool of workers: no
+// the renewer's and the heartbeat's own SyncOnce steps, to a bounded pool of workers: no
 // goroutine is kept per node.
 type Fleet struct {
 	client       kubernetes.Interface
@@ -157,8 +159,6 @@ type Fleet struct {
 	epoch        int64
 	leasePeriod  int64
 	statusPeriod int64
-	fastEvery    int64
-	grace        int64
 	gran         int64
 	workers      int
 	nodes        []Node
@@ -208,7 +208,7 @@ func New(opts Options) (*Fleet, error) {
 		opts.Runtime = nodestatustest.NewRuntime()
 	}
 	if opts.Strategy == nil {
-		opts.Strategy = heartbeat.Lease()
+		opts.Strategy = heartbeat.LeaseStrategy()
 	}
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = lease.DefaultLeaseDuration
@@ -257,8 +257,6 @@ func New(opts Options) (*Fleet, error) {
 		epoch:        opts.Clock.Now().UnixNano(),
 		leasePeriod:  int64(opts.RenewInterval),
 		statusPeriod: int64(opts.StatusUpdateFrequency),
-		fastEvery:    int64(heartbeat.DefaultFastStatusInterval),
-		grace:        int64(heartbeat.DefaultNodeReadyGracePeriod),
 		gran:         int64(opts.Granularity),
 		workers:      opts.Workers,
 		nodes:        make([]Node, opts.Nodes),
@@ -332,7 +330,7 @@ func (f *Fleet) initNode(i int) error {
 		RenewInterval: f.opts.RenewInterval,
 		Jitter:        -1, // the fleet spreads renewals itself
 		Clock:         f.clock,
-		Metrics:       f.opts.Metrics,
+		Registerer:    f.opts.Registerer,
 	}
 	if f.opts.Lease != nil {
 		f.opts.Lease(i, &lo)
@@ -359,11 +357,14 @@ func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, 
 		NodeStatusReportFrequency: f.opts.StatusReportFrequency,
 		Jitter:                    -1, // the fleet spreads rounds itself
 		Clock:                     f.clock,
-		Metrics:                   f.opts.Metrics,
+		Registerer:                f.opts.Registerer,
 		Rand:                      n.rand,
+		// A fleet's node deleted by a test comes back, as hollow nodes
+		// should; kubelet's default is to register once.
+		ReRegister: true,
 	}
 	if f.opts.Strategy.UsesLease() {
-		ho.Lease = n.renewer
+		ho.Renewer = n.renewer
 	}
 	if f.opts.Heartbeat != nil {
 		f.opts.Heartbeat(int(n.idx), &ho)
@@ -538,8 +539,7 @@ func (f *Fleet) exec(ctx context.Context, t task) {
 
 func (f *Fleet) execLease(ctx context.Context, n *Node) int64 {
 	start := f.clock.Now()
-	err := n.renewer.SyncOnce(ctx)
-	wait := n.renewer.NextWait(err)
+	wait, err := n.renewer.SyncOnce(ctx)
 	now := f.clock.Now().UnixNano()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -555,60 +555,42 @@ func (f *Fleet) execLease(ctx context.Context, n *Node) int64 {
 	return nextSlot(now, f.epoch, slot(int(n.idx), 0, f.leasePeriod, f.gran), f.leasePeriod)
 }
 
+// execStatus runs the node's heartbeat step (heartbeat.Heartbeat.SyncOnce).
+// The heartbeat decides what is due (registration and its back-off, fast
+// start-up checks, re-registration); the fleet only puts each node's
+// regular round on the node's slot: a step due on the slot grid is made a
+// full round (Kick), and a wait that reaches past the next slot is cut to
+// it.
 func (f *Fleet) execStatus(ctx context.Context, n *Node, due int64) int64 {
 	hb := n.hb.Load()
 	logger := klog.FromContext(ctx)
 	ph := slot(int(n.idx), 1<<63, f.statusPeriod, f.gran)
 	wasRegistered := hb.Registered()
-	onGrid := (due-f.epoch-ph)%f.statusPeriod == 0
-	if wasRegistered && n.fastUntil != 0 && !onGrid {
-		done, err := hb.SyncFastStatus(ctx)
-		now := f.clock.Now().UnixNano()
-		if err != nil && ctx.Err() == nil {
-			f.statusErrors.Add(1)
-			n.statusErrors.Add(1)
-			n.setLastErr(kindStatus, err)
-		}
-		slot := nextSlot(now, f.epoch, ph, f.statusPeriod)
-		if done || now >= n.fastUntil {
-			n.fastUntil = 0
-			return slot
-		}
-		return min(slot, now+f.fastEvery)
+	if wasRegistered && (due-f.epoch-ph)%f.statusPeriod == 0 {
+		hb.Kick()
 	}
-	err := hb.SyncStatus(ctx)
+	wait, err := hb.SyncOnce(ctx)
 	f.statusRounds.Add(1)
 	now := f.clock.Now().UnixNano()
 	if err != nil && ctx.Err() == nil {
 		f.statusErrors.Add(1)
 		n.statusErrors.Add(1)
 		n.setLastErr(kindStatus, err)
-		logger.V(5).Info("Status round failed", "node", n.name, "err", err)
+		logger.V(5).Info("Status step failed", "node", n.name, "err", err)
 	}
-	slot := nextSlot(now, f.epoch, ph, f.statusPeriod)
 	registered := hb.Registered()
 	n.registered.Store(registered)
 	switch {
-	case !registered && err != nil:
-		if ctx.Err() != nil {
-			return now
-		}
-		if wasRegistered {
-			return now // the Node is gone: register again at once
-		}
-		f.registerErrors.Add(1)
-		return now + int64(hb.NextRegisterWait(err))
 	case registered && !wasRegistered:
 		f.registrations.Add(1)
-		hb.NextRegisterWait(nil)
-		if f.grace > 0 {
-			if done, _ := hb.SyncFastStatus(ctx); !done {
-				n.fastUntil = now + f.grace
-				return min(slot, now+f.fastEvery)
-			}
-		}
+	case !registered && !wasRegistered && err != nil && ctx.Err() == nil:
+		f.registerErrors.Add(1)
 	}
-	return slot
+	next := now + int64(wait)
+	if registered {
+		next = min(next, nextSlot(now, f.epoch, ph, f.statusPeriod))
+	}
+	return next
 }
 
 // signal wakes the waiters of Wait* helpers.

@@ -527,7 +527,7 @@ func TestOptionsErrors(t *testing.T) {
 }
 
 func TestStatusOnlyStrategy(t *testing.T) {
-	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 3, Strategy: heartbeat.StatusOnly()})
+	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 3, Strategy: heartbeat.StatusOnlyStrategy()})
 	if err := f.Step(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}

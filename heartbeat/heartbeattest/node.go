@@ -38,7 +38,6 @@ type Node struct {
 	faults  atomic.Pointer[faults]
 	lastErr atomic.Pointer[lastErrors]
 
-	fastUntil    int64       // end of fast status checks; only the status step touches it
 	registered   atomic.Bool // as of the last status step
 	lastRenew    atomic.Int64
 	renewals     atomic.Uint64
@@ -70,8 +69,8 @@ func (n *Node) Index() int { return int(n.idx) }
 // Heartbeat returns the node's heartbeat (a new one after Recreate).
 func (n *Node) Heartbeat() *heartbeat.Heartbeat { return n.hb.Load() }
 
-// Lease returns the node's lease renewer.
-func (n *Node) Lease() *lease.Renewer { return n.renewer }
+// Renewer returns the node's lease renewer.
+func (n *Node) Renewer() *lease.Renewer { return n.renewer }
 
 // Host returns the node's host facts, which a test may change (Update, Set,
 // SetMissing); call Kick afterwards to have them reported before the next
@@ -217,7 +216,10 @@ func (n *Node) Resume() { n.ResumeLease(); n.ResumeStatus() }
 
 // Kick makes the node's next status round due now (it runs on the fleet's
 // next SyncOnce, or at once under Run), unless status rounds are stopped.
-func (n *Node) Kick() { n.resume2(kindStatus) }
+func (n *Node) Kick() {
+	n.hb.Load().Kick()
+	n.resume2(kindStatus)
+}
 
 // RenewNow makes the node's next lease renewal due now, unless renewals are
 // stopped.
@@ -394,7 +396,6 @@ func (n *Node) Recreate() error {
 		return err
 	}
 	n.hb.Store(hb)
-	n.fastUntil = 0
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n.flags &^= flagDeleted | stopped(kindLease) | stopped(kindStatus)
