@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -43,7 +42,7 @@ const (
 // with each other; the lease step runs independently. Readers (Node,
 // Registered) never wait for a step.
 type Heartbeat struct {
-	client     kubernetes.Interface
+	client     Client
 	name       string
 	template   *lastNode // the Node to register, kept encoded as the last node is
 	setter     nodestatus.StatusSetter

@@ -808,3 +808,106 @@ func TestLeaseGoneWithNodeTriggersNodeCheck(t *testing.T) {
 		t.Fatalf("%d node creates, want 2", n)
 	}
 }
+
+// Readers never wait on the network: while a status write hangs (holding
+// the step's lock), Node and Registered return, and so does the lease's
+// Latest while a renewal hangs.
+func TestReadersDoNotWaitForRequests(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnlyStrategy() })
+	ctx := context.Background()
+	if err := e.hb.SyncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hang, release := make(chan struct{}), make(chan struct{})
+	e.cs.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		close(hang)
+		<-release
+		return false, nil, nil
+	})
+	done := make(chan error)
+	go func() { done <- e.hb.SyncStatus(ctx) }()
+	<-hang
+	read := make(chan *corev1.Node)
+	go func() {
+		_ = e.hb.Registered()
+		read <- e.hb.Node()
+	}()
+	select {
+	case n := <-read:
+		if n == nil || n.Name != "n1" {
+			t.Errorf("Node() = %v while a write hangs", n)
+		}
+	case <-time.After(5 * time.Second): // a deadline for a test that would otherwise hang, not a wait
+		t.Error("Node() waited for the hanging status write")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// The lease: Latest while an update hangs.
+	l := newEnv(t, nil)
+	if err := l.hb.SyncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.hb.SyncLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hang, release = make(chan struct{}), make(chan struct{})
+	l.cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		close(hang)
+		<-release
+		return false, nil, nil
+	})
+	ldone := make(chan error)
+	go func() { _, err := l.hb.SyncLease(ctx); ldone <- err }()
+	<-hang
+	got := make(chan bool)
+	go func() { got <- l.hb.Renewer().Latest() != nil }()
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Error("Latest() = nil while a renewal hangs")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Latest() waited for the hanging renewal")
+	}
+	close(release)
+	if err := <-ldone; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The lease strategy never creates the lease before the Node exists: the
+// lease's first write carries the owner reference to the Node.
+func TestLeaseNotCreatedBeforeNode(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.cs.PrependReactor("create", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	if _, err := e.hb.SyncOnce(ctx); err == nil {
+		t.Fatal("registration succeeded")
+	}
+	if _, err := e.hb.SyncLease(ctx); !errors.Is(err, lease.ErrOwnerUnknown) {
+		t.Fatalf("lease step before the Node exists: %v, want lease.ErrOwnerUnknown", err)
+	}
+	if n := e.count("create", "leases"); n != 0 {
+		t.Fatalf("%d lease creates before the Node exists", n)
+	}
+	e.cs.ReactionChain = e.cs.ReactionChain[1:] // registration works again
+	if _, err := e.hb.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.hb.SyncLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := e.node(t).UID; len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != uid {
+		t.Fatalf("lease owners %v, want the Node %s", l.OwnerReferences, uid)
+	}
+}

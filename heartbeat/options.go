@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -90,11 +89,16 @@ var DefaultManagedLabels = []string{
 // registration from the template.
 const ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
 
+// Client is the part of a clientset a heartbeat uses: core/v1 (nodes) and
+// coordination.k8s.io/v1 (leases), as lease.Client.
+type Client = lease.Client
+
 // Options configure a Heartbeat. Zero values take the default named in each
 // field's comment.
 type Options struct {
-	// Client talks to the API server. Required.
-	Client kubernetes.Interface
+	// Client talks to the API server (nodes; leases with a lease strategy).
+	// A kubernetes.Interface is one. Required.
+	Client Client
 	// NodeName is the Node's name. Required.
 	NodeName string
 	// Node is the template of the Node to register: labels, annotations,

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -57,11 +58,21 @@ var (
 	ErrOwnerUnknown = errors.New("lease: the UID of the owner Node is not known yet")
 )
 
+// Client is the part of a clientset the renewer uses: leases, and the Node
+// with Options.LookupNodeUID. A kubernetes.Interface is one; an agent that
+// builds only these two groups' clients (smaller binary) is one too.
+type Client interface {
+	CoreV1() typedcorev1.CoreV1Interface
+	CoordinationV1() coordclient.CoordinationV1Interface
+}
+
+var _ Client = kubernetes.Interface(nil)
+
 // Options configure a Renewer. Zero values take the default named in each
 // field's comment.
 type Options struct {
 	// Client talks to the API server. Required.
-	Client kubernetes.Interface
+	Client Client
 	// NodeName names the lease and the Node that owns it. Required.
 	NodeName string
 	// HolderIdentity is written to spec.holderIdentity. Default: NodeName.
@@ -120,7 +131,7 @@ type Options struct {
 // Renewer keeps one node Lease alive. Its methods are safe for concurrent
 // use; SyncOnce calls are serialised.
 type Renewer struct {
-	client   kubernetes.Interface
+	client   Client
 	leases   coordclient.LeaseInterface
 	name     string
 	ns       string
