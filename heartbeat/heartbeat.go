@@ -54,7 +54,7 @@ type Heartbeat struct {
 	reRegister bool
 	watch      bool
 	labels     []string
-	required   map[string]string // labels re-applied on every round
+	required   []label // labels re-applied on every round
 	fastEvery  time.Duration
 	grace      time.Duration
 	mode       WriteMode
@@ -450,14 +450,17 @@ func (h *Heartbeat) lost(err error) error {
 	return fmt.Errorf("%w: %q: %w", ErrNodeNotFound, h.name, err)
 }
 
+type label struct{ key, value string }
+
 // requiredLabels are the labels of tmpl that kubelet puts back on its Node
 // whenever they are missing or changed: kubernetes.io/hostname, os and
-// arch (NodeRestriction lets a node set these on itself).
-func requiredLabels(tmpl *corev1.Node) map[string]string {
-	req := map[string]string{}
+// arch (NodeRestriction lets a node set these on itself). A slice, not a
+// map: a fleet holds one per node.
+func requiredLabels(tmpl *corev1.Node) []label {
+	var req []label
 	for _, k := range []string{corev1.LabelHostname, corev1.LabelOSStable, corev1.LabelArchStable} {
-		if v, ok := tmpl.Labels[k]; ok && v != "" {
-			req[k] = v
+		if v := tmpl.Labels[k]; v != "" {
+			req = append(req, label{k, v})
 		}
 	}
 	return req
@@ -467,14 +470,14 @@ func requiredLabels(tmpl *corev1.Node) map[string]string {
 // missing or different.
 func (h *Heartbeat) restoreLabels(n *corev1.Node) bool {
 	changed := false
-	for k, v := range h.required {
-		if cur, ok := n.Labels[k]; ok && cur == v {
+	for _, l := range h.required {
+		if cur, ok := n.Labels[l.key]; ok && cur == l.value {
 			continue
 		}
 		if n.Labels == nil {
 			n.Labels = map[string]string{}
 		}
-		n.Labels[k] = v
+		n.Labels[l.key] = l.value
 		changed = true
 	}
 	return changed

@@ -78,9 +78,10 @@ func ownedConditions(prev []corev1.NodeConditionType, base, computed []corev1.No
 }
 
 // applyBody returns the server-side apply request for status with only the
-// owned condition types, empty fields pruned so that the agent does not take
-// ownership of fields it does not fill in.
-func applyBody(name string, labels map[string]string, status *corev1.NodeStatus, owned []corev1.NodeConditionType) ([]byte, error) {
+// owned condition types and the labels the agent keeps on its Node, empty
+// fields pruned so that the agent does not take ownership of fields it does
+// not fill in.
+func applyBody(name string, labels []label, status *corev1.NodeStatus, owned []corev1.NodeConditionType) ([]byte, error) {
 	st := *status
 	st.Conditions = nil
 	for _, c := range status.Conditions {
@@ -102,7 +103,11 @@ func applyBody(name string, labels map[string]string, status *corev1.NodeStatus,
 	}
 	meta := map[string]any{"name": name}
 	if len(labels) > 0 {
-		meta["labels"] = labels
+		m := make(map[string]string, len(labels))
+		for _, l := range labels {
+			m[l.key] = l.value
+		}
+		meta["labels"] = m
 	}
 	return json.Marshal(map[string]any{
 		"apiVersion": "v1",

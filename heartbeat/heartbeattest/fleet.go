@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/nodestatus/nodestatustest"
@@ -171,7 +172,7 @@ type Fleet struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond // on mu: inflight or a node's running bits changed
-	heap     taskHeap
+	heap     timerheap.Heap[taskKey]
 	inflight int
 	wake     int64 // when Run's scheduler wakes next; MaxInt64: not sleeping
 	running  bool
@@ -268,8 +269,6 @@ func New(opts Options) (*Fleet, error) {
 		f.tracker = t.Tracker()
 	}
 	f.cond = sync.NewCond(&f.mu)
-	f.heap.nodes = f.nodes
-	f.heap.items = make([]task, 0, nKinds*opts.Nodes)
 	for i := range f.nodes {
 		if err := f.initNode(i); err != nil {
 			return nil, err
@@ -281,13 +280,13 @@ func New(opts Options) (*Fleet, error) {
 	for i := range f.nodes {
 		n := &f.nodes[i]
 		n.flags |= queued(kindStatus)
-		f.heap.push(task{due: f.epoch, node: int32(i), kind: kindStatus})
+		f.push(task{due: f.epoch, node: int32(i), kind: kindStatus})
 		if !f.opts.Strategy.UsesLease() {
 			n.flags |= stopped(kindLease) // no lease to renew
 			continue
 		}
 		n.flags |= queued(kindLease)
-		f.heap.push(task{due: f.epoch + slot(i, 0, f.leasePeriod, f.gran), node: int32(i), kind: kindLease})
+		f.push(task{due: f.epoch + slot(i, 0, f.leasePeriod, f.gran), node: int32(i), kind: kindLease})
 	}
 	return f, nil
 }
@@ -297,7 +296,6 @@ func (f *Fleet) initNode(i int) error {
 	n.f = f
 	n.idx = int32(i)
 	n.name = f.opts.NamePrefix + strconv.Itoa(i)
-	n.hidx = [nKinds]int32{-1, -1}
 	n.rnd = f.opts.Seed ^ (uint64(i)+1)*0x9E3779B97F4A7C15
 	if _, dup := f.byName[n.name]; dup {
 		return fmt.Errorf("heartbeattest: two nodes named %q", n.name)
@@ -450,6 +448,11 @@ func rerun(k kind) uint16   { return 1 << (6 + k) }
 
 const flagDeleted uint16 = 1 << 8
 
+// push puts t in the timer heap (internal/timerheap); under f.mu.
+func (f *Fleet) push(t task) {
+	f.heap.Set(taskKey{t.node, t.kind}, time.Unix(0, t.due))
+}
+
 // scheduleLocked queues n's task of kind k at due, or moves it earlier.
 func (f *Fleet) scheduleLocked(n *Node, k kind, due int64) {
 	if n.flags&(stopped(k)|flagDeleted) != 0 {
@@ -462,14 +465,13 @@ func (f *Fleet) scheduleLocked(n *Node, k kind, due int64) {
 		}
 		return
 	case n.flags&queued(k) != 0:
-		i := n.hidx[k]
-		if i >= 0 && due < f.heap.items[i].due {
-			f.heap.items[i].due = due
-			f.heap.fix(int(i))
+		key := taskKey{n.idx, k}
+		if at, ok := f.heap.Due(key); ok && due < at.UnixNano() {
+			f.heap.Set(key, time.Unix(0, due))
 		}
 	default:
 		n.flags |= queued(k)
-		f.heap.push(task{due: due, node: n.idx, kind: k})
+		f.push(task{due: due, node: n.idx, kind: k})
 	}
 	f.kickLocked(due)
 }
@@ -486,8 +488,13 @@ func (f *Fleet) kickLocked(due int64) {
 
 // popDueLocked moves the tasks due at now into batch and marks them running.
 func (f *Fleet) popDueLocked(now int64, batch []task, limit int) []task {
-	for len(f.heap.items) > 0 && f.heap.items[0].due <= now && len(batch) < limit {
-		t := f.heap.pop()
+	for len(batch) < limit {
+		key, at, ok := f.heap.Peek()
+		if !ok || at.UnixNano() > now {
+			break
+		}
+		f.heap.Remove(key)
+		t := task{due: at.UnixNano(), node: key.node, kind: key.kind}
 		n := &f.nodes[t.node]
 		if n.flags&(stopped(t.kind)|flagDeleted) != 0 {
 			n.flags &^= queued(t.kind)
@@ -514,7 +521,7 @@ func (f *Fleet) complete(t task, next int64) {
 			n.flags &^= rerun(k)
 			next = min(next, f.clock.Now().UnixNano())
 		}
-		f.heap.push(task{due: next, node: t.node, kind: k})
+		f.push(task{due: next, node: t.node, kind: k})
 		f.kickLocked(next)
 	}
 	f.inflight--
@@ -726,8 +733,8 @@ func (f *Fleet) Run(ctx context.Context) error {
 		var wait time.Duration = -1
 		if len(one) == 0 {
 			f.wake = math.MaxInt64
-			if len(f.heap.items) > 0 {
-				f.wake = f.heap.items[0].due
+			if _, at, ok := f.heap.Peek(); ok {
+				f.wake = at.UnixNano()
 				wait = time.Duration(f.wake - now)
 			}
 		}

@@ -26,7 +26,6 @@ type Node struct {
 	idx     int32
 	flags   uint16 // queued/running/stopped/rerun bits per kind, deleted; under f.mu
 	waiters int32  // goroutines waiting for this node's steps to end; under f.mu
-	hidx    [nKinds]int32
 	rnd     uint64 // state of the heartbeat's Rand; used under the heartbeat's lock
 
 	client  *nodeClient
@@ -167,8 +166,7 @@ func (n *Node) stop(k kind) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n.flags |= stopped(k)
-	if i := n.hidx[k]; i >= 0 {
-		f.heap.remove(int(i))
+	if f.heap.Remove(taskKey{n.idx, k}) {
 		n.flags &^= queued(k)
 	}
 }
@@ -357,8 +355,7 @@ func (n *Node) Delete(ctx context.Context) error {
 	n.registered.Store(false)
 	n.flags |= flagDeleted | stopped(kindLease) | stopped(kindStatus)
 	for k := range kind(nKinds) {
-		if i := n.hidx[k]; i >= 0 {
-			f.heap.remove(int(i))
+		if f.heap.Remove(taskKey{n.idx, k}) {
 			n.flags &^= queued(k)
 		}
 	}

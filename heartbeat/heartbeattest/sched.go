@@ -25,101 +25,10 @@ type task struct {
 	kind kind
 }
 
-// taskHeap is a min-heap on due (then node, then kind, so that the order of
-// a batch is the same in every run). Each node records where its tasks sit,
-// so that a task can be moved earlier (Fix) or removed.
-type taskHeap struct {
-	items []task
-	nodes []Node // the fleet's nodes, for the index bookkeeping
-}
-
-func (h *taskHeap) less(i, j int) bool {
-	a, b := &h.items[i], &h.items[j]
-	if a.due != b.due {
-		return a.due < b.due
-	}
-	if a.node != b.node {
-		return a.node < b.node
-	}
-	return a.kind < b.kind
-}
-
-func (h *taskHeap) swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.nodes[h.items[i].node].hidx[h.items[i].kind] = int32(i)
-	h.nodes[h.items[j].node].hidx[h.items[j].kind] = int32(j)
-}
-
-func (h *taskHeap) up(j int) {
-	for j > 0 {
-		i := (j - 1) / 2
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		j = i
-	}
-}
-
-func (h *taskHeap) down(i int) bool {
-	i0, n := i, len(h.items)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		j := l
-		if r := l + 1; r < n && h.less(r, l) {
-			j = r
-		}
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		i = j
-	}
-	return i > i0
-}
-
-func (h *taskHeap) push(t task) {
-	h.items = append(h.items, t)
-	i := len(h.items) - 1
-	h.nodes[t.node].hidx[t.kind] = int32(i)
-	h.up(i)
-}
-
-func (h *taskHeap) pop() task {
-	n := len(h.items) - 1
-	h.swap(0, n)
-	t := h.items[n]
-	h.items = h.items[:n]
-	if n > 0 {
-		h.down(0)
-	}
-	h.nodes[t.node].hidx[t.kind] = -1
-	return t
-}
-
-// fix moves the task at i to its place after its due time changed.
-func (h *taskHeap) fix(i int) {
-	if !h.down(i) {
-		h.up(i)
-	}
-}
-
-// remove takes the task at i out of the heap.
-func (h *taskHeap) remove(i int) task {
-	n := len(h.items) - 1
-	if n != i {
-		h.swap(i, n)
-	}
-	t := h.items[n]
-	h.items = h.items[:n]
-	if n != i {
-		h.fix(i)
-	}
-	h.nodes[t.node].hidx[t.kind] = -1
-	return t
+// taskKey names one scheduled step in the fleet's timer heap.
+type taskKey struct {
+	node int32
+	kind kind
 }
 
 // phase spreads node i's slot evenly over a period of length period (in
