@@ -18,7 +18,7 @@
 // (registration and its back-off, fast start-up checks, status rounds) and
 // returns how long to wait before the next call. Run is a thin loop over it
 // (plus the lease's own loop and the watch of the Node); a test harness or a
-// scheduler of many nodes (the fleet in heartbeattest) calls SyncOnce and
+// scheduler of many nodes (package heartbeat/fleet) calls SyncOnce and
 // the renewer's SyncOnce itself, so it runs exactly the code Run runs.
 // Register, SyncStatus and SyncFastStatus are the parts of SyncOnce, for
 // tests that want one alone.

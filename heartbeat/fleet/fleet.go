@@ -1,4 +1,4 @@
-package heartbeattest
+package fleet
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	k8stesting "k8s.io/client-go/testing"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -103,13 +103,11 @@ type Options struct {
 	// StatusReportFrequency is how often an unchanged status is posted with
 	// the Lease strategy, between 100ms and 24h. Default: 5m.
 	StatusReportFrequency time.Duration
-	// FakeFastPath, when Client is a fake clientset (it has a Tracker
-	// method, as client-go's fake.Clientset), makes the nodes' lease reads
-	// and writes go straight to its object tracker: they skip the
-	// clientset's reactors and are not recorded in its Actions, and cost
-	// about a third as much. Watches and other readers see the leases as
-	// usual; FailLease still applies. Default false.
-	FakeFastPath bool
+	// Leases, when set, is where the nodes' lease requests go instead of
+	// Client's coordination/v1 client (the fleet's injected lease faults
+	// still apply in front of it). heartbeattest.TrackerLeases gives a fake
+	// clientset's fast path. Default: Client's.
+	Leases func(namespace string) typedcoordinationv1.LeaseInterface
 	// Granularity is the tick of the fleet's schedule: each node's slot in
 	// the renew interval and in the status period is rounded up to a
 	// multiple of it, so the steps of the nodes sharing a tick run as one
@@ -163,8 +161,6 @@ type Fleet struct {
 	gran         int64
 	workers      int
 	nodes        []Node
-	tracker      k8stesting.ObjectTracker // FakeFastPath
-	uids         atomic.Uint64
 	byName       map[string]int32
 
 	syncMu sync.Mutex // serialises SyncOnce
@@ -191,10 +187,10 @@ type Fleet struct {
 // first SyncOnce creates every lease).
 func New(opts Options) (*Fleet, error) {
 	if opts.Client == nil {
-		return nil, errors.New("heartbeattest: Options.Client is required")
+		return nil, errors.New("fleet: Options.Client is required")
 	}
 	if opts.Nodes < 1 || opts.Nodes > MaxNodes {
-		return nil, fmt.Errorf("heartbeattest: Options.Nodes %d must be in [1, %d]", opts.Nodes, MaxNodes)
+		return nil, fmt.Errorf("fleet: Options.Nodes %d must be in [1, %d]", opts.Nodes, MaxNodes)
 	}
 	if opts.NamePrefix == "" {
 		opts.NamePrefix = DefaultNamePrefix
@@ -215,37 +211,37 @@ func New(opts Options) (*Fleet, error) {
 		opts.LeaseDuration = lease.DefaultLeaseDuration
 	}
 	if opts.LeaseDuration < lease.MinLeaseDuration || opts.LeaseDuration > lease.MaxLeaseDuration || opts.LeaseDuration%time.Second != 0 {
-		return nil, fmt.Errorf("heartbeattest: Options.LeaseDuration %v must be a whole number of seconds in [%v, %v]", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration)
+		return nil, fmt.Errorf("fleet: Options.LeaseDuration %v must be a whole number of seconds in [%v, %v]", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration)
 	}
 	if opts.RenewInterval == 0 {
 		opts.RenewInterval = opts.LeaseDuration / 4
 	}
 	if opts.RenewInterval < lease.MinRenewInterval || opts.RenewInterval > opts.LeaseDuration {
-		return nil, fmt.Errorf("heartbeattest: Options.RenewInterval %v must be in [%v, LeaseDuration %v]", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration)
+		return nil, fmt.Errorf("fleet: Options.RenewInterval %v must be in [%v, LeaseDuration %v]", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration)
 	}
 	if opts.StatusUpdateFrequency == 0 {
 		opts.StatusUpdateFrequency = heartbeat.DefaultNodeStatusUpdateFrequency
 	}
 	if opts.StatusUpdateFrequency < 100*time.Millisecond || opts.StatusUpdateFrequency > time.Hour {
-		return nil, fmt.Errorf("heartbeattest: Options.StatusUpdateFrequency %v must be in [100ms, 1h]", opts.StatusUpdateFrequency)
+		return nil, fmt.Errorf("fleet: Options.StatusUpdateFrequency %v must be in [100ms, 1h]", opts.StatusUpdateFrequency)
 	}
 	if opts.StatusReportFrequency == 0 {
 		opts.StatusReportFrequency = heartbeat.DefaultNodeStatusReportFrequency
 	}
 	if opts.StatusReportFrequency < 100*time.Millisecond || opts.StatusReportFrequency > 24*time.Hour {
-		return nil, fmt.Errorf("heartbeattest: Options.StatusReportFrequency %v must be in [100ms, 24h]", opts.StatusReportFrequency)
+		return nil, fmt.Errorf("fleet: Options.StatusReportFrequency %v must be in [100ms, 24h]", opts.StatusReportFrequency)
 	}
 	if opts.Granularity == 0 {
 		opts.Granularity = min(DefaultGranularity, opts.RenewInterval, opts.StatusUpdateFrequency)
 	}
 	if opts.Granularity < 0 || opts.Granularity > min(opts.RenewInterval, opts.StatusUpdateFrequency) {
-		return nil, fmt.Errorf("heartbeattest: Options.Granularity %v must be in [0, %v]", opts.Granularity, min(opts.RenewInterval, opts.StatusUpdateFrequency))
+		return nil, fmt.Errorf("fleet: Options.Granularity %v must be in [0, %v]", opts.Granularity, min(opts.RenewInterval, opts.StatusUpdateFrequency))
 	}
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
 	}
 	if opts.Workers < 1 || opts.Workers > MaxWorkers {
-		return nil, fmt.Errorf("heartbeattest: Options.Workers %d must be in [1, %d]", opts.Workers, MaxWorkers)
+		return nil, fmt.Errorf("fleet: Options.Workers %d must be in [1, %d]", opts.Workers, MaxWorkers)
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -264,9 +260,6 @@ func New(opts Options) (*Fleet, error) {
 		byName:       make(map[string]int32, opts.Nodes),
 		wake:         math.MaxInt64,
 		kick:         make(chan struct{}, 1),
-	}
-	if t, ok := opts.Client.(tracked); ok && opts.FakeFastPath {
-		f.tracker = t.Tracker()
 	}
 	f.cond = sync.NewCond(&f.mu)
 	for i := range f.nodes {
@@ -298,7 +291,7 @@ func (f *Fleet) initNode(i int) error {
 	n.name = f.opts.NamePrefix + strconv.Itoa(i)
 	n.rnd = f.opts.Seed ^ (uint64(i)+1)*0x9E3779B97F4A7C15
 	if _, dup := f.byName[n.name]; dup {
-		return fmt.Errorf("heartbeattest: two nodes named %q", n.name)
+		return fmt.Errorf("fleet: two nodes named %q", n.name)
 	}
 	f.byName[n.name] = int32(i)
 	n.client = &nodeClient{Interface: f.client, n: n}
@@ -314,7 +307,7 @@ func (f *Fleet) initNode(i int) error {
 	}
 	setters, err := nodestatus.DefaultSetters(so)
 	if err != nil {
-		return fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+		return fmt.Errorf("fleet: node %q: %w", n.name, err)
 	}
 	if f.opts.Setters != nil {
 		setters = f.opts.Setters(i, setters)
@@ -334,7 +327,7 @@ func (f *Fleet) initNode(i int) error {
 		f.opts.Lease(i, &lo)
 	}
 	if n.renewer, err = lease.New(lo); err != nil {
-		return fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+		return fmt.Errorf("fleet: node %q: %w", n.name, err)
 	}
 	hb, err := f.newHeartbeat(n, tmpl)
 	if err != nil {
@@ -369,7 +362,7 @@ func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, 
 	}
 	hb, err := heartbeat.New(ho)
 	if err != nil {
-		return nil, fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+		return nil, fmt.Errorf("fleet: node %q: %w", n.name, err)
 	}
 	return hb, nil
 }
@@ -648,7 +641,7 @@ func (f *Fleet) SyncOnce(ctx context.Context) error {
 			for _, t := range batch {
 				f.complete(t, t.due)
 			}
-			return fmt.Errorf("heartbeattest: steps still falling due after %d rounds", maxSyncRounds)
+			return fmt.Errorf("fleet: steps still falling due after %d rounds", maxSyncRounds)
 		}
 		var (
 			next atomic.Int64
@@ -679,7 +672,7 @@ func (f *Fleet) SyncOnce(ctx context.Context) error {
 func (f *Fleet) Step(ctx context.Context, d time.Duration) error {
 	st, ok := f.clock.(interface{ Step(time.Duration) })
 	if !ok {
-		return fmt.Errorf("heartbeattest: Step needs a clock with a Step method, not %T", f.clock)
+		return fmt.Errorf("fleet: Step needs a clock with a Step method, not %T", f.clock)
 	}
 	chunk := time.Duration(min(f.leasePeriod, f.statusPeriod))
 	for d > 0 {
@@ -702,7 +695,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	f.mu.Lock()
 	if f.running {
 		f.mu.Unlock()
-		return errors.New("heartbeattest: Run is already running")
+		return errors.New("fleet: Run is already running")
 	}
 	f.running = true
 	f.mu.Unlock()

@@ -1,4 +1,4 @@
-package heartbeattest
+package fleet
 
 import (
 	"context"
@@ -242,12 +242,12 @@ func (n *Node) AgeLease(ctx context.Context, age time.Duration) error {
 	leases := n.f.client.CoordinationV1().Leases(lease.DefaultNamespace)
 	l, err := leases.Get(ctx, n.name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("heartbeattest: age lease of %q: %w", n.name, err)
+		return fmt.Errorf("fleet: age lease of %q: %w", n.name, err)
 	}
 	t := n.f.clock.Now().Add(-age)
 	l.Spec.RenewTime = &metav1.MicroTime{Time: t}
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("heartbeattest: age lease of %q: %w", n.name, err)
+		return fmt.Errorf("fleet: age lease of %q: %w", n.name, err)
 	}
 	n.lastRenew.Store(t.UnixNano())
 	return nil
@@ -367,11 +367,11 @@ func (n *Node) Delete(ctx context.Context) error {
 	f.mu.Unlock()
 	err := f.client.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("heartbeattest: delete node %q: %w", n.name, err)
+		return fmt.Errorf("fleet: delete node %q: %w", n.name, err)
 	}
 	err = f.client.CoordinationV1().Leases(lease.DefaultNamespace).Delete(ctx, n.name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("heartbeattest: delete lease %q: %w", n.name, err)
+		return fmt.Errorf("fleet: delete lease %q: %w", n.name, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package heartbeattest
+package fleet
 
 import "math/bits"
 
