@@ -133,30 +133,12 @@
 // the injected clock. The state kept per node is the last node object and
 // the registration template, both protobuf-encoded (managed fields dropped;
 // a status round decodes its working copy from them), a few timestamps and,
-// with a lease, the last lease: about 2.4 KiB per node with a kubelet-like
-// status (four conditions, capacity, addresses, node info, two images),
-// measured by
-// BenchmarkMemoryPerNode (go test -short -run '^$' -bench MemoryPerNode
-// -benchtime=1x ./heartbeat/). Run uses two goroutines (status and lease);
-// the steps use none, so a scheduler of its own can drive many nodes.
+// with a lease, the last lease: a few KiB per node. Run uses three
+// goroutines (status, lease, the watch of the Node); SyncOnce uses none, so
+// a scheduler of its own can drive many nodes.
 //
-// # Measured write load
-//
-// One idle node with the defaults, against the test control plane's real
-// kube-apiserver (v1.37), its steps driven every 10s of a fake clock for 3600
-// simulated seconds after registration, requests counted by a wrapping
-// http.RoundTripper (BenchmarkWriteLoadPerHour):
-//
-//	strategy     requests/h  writes/h  request bytes/h   what
-//	Lease        372         372       88 KiB (JSON)     360 lease PUTs (~0.2 KiB) + 12 status patches
-//	StatusOnly   360         360       145 KiB (JSON)    360 status patches (~0.4 KiB: 4 heartbeat times)
-//	kubelet      -           366       277 KiB           its defaults (reference figure)
-//
-// No GET in either: status rounds start from the last node written, lease
-// renewals from the last lease written (sent without managed fields, which
-// an update leaves as they are). With protobuf as the client's content type
-// the figures are 93 KiB and 145 KiB (patch bodies are JSON either way).
-// Measured with:
-//
-//	go test -run '^$' -bench WriteLoadPerHour -benchtime=1x ./heartbeat/
+// With the defaults an idle node writes about once per renew interval (one
+// lease PUT of about 0.2 KiB, no GET) and posts its status only on a change
+// or every 5m. The measured write load per hour, memory per node and the
+// commands that measure them are in BENCHMARKS.md.
 package heartbeat

@@ -56,23 +56,9 @@
 // histogram nodekit_lease_renewal_duration_seconds, registered through
 // Options.Registerer.
 //
-// # Measured
+// # Cost
 //
-// One renewal (an update from the last lease written) on client-go's
-// NewSimpleClientset, both renewers driven by the same
-// wait.JitterUntilWithContext loop, on a loaded two-core machine
-// (lease/internal/bench, a module of its own):
-//
-//	                                                ns/op       B/op   allocs/op
-//	nodekit lease.Renewer                           ~20-70µs    3,900  37
-//	component-helpers/apimachinery/lease controller ~25-60µs    3,780  39
-//
-// The time is the fake clientset's and indistinguishable between the two
-// under this machine's load; the renewer's own share is the lease copy, the
-// request timeout's context and the metrics. Run with:
-//
-//	cd lease/internal/bench && go test -run '^$' -bench . -benchmem -count 6 -benchtime 0.2s
-//
-// The write load on a real API server is in package heartbeat's doc: with
-// the defaults a renewal is one PUT of about 0.2 KiB, 360 an hour.
+// A renewal is one PUT of about 0.2 KiB with the defaults, 360 an hour; its
+// CPU cost beside component-helpers' lease controller is measured in
+// BENCHMARKS.md (lease/internal/bench, a module of its own).
 package lease
