@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
@@ -210,32 +211,35 @@ func New(opts Options) (*Fleet, error) {
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = lease.DefaultLeaseDuration
 	}
-	if opts.LeaseDuration < lease.MinLeaseDuration || opts.LeaseDuration > lease.MaxLeaseDuration || opts.LeaseDuration%time.Second != 0 {
-		return nil, fmt.Errorf("fleet: Options.LeaseDuration %v must be a whole number of seconds in [%v, %v]", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration)
+	if err := backoff.Check("fleet: Options.LeaseDuration", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration); err != nil {
+		return nil, err
+	}
+	if opts.LeaseDuration%time.Second != 0 {
+		return nil, fmt.Errorf("fleet: Options.LeaseDuration %v must be a whole number of seconds", opts.LeaseDuration)
 	}
 	if opts.RenewInterval == 0 {
 		opts.RenewInterval = opts.LeaseDuration / 4
 	}
-	if opts.RenewInterval < lease.MinRenewInterval || opts.RenewInterval > opts.LeaseDuration {
-		return nil, fmt.Errorf("fleet: Options.RenewInterval %v must be in [%v, LeaseDuration %v]", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration)
+	if err := backoff.Check("fleet: Options.RenewInterval", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration); err != nil {
+		return nil, err
 	}
 	if opts.StatusUpdateFrequency == 0 {
 		opts.StatusUpdateFrequency = heartbeat.DefaultNodeStatusUpdateFrequency
 	}
-	if opts.StatusUpdateFrequency < 100*time.Millisecond || opts.StatusUpdateFrequency > time.Hour {
-		return nil, fmt.Errorf("fleet: Options.StatusUpdateFrequency %v must be in [100ms, 1h]", opts.StatusUpdateFrequency)
+	if err := backoff.Check("fleet: Options.StatusUpdateFrequency", opts.StatusUpdateFrequency, 100*time.Millisecond, time.Hour); err != nil {
+		return nil, err
 	}
 	if opts.StatusReportFrequency == 0 {
 		opts.StatusReportFrequency = heartbeat.DefaultNodeStatusReportFrequency
 	}
-	if opts.StatusReportFrequency < 100*time.Millisecond || opts.StatusReportFrequency > 24*time.Hour {
-		return nil, fmt.Errorf("fleet: Options.StatusReportFrequency %v must be in [100ms, 24h]", opts.StatusReportFrequency)
+	if err := backoff.Check("fleet: Options.StatusReportFrequency", opts.StatusReportFrequency, 100*time.Millisecond, 24*time.Hour); err != nil {
+		return nil, err
 	}
 	if opts.Granularity == 0 {
 		opts.Granularity = min(DefaultGranularity, opts.RenewInterval, opts.StatusUpdateFrequency)
 	}
-	if opts.Granularity < 0 || opts.Granularity > min(opts.RenewInterval, opts.StatusUpdateFrequency) {
-		return nil, fmt.Errorf("fleet: Options.Granularity %v must be in [0, %v]", opts.Granularity, min(opts.RenewInterval, opts.StatusUpdateFrequency))
+	if err := backoff.Check("fleet: Options.Granularity", opts.Granularity, 0, min(opts.RenewInterval, opts.StatusUpdateFrequency)); err != nil {
+		return nil, err
 	}
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
