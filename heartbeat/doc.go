@@ -133,9 +133,10 @@
 // the injected clock. The state kept per node is the last node object and
 // the registration template, both protobuf-encoded (managed fields dropped;
 // a status round decodes its working copy from them), a few timestamps and,
-// with a lease, the last lease: a few KiB per node. Run uses three
-// goroutines (status, lease, the watch of the Node); SyncOnce uses none, so
-// a scheduler of its own can drive many nodes.
+// with a lease, the last lease: a few KiB per node. Run uses a goroutine for
+// the status loop, one for the lease loop and client-go's informer
+// goroutines for the watch of the Node; SyncOnce uses none, so a scheduler
+// of its own can drive many nodes.
 //
 // With the defaults an idle node writes about once per renew interval (one
 // lease PUT of about 0.2 KiB, no GET) and posts its status only on a change
