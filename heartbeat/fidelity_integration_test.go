@@ -3,11 +3,8 @@ package heartbeat_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,93 +134,6 @@ func TestIntegrationRequiredLabelsPutBack(t *testing.T) {
 	})
 }
 
-// proxy forwards TCP connections to upstream; blackhole makes every
-// connection open at the time silently drop what it receives (a dead peer
-// behind a NAT or load balancer), while new connections work.
-type proxy struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	conns    []*proxied
-	accepted atomic.Int32
-}
-
-type proxied struct {
-	holed atomic.Bool
-	a, b  net.Conn
-}
-
-func newProxy(t *testing.T, upstream string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, upstream: upstream}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			_ = c.a.Close()
-			_ = c.b.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			a, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", upstream)
-			if err != nil {
-				_ = a.Close()
-				continue
-			}
-			c := &proxied{a: a, b: b}
-			p.mu.Lock()
-			p.conns = append(p.conns, c)
-			p.mu.Unlock()
-			p.accepted.Add(1)
-			wg.Add(2)
-			go func() { defer wg.Done(); c.pipe(b, a) }()
-			go func() { defer wg.Done(); c.pipe(a, b) }()
-		}
-	}()
-	return p
-}
-
-func (c *proxied) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && !c.holed.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				_ = dst.Close()
-			}
-			_ = dst.Close()
-			return
-		}
-	}
-}
-
-func (p *proxy) blackhole() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.holed.Store(true)
-	}
-}
-
 // After repeated failures on a dead connection, OnRepeatedFailure closes the
 // client's connections (as examples/agent does, and kubelet) and the next
 // request dials a new one: the status round and the lease renewal succeed
@@ -241,8 +151,12 @@ func TestIntegrationRepeatedFailureHookReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := newProxy(t, u.Host)
-	cfg.Host = "https://" + px.ln.Addr().String()
+	px, err := testenv.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	cfg.Host = "https://" + px.Addr()
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 5 * time.Second}).DialContext)
 	cfg.Dial = dialer.DialContext
 	client, err := kubernetes.NewForConfig(cfg)
@@ -270,20 +184,20 @@ func TestIntegrationRepeatedFailureHookReconnects(t *testing.T) {
 	if _, err := lr.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	before := px.accepted.Load()
-	px.blackhole()
+	before := px.Accepted()
+	px.Blackhole()
 	// The status round: attempts 0 and 1 time out on the dead connection,
 	// the hook closes it, attempt 2 dials again and writes.
 	if err := hb.SyncStatus(ctx); err != nil {
 		t.Fatalf("status round over a black-holed connection: %v", err)
 	}
-	if hooks.Load() == 0 || px.accepted.Load() == before {
-		t.Fatalf("hook calls %d, new connections %d", hooks.Load(), px.accepted.Load()-before)
+	if hooks.Load() == 0 || px.Accepted() == before {
+		t.Fatalf("hook calls %d, new connections %d", hooks.Load(), px.Accepted()-before)
 	}
 	// The lease: a renewal that times out counts one failure; the second
 	// calls the hook; the third works on a new connection.
-	before, hooksBefore := px.accepted.Load(), hooks.Load()
-	px.blackhole()
+	before, hooksBefore := px.Accepted(), hooks.Load()
+	px.Blackhole()
 	var renewErr error
 	for i := range 3 {
 		if _, renewErr = lr.SyncOnce(ctx); renewErr == nil {
@@ -293,7 +207,7 @@ func TestIntegrationRepeatedFailureHookReconnects(t *testing.T) {
 			t.Fatalf("renewal %d over a black-holed connection: %v", i, renewErr)
 		}
 	}
-	if hooks.Load() == hooksBefore || px.accepted.Load() == before {
-		t.Fatalf("lease: hook calls %d, new connections %d", hooks.Load()-hooksBefore, px.accepted.Load()-before)
+	if hooks.Load() == hooksBefore || px.Accepted() == before {
+		t.Fatalf("lease: hook calls %d, new connections %d", hooks.Load()-hooksBefore, px.Accepted()-before)
 	}
 }
