@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,20 +142,15 @@ func TestIntegrationRepeatedFailureHookReconnects(t *testing.T) {
 	integration(t)
 	const name = "blackholed"
 	cleanup(t, name)
-	cfg, err := cp.NodeConfig(name)
+	direct, err := cp.NodeConfig(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px, err := testenv.NewProxy(u.Host)
+	cfg, px, err := testenv.ProxyConfig(direct)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
-	cfg.Host = "https://" + px.Addr()
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 5 * time.Second}).DialContext)
 	cfg.Dial = dialer.DialContext
 	client, err := kubernetes.NewForConfig(cfg)

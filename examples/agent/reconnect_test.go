@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,20 +27,15 @@ func TestAgentReconnectsAfterRepeatedFailures(t *testing.T) {
 		_ = admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	rc, err := cp.NodeConfig(name)
+	direct, err := cp.NodeConfig(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(rc.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px, err := testenv.NewProxy(u.Host)
+	rc, px, err := testenv.ProxyConfig(direct)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
-	rc.Host = "https://" + px.Addr()
 	kc := filepath.Join(t.TempDir(), "node.kubeconfig")
 	if err := controlplane.WriteKubeconfig(rc, kc); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,13 @@
 package testenv
 
 import (
+	"fmt"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
+
+	"k8s.io/client-go/rest"
 )
 
 // Proxy forwards TCP connections from a listener on 127.0.0.1 to an
@@ -99,4 +103,21 @@ func (c *proxied) pipe(dst, src net.Conn) {
 			return
 		}
 	}
+}
+
+// ProxyConfig starts a Proxy in front of cfg's API server and returns a copy
+// of cfg that talks to it (the server's certificate still matches: the proxy
+// listens on 127.0.0.1 too).
+func ProxyConfig(cfg *rest.Config) (*rest.Config, *Proxy, error) {
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("testenv: API server URL %q: %w", cfg.Host, err)
+	}
+	p, err := NewProxy(u.Host)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := rest.CopyConfig(cfg)
+	out.Host = "https://" + p.Addr()
+	return out, p, nil
 }
