@@ -4,8 +4,9 @@ import "time"
 
 // PostState is what a HeartbeatStrategy decides on.
 type PostState struct {
-	// Changed reports whether the computed status differs from the node as
-	// last read or written, heartbeat timestamps ignored.
+	// Changed reports whether the computed status differs from the node it
+	// was computed from (the newest known: as last written, or as the watch
+	// of the Node last saw it under Run), heartbeat timestamps ignored.
 	Changed bool
 	// NeverPosted is true until the first status post since start-up (or
 	// since the node was registered again). Creating the Node with its

@@ -44,7 +44,7 @@
 // # Many renewers in one process
 //
 // A Renewer holds its options, the last lease written (a few hundred bytes)
-// and two mutexes; it starts no goroutine unless Run is called. A scheduler
+// and one mutex; it starts no goroutine unless Run is called. A scheduler
 // that drives thousands of renewers calls SyncOnce, which returns the wait
 // before the next renewal. Latest reads a published snapshot and never waits
 // for a renewal in flight. Renewers that share a prometheus.Registerer share
