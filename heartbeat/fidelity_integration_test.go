@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/lease"
 )
@@ -204,4 +208,68 @@ func TestIntegrationRepeatedFailureHookReconnects(t *testing.T) {
 	if hooks.Load() == hooksBefore || px.Accepted() == before {
 		t.Fatalf("lease: hook calls %d, new connections %d", hooks.Load()-hooksBefore, px.Accepted()-before)
 	}
+}
+
+// The same with the real node lifecycle controller: kube-controller-manager
+// marks the node Unknown while its agent is stopped; once the agent runs
+// again (same Heartbeat, nothing changed in its computed status) it posts
+// Ready=True within a few rounds, long before its 5m report would be due.
+func TestIntegrationNodeLifecycleControllerUnknownIsCorrected(t *testing.T) {
+	cp := integration(t)
+	dir, err := controlplane.BinaryDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	kcmBin := filepath.Join(dir, "kube-controller-manager")
+	if _, err := os.Stat(kcmBin); err != nil {
+		testenv.Missing(t, "kube-controller-manager", "testbin", err)
+	}
+	kc := filepath.Join(t.TempDir(), "admin.kubeconfig")
+	if err := controlplane.WriteKubeconfig(cp.AdminConfig(), kc); err != nil {
+		t.Fatal(err)
+	}
+	kcm := exec.Command(kcmBin, "--kubeconfig="+kc, "--controllers=node-lifecycle-controller",
+		"--leader-elect=false", "--secure-port=0", "--node-monitor-period=1s",
+		"--node-monitor-grace-period=6s", "--node-startup-grace-period=6s")
+	if err := kcm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kcm.Process.Kill(); _ = kcm.Wait() })
+
+	const name = "kcm-unknown"
+	cleanup(t, name)
+	client, _ := nodeClient(t, name, nil)
+	hb, err := heartbeat.New(heartbeat.Options{
+		Client: client, NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
+		NodeStatusUpdateFrequency: time.Second,
+		NodeStatusReportFrequency: 5 * time.Minute,
+		LeaseOptions:              lease.Options{LeaseDuration: 4 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := cp.AdminClient()
+	ctx := ctxFor(t, 2*time.Minute)
+	ready := func() corev1.ConditionStatus {
+		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return readyOf(n)
+	}
+	run1, stop1 := context.WithCancel(ctx)
+	done1 := make(chan error, 1)
+	go func() { done1 <- hb.Run(run1) }()
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "node Ready", func() bool { return ready() == corev1.ConditionTrue })
+	stop1()
+	if err := <-done1; err != nil {
+		t.Fatalf("Run returned %v", err)
+	}
+	testenv.Eventually(t, 60*time.Second, 200*time.Millisecond, "the node lifecycle controller marks the node Unknown", func() bool {
+		return ready() == corev1.ConditionUnknown
+	})
+	runHeartbeat(t, hb)
+	start := time.Now()
+	testenv.Eventually(t, 20*time.Second, 100*time.Millisecond, "Ready=True posted again", func() bool { return ready() == corev1.ConditionTrue })
+	t.Logf("Ready=True posted again %v after the agent resumed", time.Since(start))
 }
