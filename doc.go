@@ -17,8 +17,9 @@
 //	lease       the node's Lease in kube-node-lease, renewed with the kubelet's
 //	            timing and back-off
 //	heartbeat   registration and the HeartbeatStrategy that keeps the control
-//	            plane told the node is alive; heartbeat/heartbeattest has fake
-//	            fleets of nodes for controller tests
+//	            plane told the node is alive; heartbeat/fleet runs many
+//	            hollow nodes (scale runs, controller tests), on
+//	            heartbeat/heartbeattest's fake clientset under a fake clock
 //	podsource   desired pods from a manifest directory, a URL and the API
 //	            server, merged into one stream, with mirror pods
 //	probe       liveness, readiness and startup probes (exec, HTTP, TCP, gRPC)

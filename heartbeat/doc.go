@@ -12,18 +12,23 @@
 //		Node:         template,      // labels, annotations, taints
 //	})
 //	...
-//	err = hb.Run(ctx)                // returns when ctx ends
+//	err = hb.Run(ctx)                // returns nil when ctx ends
 //
-// Run drives four exported steps, which a test harness or a scheduler of many
-// nodes may call itself instead: Register, SyncStatus, SyncFastStatus and
-// SyncLease (with NextRegisterWait and NextStatusWait for the waits).
+// SyncOnce is the heartbeat's synchronous step: it does what is due
+// (registration and its back-off, fast start-up checks, status rounds) and
+// returns how long to wait before the next call. Run is a thin loop over it
+// (plus the lease's own loop and the watch of the Node); a test harness or a
+// scheduler of many nodes (package heartbeat/fleet) calls SyncOnce and
+// the renewer's SyncOnce itself, so it runs exactly the code Run runs.
+// Register, SyncStatus and SyncFastStatus are the parts of SyncOnce, for
+// tests that want one alone.
 //
 // # Strategies
 //
 // A HeartbeatStrategy says whether a lease is used and whether a computed
 // status is posted. Two are provided:
 //
-//   - Lease() (the default): the Lease is renewed every 10s (jitter 4%);
+//   - LeaseStrategy() (the default): the Lease is renewed every 10s (jitter 4%);
 //     status is computed every NodeStatusUpdateFrequency (10s, jitter 4%)
 //     and posted only when it changed (conditions' heartbeat times ignored)
 //     or when NodeStatusReportFrequency (5m) has passed since the last post.
@@ -33,7 +38,7 @@
 //     status, and that counts as the first post: a new node makes no status
 //     write until something changes (a Node found registered already is
 //     posted to at the first round).
-//   - StatusOnly(): no lease; the status is the heartbeat and is posted every
+//   - StatusOnlyStrategy(): no lease; the status is the heartbeat and is posted every
 //     NodeStatusUpdateFrequency, changed or not.
 //
 // If NodeStatusUpdateFrequency is set and NodeStatusReportFrequency is not,
@@ -41,8 +46,12 @@
 //
 // # Status rounds
 //
-// SyncStatus makes up to 5 attempts: the first computes from the node as last
-// read or written (no request but the write), later ones from a fresh GET.
+// SyncStatus makes up to 5 attempts: the first computes from the newest node
+// known (no request but the write): the node as last written, or as the
+// watch of the Node last saw it when that is newer, so that a status written
+// by others (the node lifecycle controller setting Ready=Unknown) is
+// compared against and corrected within one round, as kubelet's informer
+// does. Later attempts compute from a fresh GET.
 // The setter runs on a deep copy; the node as read is never modified.
 // Writes go to nodes/status:
 //
@@ -55,9 +64,16 @@
 //     and the ones it applied before). Other managers' conditions are never
 //     in the request, so they cannot be lost.
 //
-// A Node found missing (404) ends the round with ErrNodeNotFound; with
-// re-registration on (the default) the next round registers it again and the
-// lease's owner reference moves to the new UID. A round that does not post
+// Every round also puts back the kubernetes.io/hostname, kubernetes.io/os and
+// kubernetes.io/arch labels of the template when someone removed or changed
+// them (a status write carrying the labels, which NodeRestriction allows a
+// node on itself), as kubelet does.
+//
+// A Node found missing (404) ends the round with ErrNodeNotFound. kubelet
+// registers once per process, and so does a Heartbeat by default: a deleted
+// Node stays deleted until the agent restarts. With Options.ReRegister the
+// next step registers it again and the lease's owner reference moves to the
+// new UID. A round that does not post
 // makes no request, so with the Lease strategy a deletion is noticed at the
 // next write (the next status change, or the next report, within 5m), or
 // sooner when the lease renewal finds the lease gone (in a cluster the
@@ -71,25 +87,45 @@
 // the managed labels (kubelet's default labels, from the template), capacity
 // and allocatable, and the controller-managed attach/detach annotation, with
 // one strategic-merge patch when something differs. Run retries with a
-// back-off of 100ms doubling to 7s.
+// back-off of 100ms doubling to 7s. The lease is first written once the Node
+// is registered, so that it has its owner reference from the start.
+//
+// # Watching the Node
+//
+// Run keeps one watch of its own Node (a LIST and a WATCH with fieldSelector
+// metadata.name=<node>, as kubelet's node informer; Options.DisableNodeWatch
+// turns it off). Its API cost: one LIST of one object when Run starts and
+// whenever the watch is re-established (the API server ends watches after
+// 5-10 minutes), one open watch connection, and one event per change of the
+// Node, the agent's own writes included (each about the size of the Node).
+// No GET per round. SyncOnce alone never watches (a fleet of thousands of
+// nodes would hold thousands of watches); it compares against the node as
+// last written.
+//
+// # Failures and connections
+//
+// Options.OnRepeatedFailure is called after RepeatedFailures (2) consecutive
+// failed requests and after each further one, as kubelet's
+// onRepeatedHeartbeatFailure; an agent closes its API connections there so
+// that a dead TCP connection is not reused (examples/agent does).
 //
 // # Start-up
 //
-// After registration Run checks every 100ms (FastStatusInterval) whether the
+// After registration SyncOnce checks every 100ms (FastStatusInterval) whether the
 // computed status turned Ready, without any request, and posts it at once
 // when it did; the checks stop when the node is Ready or after 120s
 // (NodeReadyGracePeriod), as kubelet's fast status updates.
 //
 // # Reporting
 //
-// Metrics (through Options.Metrics, none by default; heartbeats sharing a
+// Metrics (through Options.Registerer, none by default; heartbeats sharing a
 // registerer share them): nodekit_heartbeat_registrations_total,
 // nodekit_heartbeat_registration_failures_total,
 // nodekit_heartbeat_status_rounds_total, nodekit_heartbeat_status_posts_total,
 // nodekit_heartbeat_status_failures_total and the histogram
 // nodekit_heartbeat_status_duration_seconds, plus the lease's metrics when the
 // heartbeat builds its renewer. Events NodeReady / NodeNotReady go to
-// Options.EventRecorder when the posted Ready condition changes.
+// Options.Recorder when the posted Ready condition changes.
 //
 // # Limits
 //
@@ -97,30 +133,13 @@
 // the injected clock. The state kept per node is the last node object and
 // the registration template, both protobuf-encoded (managed fields dropped;
 // a status round decodes its working copy from them), a few timestamps and,
-// with a lease, the last lease: about 2.4 KiB per node with a kubelet-like
-// status (four conditions, capacity, addresses, node info, two images),
-// measured by
-// BenchmarkMemoryPerNode (go test -short -run '^$' -bench MemoryPerNode
-// -benchtime=1x ./heartbeat/). Run uses two goroutines (status and lease);
-// the steps use none, so a scheduler of its own can drive many nodes.
+// with a lease, the last lease: a few KiB per node. Run uses a goroutine for
+// the status loop, one for the lease loop and client-go's informer
+// goroutines for the watch of the Node; SyncOnce uses none, so a scheduler
+// of its own can drive many nodes.
 //
-// # Measured write load
-//
-// One idle node with the defaults, against the test control plane's real
-// kube-apiserver (v1.37), its steps driven every 10s of a fake clock for 3600
-// simulated seconds after registration, requests counted by a wrapping
-// http.RoundTripper (BenchmarkWriteLoadPerHour):
-//
-//	strategy     requests/h  writes/h  request bytes/h   what
-//	Lease        372         372       88 KiB (JSON)     360 lease PUTs (~0.2 KiB) + 12 status patches
-//	StatusOnly   360         360       145 KiB (JSON)    360 status patches (~0.4 KiB: 4 heartbeat times)
-//	kubelet      -           366       277 KiB           its defaults (reference figure)
-//
-// No GET in either: status rounds start from the last node written, lease
-// renewals from the last lease written (sent without managed fields, which
-// an update leaves as they are). With protobuf as the client's content type
-// the figures are 93 KiB and 145 KiB (patch bodies are JSON either way).
-// Measured with:
-//
-//	go test -run '^$' -bench WriteLoadPerHour -benchtime=1x ./heartbeat/
+// With the defaults an idle node writes about once per renew interval (one
+// lease PUT of about 0.2 KiB, no GET) and posts its status only on a change
+// or every 5m. The measured write load per hour, memory per node and the
+// commands that measure them are in BENCHMARKS.md.
 package heartbeat

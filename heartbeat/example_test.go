@@ -51,11 +51,11 @@ func Example() {
 		panic(err)
 	}
 	ctx := context.Background()
-	for range 6 { // what Run does every 10s
-		if err := hb.SyncStatus(ctx); err != nil {
+	for range 6 { // Run calls SyncOnce when it asks to be called, 10s when idle
+		if _, err := hb.SyncOnce(ctx); err != nil {
 			panic(err)
 		}
-		if err := hb.SyncLease(ctx); err != nil {
+		if _, err := hb.SyncLease(ctx); err != nil {
 			panic(err)
 		}
 		clk.Step(10 * time.Second)
@@ -65,7 +65,7 @@ func Example() {
 		writes[a.GetVerb()+" "+a.GetResource().Resource]++
 	}
 	node, _ := client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
-	l := hb.Lease().Latest()
+	l := hb.Renewer().Latest()
 	fmt.Println("node", node.Name, node.Labels["example.com/pool"], node.Status.Conditions[0].Type, node.Status.Conditions[0].Status)
 	fmt.Println("lease renewed at", l.Spec.RenewTime.UTC().Format(time.TimeOnly), "owner", l.OwnerReferences[0].Kind, l.OwnerReferences[0].UID)
 	fmt.Println("node writes:", writes["create nodes"], "create,", writes["patch nodes"], "status patch")

@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 )
@@ -23,54 +24,65 @@ var (
 	// ErrStatusAttempts is wrapped by the error of a status round whose
 	// attempts all failed.
 	ErrStatusAttempts = errors.New("heartbeat: all node status attempts failed")
-	// ErrNodeNotFound is wrapped when the Node is gone. With re-registration
-	// on, the next round registers it again.
+	// ErrNodeNotFound is wrapped when the Node is gone. With
+	// Options.ReRegister, the next step registers it again.
 	ErrNodeNotFound = errors.New("heartbeat: node not found")
 )
 
-// Event reasons recorded through Options.EventRecorder.
+// Event reasons recorded through Options.Recorder.
 const (
 	EventNodeReady    = "NodeReady"
 	EventNodeNotReady = "NodeNotReady"
 )
 
 // Heartbeat registers one Node and keeps the control plane told it is alive.
-// Register, SyncStatus, SyncFastStatus and SyncLease are the steps Run
-// drives; an external scheduler may call them instead of Run. Status steps
-// are serialised with each other; the lease step runs independently.
+// SyncOnce is its synchronous step and Run a loop over it; Register,
+// SyncStatus, SyncFastStatus and SyncLease are the parts SyncOnce is made
+// of, for tests that want one of them alone. Status steps are serialised
+// with each other; the lease step runs independently. Readers (Node,
+// Registered) never wait for a step.
 type Heartbeat struct {
-	client      kubernetes.Interface
-	name        string
-	template    lastNode // the Node to register, kept encoded as the last node is
-	setter      nodestatus.StatusSetter
-	strategy    HeartbeatStrategy
-	update      time.Duration
-	report      time.Duration
-	jitter      float64
-	register    bool
-	reRegister  bool
-	regBackoff0 time.Duration
-	regBackoffN time.Duration
-	labels      []string
-	fastEvery   time.Duration
-	grace       time.Duration
-	mode        WriteMode
-	manager     string
-	timeout     time.Duration
-	clock       clock.Clock
-	recorder    record.EventRecorder
-	rand        func() float64
-	lease       *lease.Renewer
-	metrics     *metrics
+	client     Client
+	name       string
+	template   *lastNode // the Node to register, kept encoded as the last node is
+	setter     nodestatus.StatusSetter
+	strategy   HeartbeatStrategy
+	update     time.Duration
+	report     time.Duration
+	jitter     float64
+	register   bool
+	reRegister bool
+	watch      bool
+	labels     []string
+	required   []label // labels re-applied on every round
+	fastEvery  time.Duration
+	grace      time.Duration
+	mode       WriteMode
+	manager    string
+	timeout    time.Duration
+	onFail     func()
+	clock      clock.Clock
+	recorder   record.EventRecorder
+	rand       func() float64
+	lease      *lease.Renewer
+	metrics    *metrics
 
-	mu          sync.Mutex
-	node        lastNode // last known node
-	registered  bool
-	lastPost    time.Time // zero: never posted
+	// Published for readers, written under mu.
+	node       atomic.Pointer[lastNode] // last known node
+	registered atomic.Bool
+	seen       atomic.Pointer[corev1.Node] // the Node as the watch last saw it
+
+	mu          sync.Mutex // serialises the status steps
+	lastPost    time.Time  // zero: never posted
 	reportDelay time.Duration
-	regBackoff  time.Duration
+	regBackoff  backoff.Backoff
+	failures    int                        // consecutive failed status requests
 	owned       []corev1.NodeConditionType // condition types applied (ServerSideApply)
 	leaseLost   uint64                     // lease.Recreated() as last seen
+	nextStatus  time.Time                  // when the next full round is due
+	fastActive  bool
+	fastUntil   time.Time
+	nextFast    time.Time
 }
 
 // New checks opts, fills in defaults and returns a Heartbeat. It makes no
@@ -79,68 +91,71 @@ func New(opts Options) (*Heartbeat, error) {
 	if err := opts.complete(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(opts.Metrics)
+	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := opts.Node.DeepCopy()
 	tmpl.Name = opts.NodeName
 	h := &Heartbeat{
-		client:      opts.Client,
-		name:        opts.NodeName,
-		setter:      opts.StatusSetter,
-		strategy:    opts.Strategy,
-		update:      opts.NodeStatusUpdateFrequency,
-		report:      opts.NodeStatusReportFrequency,
-		jitter:      opts.Jitter,
-		register:    !opts.DisableRegistration,
-		reRegister:  !opts.DisableReRegistration,
-		regBackoff0: opts.RegisterBackoff,
-		regBackoffN: opts.MaxRegisterBackoff,
-		labels:      opts.ManagedLabels,
-		fastEvery:   opts.FastStatusInterval,
-		grace:       opts.NodeReadyGracePeriod,
-		mode:        opts.WriteMode,
-		manager:     opts.FieldManager,
-		timeout:     opts.RequestTimeout,
-		clock:       opts.Clock,
-		recorder:    opts.EventRecorder,
-		rand:        opts.Rand,
-		metrics:     m,
+		client:     opts.Client,
+		name:       opts.NodeName,
+		setter:     opts.StatusSetter,
+		strategy:   opts.Strategy,
+		update:     opts.NodeStatusUpdateFrequency,
+		report:     opts.NodeStatusReportFrequency,
+		jitter:     opts.Jitter,
+		register:   !opts.DisableRegistration,
+		reRegister: opts.ReRegister,
+		watch:      !opts.DisableNodeWatch,
+		labels:     opts.ManagedLabels,
+		required:   requiredLabels(tmpl),
+		fastEvery:  opts.FastStatusInterval,
+		grace:      opts.NodeReadyGracePeriod,
+		mode:       opts.WriteMode,
+		manager:    opts.FieldManager,
+		timeout:    opts.RequestTimeout,
+		onFail:     opts.OnRepeatedFailure,
+		clock:      opts.Clock,
+		recorder:   opts.Recorder,
+		rand:       opts.Rand,
+		metrics:    m,
+		regBackoff: backoff.Backoff{Initial: opts.RegisterBackoff, Max: opts.MaxRegisterBackoff},
 	}
-	h.template.set(tmpl)
+	if h.template, err = newLastNode(tmpl); err != nil {
+		return nil, err
+	}
 	if opts.Strategy.UsesLease() {
-		h.lease = opts.Lease
+		h.lease = opts.Renewer
 		if h.lease.NodeName() != h.name {
-			return nil, fmt.Errorf("heartbeat: Options.Lease renews the lease of %q, not of %q", h.lease.NodeName(), h.name)
+			return nil, fmt.Errorf("heartbeat: Options.Renewer renews the lease of %q, not of %q", h.lease.NodeName(), h.name)
 		}
 	}
 	return h, nil
 }
 
-// Lease returns the lease renewer, or nil when the strategy uses none.
-func (h *Heartbeat) Lease() *lease.Renewer { return h.lease }
+// Renewer returns the lease renewer, or nil when the strategy uses none.
+func (h *Heartbeat) Renewer() *lease.Renewer { return h.lease }
 
-// Node returns a copy of the node as last read or written, or nil.
+// Node returns a copy of the node as last read or written, or nil. It never
+// waits for a request in flight.
 func (h *Heartbeat) Node() *corev1.Node {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.node.get()
+	n, err := h.node.Load().get()
+	if err != nil {
+		return nil
+	}
+	return n
 }
 
 // Registered reports whether the Node is known to exist (registered by this
-// heartbeat, or found).
-func (h *Heartbeat) Registered() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.registered
-}
+// heartbeat, or found). It never waits for a request in flight.
+func (h *Heartbeat) Registered() bool { return h.registered.Load() }
 
 // SyncLease renews the lease once; it does nothing when the strategy uses no
-// lease.
-func (h *Heartbeat) SyncLease(ctx context.Context) error {
+// lease. It returns the wait before the next renewal.
+func (h *Heartbeat) SyncLease(ctx context.Context) (time.Duration, error) {
 	if h.lease == nil {
-		return nil
+		return 0, nil
 	}
 	return h.lease.SyncOnce(ctx)
 }
@@ -150,6 +165,24 @@ func (h *Heartbeat) reqCtx(ctx context.Context) (context.Context, context.Cancel
 		return context.WithTimeout(ctx, h.timeout)
 	}
 	return ctx, func() {}
+}
+
+// failed counts a failed request and calls the repeated-failure hook from
+// the RepeatedFailures-th consecutive one on; a success (nil) resets the
+// count. Answers that show the connection works (conflict, not found,
+// already exists, forbidden) count as neither.
+func (h *Heartbeat) failed(err error) {
+	if err == nil {
+		h.failures = 0
+		return
+	}
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) || apierrors.IsForbidden(err) {
+		return
+	}
+	h.failures++
+	if h.failures >= RepeatedFailures && h.onFail != nil {
+		h.onFail()
+	}
 }
 
 // Register makes one attempt at registering the Node: it creates the Node
@@ -170,7 +203,10 @@ func (h *Heartbeat) registerLocked(ctx context.Context) error {
 
 func (h *Heartbeat) tryRegister(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	initial := h.template.get()
+	initial, err := h.template.get()
+	if err != nil {
+		return err
+	}
 	if err := h.setter.SetStatus(ctx, initial); err != nil {
 		logger.Info("Status setters failed while building the node to register", "node", h.name, "err", err)
 	}
@@ -178,8 +214,11 @@ func (h *Heartbeat) tryRegister(ctx context.Context) error {
 	rctx, cancel := h.reqCtx(ctx)
 	created, err := nodes.Create(rctx, initial, metav1.CreateOptions{FieldManager: h.manager})
 	cancel()
+	h.failed(err)
 	if err == nil {
-		h.adopt(created)
+		if err := h.adopt(created); err != nil {
+			return err
+		}
 		// The Node was created with its computed status: that was a post,
 		// and the next round posts only on a change or when the report is
 		// due.
@@ -192,14 +231,14 @@ func (h *Heartbeat) tryRegister(ctx context.Context) error {
 	rctx, cancel = h.reqCtx(ctx)
 	existing, gerr := nodes.Get(rctx, h.name, metav1.GetOptions{})
 	cancel()
+	h.failed(gerr)
 	if gerr != nil {
 		return fmt.Errorf("heartbeat: register node %q: %w", h.name, errors.Join(err, gerr))
 	}
 	existing.ManagedFields = nil
 	want := existing.DeepCopy()
 	if !h.reconcile(initial, want) {
-		h.adopt(existing)
-		return nil
+		return h.adopt(existing)
 	}
 	patch, perr := strategicPatch(existing, want)
 	if perr != nil {
@@ -208,11 +247,11 @@ func (h *Heartbeat) tryRegister(ctx context.Context) error {
 	rctx, cancel = h.reqCtx(ctx)
 	patched, perr := nodes.Patch(rctx, h.name, strategicMergePatchType, patch, metav1.PatchOptions{FieldManager: h.manager}, "status")
 	cancel()
+	h.failed(perr)
 	if perr != nil {
 		return fmt.Errorf("heartbeat: reconcile existing node %q: %w", h.name, perr)
 	}
-	h.adopt(patched)
-	return nil
+	return h.adopt(patched)
 }
 
 // posted records a successful status post. After a change or the first
@@ -227,18 +266,31 @@ func (h *Heartbeat) posted(shift bool) {
 	}
 }
 
+// keep publishes n as the node last read or written.
+func (h *Heartbeat) keep(n *corev1.Node) error {
+	l, err := newLastNode(n)
+	if err != nil {
+		return err
+	}
+	h.node.Store(l)
+	return nil
+}
+
 // adopt records n as the registered node and tells the lease its owner.
-func (h *Heartbeat) adopt(n *corev1.Node) {
-	if h.node.empty() || h.node.uid != n.UID {
+func (h *Heartbeat) adopt(n *corev1.Node) error {
+	if last := h.node.Load(); last == nil || last.uid != n.UID {
 		h.lastPost = time.Time{}
 		h.reportDelay = 0
 		h.owned = nil
 	}
-	h.node.set(n)
-	h.registered = true
+	if err := h.keep(n); err != nil {
+		return err
+	}
+	h.registered.Store(true)
 	if h.lease != nil {
 		h.lease.SetOwner(n.UID)
 	}
+	return nil
 }
 
 // reconcile updates existing with what the agent owns from initial and
@@ -296,21 +348,37 @@ func reconcileResources(have *corev1.ResourceList, want corev1.ResourceList) boo
 }
 
 // SyncStatus runs one status round: register first if needed; then up to 5
-// attempts, the first from the last known node and the others from a fresh
-// GET. Each attempt computes the status on a copy, asks the strategy whether
-// to post it, and writes it.
+// attempts, the first from the newest node known (as last written, or as
+// the watch of the Node last saw it), the others from a fresh GET. Each
+// attempt computes the status on a copy, asks the strategy whether to post
+// it, and writes it.
 func (h *Heartbeat) SyncStatus(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.registered && h.register {
+	if !h.registered.Load() && h.register {
 		if err := h.registerLocked(ctx); err != nil {
 			return err
 		}
 	}
+	return h.syncStatusLocked(ctx)
+}
+
+func (h *Heartbeat) syncStatusLocked(ctx context.Context) error {
 	start := h.clock.Now()
 	posted, err := h.syncStatus(ctx)
 	h.metrics.status(h.clock.Since(start), posted, err)
 	return err
+}
+
+// base returns the node a first attempt computes from: the newer of the
+// node as last written and as the watch last saw it (what others wrote,
+// such as the node lifecycle controller's Ready=Unknown, shows there).
+func (h *Heartbeat) base() (*corev1.Node, error) {
+	last := h.node.Load()
+	if w := h.seen.Load(); w != nil && (last == nil || (w.UID == last.uid && newerThan(w.ResourceVersion, last.rv))) {
+		return w.DeepCopy(), nil
+	}
+	return last.get()
 }
 
 func (h *Heartbeat) syncStatus(ctx context.Context) (posted bool, err error) {
@@ -330,7 +398,9 @@ func (h *Heartbeat) syncStatus(ctx context.Context) (posted bool, err error) {
 		}
 		var base *corev1.Node
 		if i == 0 && !fresh {
-			base = h.node.get()
+			if base, err = h.base(); err != nil {
+				return false, err
+			}
 		}
 		if base == nil {
 			got, err := h.get(ctx)
@@ -356,33 +426,71 @@ func (h *Heartbeat) get(ctx context.Context) (*corev1.Node, error) {
 	rctx, cancel := h.reqCtx(ctx)
 	defer cancel()
 	n, err := h.client.CoreV1().Nodes().Get(rctx, h.name, metav1.GetOptions{})
+	h.failed(err)
 	if err != nil {
 		return nil, err
 	}
-	if !h.register || (!h.node.empty() && h.node.uid != n.UID) {
-		h.adopt(n)
-	} else {
-		h.node.set(n)
+	n.ManagedFields = nil
+	if last := h.node.Load(); !h.register || (last != nil && last.uid != n.UID) {
+		if err := h.adopt(n); err != nil {
+			return nil, err
+		}
+	} else if err := h.keep(n); err != nil {
+		return nil, err
 	}
-	return n, nil
+	return n.DeepCopy(), nil
 }
 
 // lost handles a Node that is gone.
 func (h *Heartbeat) lost(err error) error {
 	if h.register && h.reRegister {
-		h.registered = false
-		h.node.clear()
+		h.registered.Store(false)
+		h.node.Store(nil)
 	}
 	return fmt.Errorf("%w: %q: %w", ErrNodeNotFound, h.name, err)
 }
 
+type label struct{ key, value string }
+
+// requiredLabels are the labels of tmpl that kubelet puts back on its Node
+// whenever they are missing or changed: kubernetes.io/hostname, os and
+// arch (NodeRestriction lets a node set these on itself). A slice, not a
+// map: a fleet holds one per node.
+func requiredLabels(tmpl *corev1.Node) []label {
+	var req []label
+	for _, k := range []string{corev1.LabelHostname, corev1.LabelOSStable, corev1.LabelArchStable} {
+		if v := tmpl.Labels[k]; v != "" {
+			req = append(req, label{k, v})
+		}
+	}
+	return req
+}
+
+// restoreLabels sets the required labels on n and reports whether any was
+// missing or different.
+func (h *Heartbeat) restoreLabels(n *corev1.Node) bool {
+	changed := false
+	for _, l := range h.required {
+		if cur, ok := n.Labels[l.key]; ok && cur == l.value {
+			continue
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[l.key] = l.value
+		changed = true
+	}
+	return changed
+}
+
 // attempt computes the status from base and posts it when the strategy says
-// so. base is not modified.
+// so, or when a required label must be put back. base is not modified.
 func (h *Heartbeat) attempt(ctx context.Context, base *corev1.Node) (bool, error) {
 	computed := base.DeepCopy()
 	if err := h.setter.SetStatus(ctx, computed); err != nil {
 		klog.FromContext(ctx).Info("Status setters failed; posting what they computed", "node", h.name, "err", err)
 	}
+	labels := h.restoreLabels(computed)
 	now := h.clock.Now()
 	changed := StatusChanged(&base.Status, &computed.Status)
 	state := PostState{
@@ -391,7 +499,7 @@ func (h *Heartbeat) attempt(ctx context.Context, base *corev1.Node) (bool, error
 		SinceLastPost:   now.Sub(h.lastPost),
 		ReportFrequency: h.report + h.reportDelay,
 	}
-	if !h.strategy.ShouldPost(state) {
+	if !labels && !h.strategy.ShouldPost(state) {
 		return false, nil
 	}
 	updated, err := h.write(ctx, base, computed)
@@ -400,8 +508,7 @@ func (h *Heartbeat) attempt(ctx context.Context, base *corev1.Node) (bool, error
 	}
 	h.posted(changed || state.NeverPosted)
 	h.recordReady(base, updated)
-	h.node.set(updated)
-	return true, nil
+	return true, h.keep(updated)
 }
 
 func (h *Heartbeat) write(ctx context.Context, base, computed *corev1.Node) (*corev1.Node, error) {
@@ -413,7 +520,7 @@ func (h *Heartbeat) write(ctx context.Context, base, computed *corev1.Node) (*co
 	)
 	if h.mode == ServerSideApply {
 		h.owned = ownedConditions(h.owned, base.Status.Conditions, computed.Status.Conditions)
-		body, err = applyBody(h.name, &computed.Status, h.owned)
+		body, err = applyBody(h.name, h.required, &computed.Status, h.owned)
 		opts.Force = &forceApply
 		pt = applyPatchType
 	} else {
@@ -425,6 +532,7 @@ func (h *Heartbeat) write(ctx context.Context, base, computed *corev1.Node) (*co
 	rctx, cancel := h.reqCtx(ctx)
 	defer cancel()
 	updated, err := h.client.CoreV1().Nodes().Patch(rctx, h.name, pt, body, opts, "status")
+	h.failed(err)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: write status of node %q: %w", h.name, err)
 	}
@@ -467,13 +575,21 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 func (h *Heartbeat) SyncFastStatus(ctx context.Context) (done bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.node.empty() {
+	return h.syncFast(ctx)
+}
+
+func (h *Heartbeat) syncFast(ctx context.Context) (done bool, err error) {
+	last := h.node.Load()
+	if last == nil {
 		return false, nil
 	}
-	if h.node.ready == corev1.ConditionTrue {
+	if last.ready == corev1.ConditionTrue {
 		return true, nil
 	}
-	base := h.node.get()
+	base, err := last.get()
+	if err != nil {
+		return false, err
+	}
 	computed := base.DeepCopy()
 	if err := h.setter.SetStatus(ctx, computed); err != nil {
 		klog.FromContext(ctx).V(4).Info("Status setters failed in fast status check", "node", h.name, "err", err)
@@ -481,14 +597,14 @@ func (h *Heartbeat) SyncFastStatus(ctx context.Context) (done bool, err error) {
 	if !StatusChanged(&base.Status, &computed.Status) || readyStatus(computed) != corev1.ConditionTrue {
 		return false, nil
 	}
+	h.restoreLabels(computed)
 	start := h.clock.Now()
 	updated, err := h.write(ctx, base, computed)
 	if err == nil {
 		h.posted(true)
 		h.recordReady(base, updated)
-		h.node.set(updated)
 		h.metrics.status(h.clock.Since(start), true, nil)
-		return true, nil
+		return true, h.keep(updated)
 	}
 	// The node as last known is probably stale: a full round reads it.
 	_, err = h.syncStatus(ctx)
@@ -496,106 +612,115 @@ func (h *Heartbeat) SyncFastStatus(ctx context.Context) (done bool, err error) {
 	return true, err
 }
 
-// Run registers the Node (back-off 100ms doubling to 7s by default), then
-// runs the status loop (every update frequency with jitter, plus the fast
-// start-up checks) and, with a lease strategy, the lease loop, until ctx
-// ends. A Node deleted meanwhile is registered again. It returns ctx's error.
+// Kick makes the next SyncOnce run a full status round, whatever its
+// schedule (for example after a setter learned something new).
+func (h *Heartbeat) Kick() {
+	h.mu.Lock()
+	h.nextStatus = time.Time{}
+	h.mu.Unlock()
+}
+
+// SyncOnce is the heartbeat's synchronous step: it does what is due at the
+// clock's now and returns how long to wait before the next call. Unless
+// registered, it makes one registration attempt and, after a failure,
+// returns the back-off (100ms doubling to 7s by default). Once registered,
+// it runs a full status round every update frequency (with jitter) and,
+// until the node is Ready or NodeReadyGracePeriod has passed since
+// registration, a fast status check every FastStatusInterval. A Node
+// deleted meanwhile is registered again only with Options.ReRegister. Run is
+// a loop over SyncOnce; a scheduler of many nodes calls it directly (it
+// may call it earlier than asked: nothing that is not due runs, except a
+// status round after Kick). The lease is renewed separately (SyncLease).
+func (h *Heartbeat) SyncOnce(ctx context.Context) (time.Duration, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	logger := klog.FromContext(ctx)
+	var err error
+	if h.register && !h.registered.Load() {
+		if err := h.registerLocked(ctx); err != nil {
+			return h.regBackoff.Next(), err
+		}
+		h.regBackoff.Reset()
+		logger.Info("Registered node", "node", h.name)
+		now := h.clock.Now()
+		h.nextStatus = now
+		if h.grace > 0 {
+			h.fastActive, h.fastUntil, h.nextFast = true, now.Add(h.grace), now
+		}
+	}
+	now := h.clock.Now()
+	if h.fastActive && !now.Before(h.nextFast) {
+		if !now.Before(h.fastUntil) {
+			logger.Info("Node did not become ready in time after start-up", "node", h.name, "gracePeriod", h.grace)
+			h.fastActive = false
+		} else if done, ferr := h.syncFast(ctx); done {
+			h.fastActive = false
+			err = ferr
+		} else {
+			h.nextFast = now.Add(h.fastEvery)
+		}
+	}
+	if !now.Before(h.nextStatus) {
+		err = errors.Join(err, h.syncStatusLocked(ctx))
+		h.nextStatus = h.clock.Now().Add(h.jittered(h.update))
+		if h.register && !h.registered.Load() {
+			return 0, err // the Node is gone: register again at once
+		}
+	}
+	wake := h.nextStatus
+	if h.fastActive && h.nextFast.Before(wake) {
+		wake = h.nextFast
+	}
+	return max(0, wake.Sub(h.clock.Now())), err
+}
+
+// Run registers the Node, then runs SyncOnce in a loop until ctx ends, and,
+// with a lease strategy, the lease's loop (started once the Node is
+// registered, so that the lease has its owner from its first write).
+// Unless Options.DisableNodeWatch is set, it also watches the own Node (one
+// LIST and WATCH with fieldSelector metadata.name=<node>), so that status
+// written by others is compared against. It returns nil when ctx ends.
 func (h *Heartbeat) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	if h.lease != nil {
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	if h.watch {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = h.lease.Run(ctx)
+			h.watchNode(ctx)
 		}()
 	}
-	h.runStatus(ctx)
-	wg.Wait()
-	return ctx.Err()
-}
-
-func (h *Heartbeat) runStatus(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	var (
-		nextStatus time.Time
-		fastActive bool
-		fastUntil  time.Time
-		nextFast   time.Time
-	)
-	for ctx.Err() == nil {
-		if h.register && !h.Registered() {
-			if err := h.Register(ctx); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				wait := h.NextRegisterWait(err)
-				logger.Error(err, "Unable to register node, will retry", "node", h.name, "backoff", wait)
-				if !sleep(ctx, h.clock, wait) {
-					return
-				}
-				continue
-			}
-			h.NextRegisterWait(nil)
-			logger.Info("Registered node", "node", h.name)
-			now := h.clock.Now()
-			nextStatus = now
-			if h.grace > 0 {
-				fastActive, fastUntil, nextFast = true, now.Add(h.grace), now
-			}
+	leaseStarted := h.lease == nil
+	for {
+		wait, err := h.SyncOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
 		}
-		now := h.clock.Now()
-		if fastActive && !now.Before(nextFast) {
-			if !now.Before(fastUntil) {
-				logger.Info("Node did not become ready in time after start-up", "node", h.name, "gracePeriod", h.grace)
-				fastActive = false
-			} else if done, err := h.SyncFastStatus(ctx); done {
-				fastActive = false
-				if err != nil {
-					logger.Error(err, "Unable to update node status", "node", h.name)
-				}
-			} else {
-				nextFast = now.Add(h.fastEvery)
-			}
-		}
-		if !now.Before(nextStatus) {
-			if err := h.SyncStatus(ctx); err != nil && ctx.Err() == nil {
+		if err != nil {
+			if h.registered.Load() || !h.register {
 				logger.Error(err, "Unable to update node status", "node", h.name)
-			}
-			nextStatus = h.clock.Now().Add(h.jittered(h.update))
-			if h.register && !h.Registered() {
-				continue // register again at once, then back off
+			} else {
+				logger.Error(err, "Unable to register node, will retry", "node", h.name, "backoff", wait)
 			}
 		}
-		wake := nextStatus
-		if fastActive && nextFast.Before(wake) {
-			wake = nextFast
+		if !leaseStarted && h.registered.Load() {
+			leaseStarted = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = h.lease.Run(ctx)
+			}()
 		}
-		if !sleep(ctx, h.clock, wake.Sub(h.clock.Now())) {
-			return
+		if !sleep(ctx, h.clock, wait) {
+			return nil
 		}
 	}
 }
-
-// NextRegisterWait returns the wait after a registration attempt that ended
-// with err (zero after a success, which resets the back-off).
-func (h *Heartbeat) NextRegisterWait(err error) time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err == nil {
-		h.regBackoff = 0
-		return 0
-	}
-	if h.regBackoff == 0 {
-		h.regBackoff = h.regBackoff0
-	} else {
-		h.regBackoff = min(2*h.regBackoff, h.regBackoffN)
-	}
-	return h.regBackoff
-}
-
-// NextStatusWait returns the wait before the next status round: the update
-// frequency plus jitter.
-func (h *Heartbeat) NextStatusWait() time.Duration { return h.jittered(h.update) }
 
 func (h *Heartbeat) jittered(d time.Duration) time.Duration {
 	if h.jitter <= 0 {

@@ -3,6 +3,7 @@ package heartbeat_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,14 @@ type env struct {
 func newEnv(t *testing.T, mod func(*heartbeat.Options)) *env {
 	t.Helper()
 	e := &env{cs: fake.NewClientset(), fc: clocktesting.NewFakeClock(t0)}
+	// As the API server, give a created Node a UID (the lease waits for it).
+	var uids atomic.Int32
+	e.cs.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if n := a.(k8stesting.CreateAction).GetObject().(*corev1.Node); n.UID == "" {
+			n.UID = types.UID(fmt.Sprintf("uid-%d", uids.Add(1)))
+		}
+		return false, nil, nil
+	})
 	e.setter = &testSetter{clock: e.fc}
 	o := heartbeat.Options{
 		Client:       e.cs,
@@ -278,8 +287,8 @@ func TestReportSpreading(t *testing.T) {
 }
 
 func TestStatusOnlyPostsEveryRound(t *testing.T) {
-	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnly() })
-	if e.hb.Lease() != nil {
+	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnlyStrategy() })
+	if e.hb.Renewer() != nil {
 		t.Fatal("StatusOnly built a lease")
 	}
 	ctx := context.Background()
@@ -295,13 +304,13 @@ func TestStatusOnlyPostsEveryRound(t *testing.T) {
 	if n := e.count("get", "nodes"); n != 0 {
 		t.Fatalf("%d GETs, want none (attempt 0 uses the last known node)", n)
 	}
-	if err := e.hb.SyncLease(ctx); err != nil || e.count("create", "leases") != 0 {
+	if _, err := e.hb.SyncLease(ctx); err != nil || e.count("create", "leases") != 0 {
 		t.Fatalf("SyncLease without a lease: %v", err)
 	}
 }
 
 func TestConflictOnFirstAttemptRetriesFromFreshGet(t *testing.T) {
-	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnly() })
+	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnlyStrategy() })
 	ctx := context.Background()
 	if err := e.hb.SyncStatus(ctx); err != nil {
 		t.Fatal(err)
@@ -326,7 +335,7 @@ func TestConflictOnFirstAttemptRetriesFromFreshGet(t *testing.T) {
 
 func TestAllStatusAttemptsFail(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnly(); o.Metrics = reg })
+	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnlyStrategy(); o.Registerer = reg })
 	ctx := context.Background()
 	if err := e.hb.SyncStatus(ctx); err != nil {
 		t.Fatal(err)
@@ -349,7 +358,7 @@ func TestAllStatusAttemptsFail(t *testing.T) {
 }
 
 func TestNodeDeletedIsRegisteredAgainAndLeaseFollows(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, func(o *heartbeat.Options) { o.ReRegister = true })
 	ctx := context.Background()
 	e.cs.PrependReactor("create", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		n := a.(k8stesting.CreateAction).GetObject().(*corev1.Node)
@@ -359,11 +368,11 @@ func TestNodeDeletedIsRegisteredAgainAndLeaseFollows(t *testing.T) {
 	if err := e.hb.SyncStatus(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.hb.SyncLease(ctx); err != nil {
+	if _, err := e.hb.SyncLease(ctx); err != nil {
 		t.Fatal(err)
 	}
 	uid1 := e.node(t).UID
-	if refs := e.hb.Lease().Latest().OwnerReferences; len(refs) != 1 || refs[0].UID != uid1 {
+	if refs := e.hb.Renewer().Latest().OwnerReferences; len(refs) != 1 || refs[0].UID != uid1 {
 		t.Fatalf("lease owners %v, want %s", refs, uid1)
 	}
 	if err := e.cs.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
@@ -385,16 +394,16 @@ func TestNodeDeletedIsRegisteredAgainAndLeaseFollows(t *testing.T) {
 	if uid2 == uid1 || uid2 == "" {
 		t.Fatalf("node not recreated: uid %q", uid2)
 	}
-	if err := e.hb.SyncLease(ctx); err != nil {
+	if _, err := e.hb.SyncLease(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if refs := e.hb.Lease().Latest().OwnerReferences; len(refs) != 1 || refs[0].UID != uid2 {
+	if refs := e.hb.Renewer().Latest().OwnerReferences; len(refs) != 1 || refs[0].UID != uid2 {
 		t.Fatalf("lease owners %v, want %s", refs, uid2)
 	}
 }
 
 func TestNoReRegistration(t *testing.T) {
-	e := newEnv(t, func(o *heartbeat.Options) { o.DisableReRegistration = true; o.Strategy = heartbeat.StatusOnly() })
+	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnlyStrategy() })
 	ctx := context.Background()
 	if err := e.hb.SyncStatus(ctx); err != nil {
 		t.Fatal(err)
@@ -430,7 +439,7 @@ func TestDisableRegistrationReadsExistingNode(t *testing.T) {
 func TestForeignConditionsSurvive(t *testing.T) {
 	for _, mode := range []heartbeat.WriteMode{heartbeat.StrategicMergePatch, heartbeat.ServerSideApply} {
 		t.Run(mode.String(), func(t *testing.T) {
-			e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnly(); o.WriteMode = mode })
+			e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnlyStrategy(); o.WriteMode = mode })
 			ctx := context.Background()
 			for range 2 {
 				if err := e.hb.SyncStatus(ctx); err != nil {
@@ -547,7 +556,7 @@ func TestStatusChanged(t *testing.T) {
 
 func TestEvents(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
-	e := newEnv(t, func(o *heartbeat.Options) { o.EventRecorder = rec })
+	e := newEnv(t, func(o *heartbeat.Options) { o.Recorder = rec })
 	ctx := context.Background()
 	if err := e.hb.SyncStatus(ctx); err != nil {
 		t.Fatal(err)
@@ -600,7 +609,7 @@ func TestOptionValidation(t *testing.T) {
 		})
 	}
 	other, _ := lease.New(lease.Options{Client: cs, NodeName: "n2"})
-	if _, err := heartbeat.New(heartbeat.Options{Client: cs, NodeName: "n1", StatusSetter: s, Lease: other}); err == nil {
+	if _, err := heartbeat.New(heartbeat.Options{Client: cs, NodeName: "n1", StatusSetter: s, Renewer: other}); err == nil {
 		t.Fatal("a renewer of another node was accepted")
 	}
 }
@@ -648,7 +657,7 @@ func TestRunLoopsTimingAndFastStartup(t *testing.T) {
 	go func() { done <- e.hb.Run(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := <-done; err != nil {
 			t.Errorf("Run returned %v", err)
 		}
 	}()
@@ -704,7 +713,7 @@ func TestRunFastStartupGivesUpAfterGracePeriod(t *testing.T) {
 	go func() { done <- e.hb.Run(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := <-done; err != nil {
 			t.Errorf("Run returned %v", err)
 		}
 	}()
@@ -727,7 +736,11 @@ func TestRunFastStartupGivesUpAfterGracePeriod(t *testing.T) {
 
 func TestRunRegistrationBackoffAndReRegistration(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnly(); o.NodeReadyGracePeriod = -1 })
+	e := newEnv(t, func(o *heartbeat.Options) {
+		o.Strategy = heartbeat.StatusOnlyStrategy()
+		o.NodeReadyGracePeriod = -1
+		o.ReRegister = true
+	})
 	var failing atomic.Int32
 	failing.Store(4)
 	e.cs.PrependReactor("create", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -765,12 +778,12 @@ func TestRunRegistrationBackoffAndReRegistration(t *testing.T) {
 // recreates the lease, and the next status round reads the Node even though
 // nothing changed, finds it gone and registers it again.
 func TestLeaseGoneWithNodeTriggersNodeCheck(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, func(o *heartbeat.Options) { o.ReRegister = true })
 	ctx := context.Background()
 	if err := e.hb.SyncStatus(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.hb.SyncLease(ctx); err != nil {
+	if _, err := e.hb.SyncLease(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.fc.Step(10 * time.Second)
@@ -779,10 +792,10 @@ func TestLeaseGoneWithNodeTriggersNodeCheck(t *testing.T) {
 	}
 	_ = e.cs.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{})
 	_ = e.cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "n1", metav1.DeleteOptions{})
-	if err := e.hb.SyncLease(ctx); err != nil {
+	if _, err := e.hb.SyncLease(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if e.hb.Lease().Recreated() != 1 {
+	if e.hb.Renewer().Recreated() != 1 {
 		t.Fatal("lease recreation not counted")
 	}
 	if err := e.hb.SyncStatus(ctx); !errors.Is(err, heartbeat.ErrNodeNotFound) {
@@ -793,5 +806,108 @@ func TestLeaseGoneWithNodeTriggersNodeCheck(t *testing.T) {
 	}
 	if n := e.count("create", "nodes"); n != 2 {
 		t.Fatalf("%d node creates, want 2", n)
+	}
+}
+
+// Readers never wait on the network: while a status write hangs (holding
+// the step's lock), Node and Registered return, and so does the lease's
+// Latest while a renewal hangs.
+func TestReadersDoNotWaitForRequests(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnlyStrategy() })
+	ctx := context.Background()
+	if err := e.hb.SyncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hang, release := make(chan struct{}), make(chan struct{})
+	e.cs.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		close(hang)
+		<-release
+		return false, nil, nil
+	})
+	done := make(chan error)
+	go func() { done <- e.hb.SyncStatus(ctx) }()
+	<-hang
+	read := make(chan *corev1.Node)
+	go func() {
+		_ = e.hb.Registered()
+		read <- e.hb.Node()
+	}()
+	select {
+	case n := <-read:
+		if n == nil || n.Name != "n1" {
+			t.Errorf("Node() = %v while a write hangs", n)
+		}
+	case <-time.After(5 * time.Second): // a deadline for a test that would otherwise hang, not a wait
+		t.Error("Node() waited for the hanging status write")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// The lease: Latest while an update hangs.
+	l := newEnv(t, nil)
+	if err := l.hb.SyncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.hb.SyncLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hang, release = make(chan struct{}), make(chan struct{})
+	l.cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		close(hang)
+		<-release
+		return false, nil, nil
+	})
+	ldone := make(chan error)
+	go func() { _, err := l.hb.SyncLease(ctx); ldone <- err }()
+	<-hang
+	got := make(chan bool)
+	go func() { got <- l.hb.Renewer().Latest() != nil }()
+	select {
+	case ok := <-got:
+		if !ok {
+			t.Error("Latest() = nil while a renewal hangs")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Latest() waited for the hanging renewal")
+	}
+	close(release)
+	if err := <-ldone; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The lease strategy never creates the lease before the Node exists: the
+// lease's first write carries the owner reference to the Node.
+func TestLeaseNotCreatedBeforeNode(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	e.cs.PrependReactor("create", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	if _, err := e.hb.SyncOnce(ctx); err == nil {
+		t.Fatal("registration succeeded")
+	}
+	if _, err := e.hb.SyncLease(ctx); !errors.Is(err, lease.ErrOwnerUnknown) {
+		t.Fatalf("lease step before the Node exists: %v, want lease.ErrOwnerUnknown", err)
+	}
+	if n := e.count("create", "leases"); n != 0 {
+		t.Fatalf("%d lease creates before the Node exists", n)
+	}
+	e.cs.ReactionChain = e.cs.ReactionChain[1:] // registration works again
+	if _, err := e.hb.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.hb.SyncLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := e.node(t).UID; len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != uid {
+		t.Fatalf("lease owners %v, want the Node %s", l.OwnerReferences, uid)
 	}
 }

@@ -1,49 +1,58 @@
 package heartbeat
 
 import (
+	"fmt"
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// lastNode holds the node as last read or written, protobuf-encoded, with
-// managedFields dropped. The encoded form takes about a third of the memory
-// of the decoded object, which matters when one process runs thousands of
-// heartbeats; each status round decodes a fresh copy to compute on, where it
-// would otherwise have deep-copied the object.
+// lastNode is the node as last read or written, protobuf-encoded, with
+// managedFields dropped. It is immutable once made, so it is published
+// through an atomic pointer and read without a lock. The encoded form takes
+// about a third of the memory of the decoded object, which matters when one
+// process runs thousands of heartbeats; each status round decodes a fresh
+// copy to compute on, where it would otherwise have deep-copied the object.
 type lastNode struct {
 	raw   []byte
 	uid   types.UID
+	rv    string
 	ready corev1.ConditionStatus
-	node  *corev1.Node // kept decoded only if it failed to encode
 }
 
-// set records n, which the caller no longer modifies.
-func (l *lastNode) set(n *corev1.Node) {
+// newLastNode encodes n, which the caller no longer modifies.
+func newLastNode(n *corev1.Node) (*lastNode, error) {
 	n.ManagedFields = nil
-	l.uid, l.ready = n.UID, readyStatus(n)
 	raw, err := n.Marshal()
 	if err != nil {
-		l.raw, l.node = nil, n
-		return
+		return nil, fmt.Errorf("heartbeat: encode node %q: %w", n.Name, err)
 	}
-	l.raw, l.node = raw, nil
+	return &lastNode{raw: raw, uid: n.UID, rv: n.ResourceVersion, ready: readyStatus(n)}, nil
 }
 
-func (l *lastNode) clear() { *l = lastNode{} }
-
-func (l *lastNode) empty() bool { return l.raw == nil && l.node == nil }
-
-// get returns a new copy of the node, or nil.
-func (l *lastNode) get() *corev1.Node {
-	switch {
-	case l.node != nil:
-		return l.node.DeepCopy()
-	case l.raw == nil:
-		return nil
+// get returns a new copy of the node, or nil for a nil lastNode.
+func (l *lastNode) get() (*corev1.Node, error) {
+	if l == nil {
+		return nil, nil
 	}
 	n := &corev1.Node{}
 	if err := n.Unmarshal(l.raw); err != nil {
-		return nil // not reached: the bytes came from Marshal
+		return nil, fmt.Errorf("heartbeat: decode node: %w", err)
 	}
-	return n
+	return n, nil
+}
+
+// newerThan reports whether resource version a is newer than b. Resource
+// versions are opaque to clients in general; the API server's are etcd
+// revisions, increasing integers, which is what this compares. An
+// unparsable version is taken as newer, so that what the API server sent
+// last wins.
+func newerThan(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return a != b
+	}
+	return x > y
 }

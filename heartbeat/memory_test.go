@@ -45,7 +45,7 @@ func BenchmarkMemoryPerNode(b *testing.B) {
 			if err := hb.SyncStatus(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if err := hb.SyncLease(ctx); err != nil {
+			if _, err := hb.SyncLease(ctx); err != nil {
 				b.Fatal(err)
 			}
 			hbs[i] = hb

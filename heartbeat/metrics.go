@@ -9,7 +9,7 @@ import (
 	"github.com/nodekit/nodekit/internal/promutil"
 )
 
-// Metric names registered through Options.Metrics.
+// Metric names registered through Options.Registerer.
 const (
 	MetricRegistrations        = "nodekit_heartbeat_registrations_total"
 	MetricRegistrationFailures = "nodekit_heartbeat_registration_failures_total"
@@ -67,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	c, err := promutil.Register(reg, c)
 	if err != nil {
-		return c, fmt.Errorf("heartbeat: Options.Metrics: %w", err)
+		return c, fmt.Errorf("heartbeat: Options.Registerer: %w", err)
 	}
 	return c, nil
 }

@@ -8,10 +8,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 )
@@ -54,12 +54,17 @@ const (
 	// MaxStatusAttempts is the number of attempts of one status round: the
 	// first from the last known node, the others from a fresh GET.
 	MaxStatusAttempts = 5
+	// RepeatedFailures is the number of consecutive failed requests after
+	// which Options.OnRepeatedFailure is called: kubelet calls its hook from
+	// the second failed attempt on.
+	RepeatedFailures = 2
 
-	minFrequency = 100 * time.Millisecond
-	maxFrequency = time.Hour
-	maxReport    = 24 * time.Hour
-	minBackoff   = 10 * time.Millisecond
-	maxGrace     = time.Hour
+	minFrequency       = 100 * time.Millisecond
+	maxFrequency       = time.Hour
+	maxReport          = 24 * time.Hour
+	minBackoff         = 10 * time.Millisecond
+	maxGrace           = time.Hour
+	maxRegisterBackoff = 10 * time.Minute
 )
 
 // DefaultManagedLabels are the labels the agent reconciles on an existing Node
@@ -84,11 +89,16 @@ var DefaultManagedLabels = []string{
 // registration from the template.
 const ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
 
+// Client is the part of a clientset a heartbeat uses: core/v1 (nodes) and
+// coordination.k8s.io/v1 (leases), as lease.Client.
+type Client = lease.Client
+
 // Options configure a Heartbeat. Zero values take the default named in each
 // field's comment.
 type Options struct {
-	// Client talks to the API server. Required.
-	Client kubernetes.Interface
+	// Client talks to the API server (nodes; leases with a lease strategy).
+	// A kubernetes.Interface is one. Required.
+	Client Client
 	// NodeName is the Node's name. Required.
 	NodeName string
 	// Node is the template of the Node to register: labels, annotations,
@@ -98,7 +108,7 @@ type Options struct {
 	// Required.
 	StatusSetter nodestatus.StatusSetter
 	// Strategy decides when status is posted and whether a lease is used.
-	// Default: Lease().
+	// Default: LeaseStrategy().
 	Strategy HeartbeatStrategy
 	// NodeStatusUpdateFrequency is how often status is computed (and, with
 	// StatusOnly, posted). Between 100ms and 1h. Default: 10s.
@@ -114,9 +124,18 @@ type Options struct {
 	// DisableRegistration: the Node is created by someone else; the agent
 	// only reads it and writes its status. Default false (register).
 	DisableRegistration bool
-	// DisableReRegistration: a Node deleted while the agent runs is not
-	// created again. Default false (register it again).
-	DisableReRegistration bool
+	// ReRegister: a Node deleted while the agent runs is created again
+	// (with a new UID; the lease's owner reference follows). Default false:
+	// kubelet registers once per process, and a deleted Node stays deleted
+	// until the agent restarts.
+	ReRegister bool
+	// DisableNodeWatch: Run does not watch the own Node, and status rounds
+	// compare against the node as this agent last read or wrote it, so a
+	// status written by others (the node lifecycle controller's
+	// Ready=Unknown) is not seen until the next post. Default false: Run
+	// keeps one LIST+WATCH of the Node (field selector metadata.name),
+	// as kubelet's node informer. SyncOnce alone never watches.
+	DisableNodeWatch bool
 	// RegisterBackoff is the first wait after a failed registration; it
 	// doubles up to MaxRegisterBackoff. Between 10ms and MaxRegisterBackoff.
 	// Default: 100ms.
@@ -143,23 +162,30 @@ type Options struct {
 	// min(NodeStatusUpdateFrequency, lease duration) as kubelet's heartbeat
 	// client; negative means none other than ctx's.
 	RequestTimeout time.Duration
+	// OnRepeatedFailure, when set, is called from a status step after
+	// RepeatedFailures (2) consecutive failed requests, and after each
+	// further one, as kubelet's onRepeatedHeartbeatFailure; kubelet closes
+	// its API connections there so that a dead TCP connection is not
+	// reused. It is also the lease renewer's hook when the heartbeat builds
+	// the renewer and LeaseOptions sets none. Default: none.
+	OnRepeatedFailure func()
 	// Clock is the source of time. Default: clock.RealClock{}.
 	Clock clock.Clock
-	// Metrics registers the heartbeat's metrics (and the lease's, when the
+	// Registerer registers the heartbeat's metrics (and the lease's, when the
 	// heartbeat builds the renewer). Heartbeats sharing a registerer share
 	// metrics. Nil: no metrics.
-	Metrics prometheus.Registerer
-	// EventRecorder records NodeReady / NodeNotReady events. Nil: none.
-	EventRecorder record.EventRecorder
+	Registerer prometheus.Registerer
+	// Recorder records NodeReady / NodeNotReady events. Nil: none.
+	Recorder record.EventRecorder
 	// Rand returns numbers in [0,1) for jitter and report spreading.
 	// Default: math/rand/v2.Float64.
 	Rand func() float64
-	// Lease is the renewer used when the strategy uses a lease. Nil: one is
-	// built from LeaseOptions.
-	Lease *lease.Renewer
-	// LeaseOptions build the renewer when Lease is nil and the strategy
-	// uses a lease. Client, NodeName, Clock, Metrics and Rand default to
-	// this Options' values.
+	// Renewer is the lease renewer used when the strategy uses a lease.
+	// Nil: one is built from LeaseOptions.
+	Renewer *lease.Renewer
+	// LeaseOptions build the renewer when Renewer is nil and the strategy
+	// uses a lease. Client, NodeName, Clock, Registerer, Rand and
+	// OnRepeatedFailure default to this Options' values.
 	LeaseOptions lease.Options
 }
 
@@ -180,14 +206,14 @@ func (o *Options) complete() error {
 		return fmt.Errorf("heartbeat: Options.Node.Name %q differs from Options.NodeName %q", o.Node.Name, o.NodeName)
 	}
 	if o.Strategy == nil {
-		o.Strategy = Lease()
+		o.Strategy = LeaseStrategy()
 	}
 	updateSet := o.NodeStatusUpdateFrequency != 0
 	if !updateSet {
 		o.NodeStatusUpdateFrequency = DefaultNodeStatusUpdateFrequency
 	}
-	if o.NodeStatusUpdateFrequency < minFrequency || o.NodeStatusUpdateFrequency > maxFrequency {
-		return fmt.Errorf("heartbeat: Options.NodeStatusUpdateFrequency %v must be in [%v, %v]", o.NodeStatusUpdateFrequency, minFrequency, maxFrequency)
+	if err := backoff.Check("heartbeat: Options.NodeStatusUpdateFrequency", o.NodeStatusUpdateFrequency, minFrequency, maxFrequency); err != nil {
+		return err
 	}
 	if o.NodeStatusReportFrequency == 0 {
 		if updateSet {
@@ -196,8 +222,8 @@ func (o *Options) complete() error {
 			o.NodeStatusReportFrequency = DefaultNodeStatusReportFrequency
 		}
 	}
-	if o.NodeStatusReportFrequency < minFrequency || o.NodeStatusReportFrequency > maxReport {
-		return fmt.Errorf("heartbeat: Options.NodeStatusReportFrequency %v must be in [%v, %v]", o.NodeStatusReportFrequency, minFrequency, maxReport)
+	if err := backoff.Check("heartbeat: Options.NodeStatusReportFrequency", o.NodeStatusReportFrequency, minFrequency, maxReport); err != nil {
+		return err
 	}
 	switch {
 	case o.Jitter == 0:
@@ -205,7 +231,7 @@ func (o *Options) complete() error {
 	case o.Jitter < 0:
 		o.Jitter = 0
 	case o.Jitter > 1:
-		return fmt.Errorf("heartbeat: Options.Jitter %v must not exceed 1", o.Jitter)
+		return fmt.Errorf("heartbeat: Options.Jitter %v must be in [0, 1]", o.Jitter)
 	}
 	if o.RegisterBackoff == 0 {
 		o.RegisterBackoff = DefaultRegisterBackoff
@@ -213,11 +239,11 @@ func (o *Options) complete() error {
 	if o.MaxRegisterBackoff == 0 {
 		o.MaxRegisterBackoff = max(DefaultMaxRegisterBackoff, o.RegisterBackoff)
 	}
-	if o.MaxRegisterBackoff > 10*time.Minute {
-		return fmt.Errorf("heartbeat: Options.MaxRegisterBackoff %v must not exceed 10m", o.MaxRegisterBackoff)
+	if err := backoff.Check("heartbeat: Options.MaxRegisterBackoff", o.MaxRegisterBackoff, minBackoff, maxRegisterBackoff); err != nil {
+		return err
 	}
-	if o.RegisterBackoff < minBackoff || o.RegisterBackoff > o.MaxRegisterBackoff {
-		return fmt.Errorf("heartbeat: Options.RegisterBackoff %v must be in [%v, MaxRegisterBackoff %v]", o.RegisterBackoff, minBackoff, o.MaxRegisterBackoff)
+	if _, err := backoff.New("heartbeat: Options.RegisterBackoff", o.RegisterBackoff, o.MaxRegisterBackoff, minBackoff); err != nil {
+		return err
 	}
 	if o.ManagedLabels == nil {
 		o.ManagedLabels = DefaultManagedLabels
@@ -225,8 +251,8 @@ func (o *Options) complete() error {
 	if o.FastStatusInterval == 0 {
 		o.FastStatusInterval = DefaultFastStatusInterval
 	}
-	if o.FastStatusInterval < minBackoff || o.FastStatusInterval > o.NodeStatusUpdateFrequency {
-		return fmt.Errorf("heartbeat: Options.FastStatusInterval %v must be in [%v, NodeStatusUpdateFrequency %v]", o.FastStatusInterval, minBackoff, o.NodeStatusUpdateFrequency)
+	if err := backoff.Check("heartbeat: Options.FastStatusInterval", o.FastStatusInterval, minBackoff, o.NodeStatusUpdateFrequency); err != nil {
+		return err
 	}
 	switch {
 	case o.NodeReadyGracePeriod == 0:
@@ -234,7 +260,7 @@ func (o *Options) complete() error {
 	case o.NodeReadyGracePeriod < 0:
 		o.NodeReadyGracePeriod = 0
 	case o.NodeReadyGracePeriod > maxGrace:
-		return fmt.Errorf("heartbeat: Options.NodeReadyGracePeriod %v must not exceed %v", o.NodeReadyGracePeriod, maxGrace)
+		return backoff.Check("heartbeat: Options.NodeReadyGracePeriod", o.NodeReadyGracePeriod, 0, maxGrace)
 	}
 	if o.WriteMode != StrategicMergePatch && o.WriteMode != ServerSideApply {
 		return fmt.Errorf("heartbeat: Options.WriteMode %v is unknown", o.WriteMode)
@@ -248,7 +274,7 @@ func (o *Options) complete() error {
 	if o.Rand == nil {
 		o.Rand = rand.Float64
 	}
-	if o.Strategy.UsesLease() && o.Lease == nil {
+	if o.Strategy.UsesLease() && o.Renewer == nil {
 		lo := o.LeaseOptions
 		if lo.Client == nil {
 			lo.Client = o.Client
@@ -262,8 +288,11 @@ func (o *Options) complete() error {
 		if lo.Clock == nil {
 			lo.Clock = o.Clock
 		}
-		if lo.Metrics == nil {
-			lo.Metrics = o.Metrics
+		if lo.Registerer == nil {
+			lo.Registerer = o.Registerer
+		}
+		if lo.OnRepeatedFailure == nil {
+			lo.OnRepeatedFailure = o.OnRepeatedFailure
 		}
 		if lo.Rand == nil {
 			lo.Rand = o.Rand
@@ -272,12 +301,12 @@ func (o *Options) complete() error {
 		if err != nil {
 			return fmt.Errorf("heartbeat: Options.LeaseOptions: %w", err)
 		}
-		o.Lease = r
+		o.Renewer = r
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = o.NodeStatusUpdateFrequency
-		if o.Lease != nil {
-			o.RequestTimeout = min(o.RequestTimeout, o.Lease.Duration())
+		if o.Renewer != nil {
+			o.RequestTimeout = min(o.RequestTimeout, o.Renewer.Duration())
 		}
 	}
 	return nil

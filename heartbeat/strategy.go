@@ -4,8 +4,9 @@ import "time"
 
 // PostState is what a HeartbeatStrategy decides on.
 type PostState struct {
-	// Changed reports whether the computed status differs from the node as
-	// last read or written, heartbeat timestamps ignored.
+	// Changed reports whether the computed status differs from the node it
+	// was computed from (the newest known: as last written, or as the watch
+	// of the Node last saw it under Run), heartbeat timestamps ignored.
 	Changed bool
 	// NeverPosted is true until the first status post since start-up (or
 	// since the node was registered again). Creating the Node with its
@@ -28,14 +29,14 @@ type HeartbeatStrategy interface {
 	ShouldPost(PostState) bool
 }
 
-// StatusOnly is the strategy without a lease: the status itself is the
+// StatusOnlyStrategy is the strategy without a lease: the status itself is the
 // heartbeat and is posted every update frequency, changed or not.
-func StatusOnly() HeartbeatStrategy { return statusOnly{} }
+func StatusOnlyStrategy() HeartbeatStrategy { return statusOnly{} }
 
-// Lease is the default strategy: the Lease is renewed every renew interval
+// LeaseStrategy is the default strategy: the Lease is renewed every renew interval
 // (10s) and the status is posted only when it changed (heartbeat timestamps
 // ignored) or when the report frequency (5m) has passed since the last post.
-func Lease() HeartbeatStrategy { return leaseStrategy{} }
+func LeaseStrategy() HeartbeatStrategy { return leaseStrategy{} }
 
 type statusOnly struct{}
 
@@ -51,20 +52,23 @@ func (leaseStrategy) ShouldPost(s PostState) bool {
 }
 func (leaseStrategy) String() string { return "Lease" }
 
-// StrategyFunc makes a HeartbeatStrategy from a decision function.
-type StrategyFunc struct {
-	Lease bool
-	Post  func(PostState) bool
+// CustomStrategy is a HeartbeatStrategy made of a lease switch and a
+// decision function.
+type CustomStrategy struct {
+	// UseLease: the lease is renewed as the heartbeat.
+	UseLease bool
+	// Post decides whether a computed status is posted.
+	Post func(PostState) bool
 }
 
-// UsesLease returns f.Lease.
-func (f StrategyFunc) UsesLease() bool { return f.Lease }
+// UsesLease returns s.UseLease.
+func (s CustomStrategy) UsesLease() bool { return s.UseLease }
 
-// ShouldPost calls f.Post.
-func (f StrategyFunc) ShouldPost(s PostState) bool { return f.Post(s) }
+// ShouldPost calls s.Post.
+func (s CustomStrategy) ShouldPost(p PostState) bool { return s.Post(p) }
 
 var (
-	_ HeartbeatStrategy = StrategyFunc{}
+	_ HeartbeatStrategy = CustomStrategy{}
 	_ HeartbeatStrategy = statusOnly{}
 	_ HeartbeatStrategy = leaseStrategy{}
 )

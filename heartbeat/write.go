@@ -78,9 +78,10 @@ func ownedConditions(prev []corev1.NodeConditionType, base, computed []corev1.No
 }
 
 // applyBody returns the server-side apply request for status with only the
-// owned condition types, empty fields pruned so that the agent does not take
-// ownership of fields it does not fill in.
-func applyBody(name string, status *corev1.NodeStatus, owned []corev1.NodeConditionType) ([]byte, error) {
+// owned condition types and the labels the agent keeps on its Node, empty
+// fields pruned so that the agent does not take ownership of fields it does
+// not fill in.
+func applyBody(name string, labels []label, status *corev1.NodeStatus, owned []corev1.NodeConditionType) ([]byte, error) {
 	st := *status
 	st.Conditions = nil
 	for _, c := range status.Conditions {
@@ -100,10 +101,18 @@ func applyBody(name string, status *corev1.NodeStatus, owned []corev1.NodeCondit
 	if pruned == nil {
 		pruned = map[string]any{}
 	}
+	meta := map[string]any{"name": name}
+	if len(labels) > 0 {
+		m := make(map[string]string, len(labels))
+		for _, l := range labels {
+			m[l.key] = l.value
+		}
+		meta["labels"] = m
+	}
 	return json.Marshal(map[string]any{
 		"apiVersion": "v1",
 		"kind":       "Node",
-		"metadata":   map[string]any{"name": name},
+		"metadata":   meta,
 		"status":     pruned,
 	})
 }

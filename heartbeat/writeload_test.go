@@ -78,10 +78,10 @@ func BenchmarkWriteLoadPerHour(b *testing.B) {
 		name     string
 		protobuf bool
 	}{
-		{heartbeat.Lease(), "Lease", false},
-		{heartbeat.StatusOnly(), "StatusOnly", false},
-		{heartbeat.Lease(), "Lease", true},
-		{heartbeat.StatusOnly(), "StatusOnly", true},
+		{heartbeat.LeaseStrategy(), "Lease", false},
+		{heartbeat.StatusOnlyStrategy(), "StatusOnly", false},
+		{heartbeat.LeaseStrategy(), "Lease", true},
+		{heartbeat.StatusOnlyStrategy(), "StatusOnly", true},
 	} {
 		enc := "json"
 		if tc.protobuf {
@@ -117,7 +117,7 @@ func BenchmarkWriteLoadPerHour(b *testing.B) {
 					if err := hb.SyncStatus(ctx); err != nil {
 						b.Fatal(err)
 					}
-					if err := hb.SyncLease(ctx); err != nil {
+					if _, err := hb.SyncLease(ctx); err != nil {
 						b.Fatal(err)
 					}
 					fc.Step(10 * time.Second)

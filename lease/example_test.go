@@ -16,19 +16,19 @@ import (
 func Example() {
 	client := fake.NewClientset()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	r, err := lease.New(lease.Options{Client: client, NodeName: "node-a", Clock: clk})
+	// The lease is created only once the Node's UID is known.
+	r, err := lease.New(lease.Options{Client: client, NodeName: "node-a", Clock: clk, NodeUID: "0a1b2c"})
 	if err != nil {
 		panic(err)
 	}
 	ctx := context.Background()
 	for range 3 {
-		if err := r.SyncOnce(ctx); err != nil {
+		wait, err := r.SyncOnce(ctx)
+		if err != nil {
 			panic(err)
 		}
-		clk.Step(r.Interval())
+		clk.Step(wait)
 	}
-	r.SetOwner("0a1b2c") // the Node's UID, once it is registered
-	_ = r.SyncOnce(ctx)
 
 	l := r.Latest()
 	fmt.Println(l.Namespace+"/"+l.Name, *l.Spec.HolderIdentity, *l.Spec.LeaseDurationSeconds)
@@ -40,7 +40,7 @@ func Example() {
 	fmt.Println()
 	// Output:
 	// kube-node-lease/node-a node-a 40
-	// renewed at 00:00:30
+	// renewed at 00:00:20
 	// owner Node node-a 0a1b2c
-	// get create update update update
+	// get create update update
 }

@@ -16,23 +16,31 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodekit/nodekit/internal/backoff"
 )
 
 // Defaults and bounds of Options.
 const (
-	DefaultNamespace          = corev1.NamespaceNodeLease // "kube-node-lease"
-	DefaultLeaseDuration      = 40 * time.Second
-	DefaultJitter             = 0.04
-	DefaultEnsureBackoff      = 200 * time.Millisecond
-	DefaultMaxEnsureBackoff   = 7 * time.Second
-	MinRenewInterval          = 100 * time.Millisecond
-	MinLeaseDuration          = time.Second
-	MaxLeaseDuration          = time.Hour
-	MaxUpdateAttempts         = 5
+	DefaultNamespace        = corev1.NamespaceNodeLease // "kube-node-lease"
+	DefaultLeaseDuration    = 40 * time.Second
+	DefaultJitter           = 0.04
+	DefaultEnsureBackoff    = 200 * time.Millisecond
+	DefaultMaxEnsureBackoff = 7 * time.Second
+	MinRenewInterval        = 100 * time.Millisecond
+	MinLeaseDuration        = time.Second
+	MaxLeaseDuration        = time.Hour
+	MaxUpdateAttempts       = 5
+	// RepeatedFailures is the number of consecutive failed requests after
+	// which Options.OnRepeatedFailure is called (and again after each
+	// further failure), as kubelet calls its hook from the second failed
+	// attempt on.
+	RepeatedFailures          = 2
 	minBackoff                = 10 * time.Millisecond
 	maxJitter                 = 1.0
 	nodeOwnerAPIVersion       = "v1"
@@ -40,15 +48,31 @@ const (
 	defaultRequestTimeoutCeil = 10 * time.Second
 )
 
-// ErrUpdateAttempts is wrapped by the error SyncOnce returns when every update
-// attempt of one renewal failed.
-var ErrUpdateAttempts = errors.New("lease: all update attempts failed")
+var (
+	// ErrUpdateAttempts is wrapped by the error SyncOnce returns when every
+	// update attempt of one renewal failed.
+	ErrUpdateAttempts = errors.New("lease: all update attempts failed")
+	// ErrOwnerUnknown is wrapped by the error SyncOnce returns when the lease
+	// must be created but the UID of its Node is not known yet: the lease is
+	// never created without its owner reference.
+	ErrOwnerUnknown = errors.New("lease: the UID of the owner Node is not known yet")
+)
+
+// Client is the part of a clientset the renewer uses: leases, and the Node
+// with Options.LookupNodeUID. A kubernetes.Interface is one; an agent that
+// builds only these two groups' clients (smaller binary) is one too.
+type Client interface {
+	CoreV1() typedcorev1.CoreV1Interface
+	CoordinationV1() coordclient.CoordinationV1Interface
+}
+
+var _ Client = kubernetes.Interface(nil)
 
 // Options configure a Renewer. Zero values take the default named in each
 // field's comment.
 type Options struct {
 	// Client talks to the API server. Required.
-	Client kubernetes.Interface
+	Client Client
 	// NodeName names the lease and the Node that owns it. Required.
 	NodeName string
 	// HolderIdentity is written to spec.holderIdentity. Default: NodeName.
@@ -78,20 +102,28 @@ type Options struct {
 	// the injected clock). Zero means min(RenewInterval, 10s); a negative
 	// value means no timeout other than ctx's.
 	RequestTimeout time.Duration
-	// NodeUID is the UID of the Node, when already known; the lease then gets
-	// its owner reference from the first write. Otherwise call SetOwner once
-	// the Node exists (heartbeat does), or set LookupNodeUID.
+	// NodeUID is the UID of the Node, when already known. The lease is
+	// created only once the UID is known, so that it has its owner reference
+	// from its first write, as kubelet's: set NodeUID, call SetOwner once the
+	// Node exists (heartbeat does), or set LookupNodeUID.
 	NodeUID types.UID
-	// LookupNodeUID makes a renewal GET the Node while its UID is unknown (at
-	// most one GET per renewal, made after the lease write so it never
-	// delays it; a failure is ignored). Default false: SetOwner is cheaper
-	// when the caller registers the Node itself.
+	// LookupNodeUID makes a renewal GET the Node while its UID is unknown:
+	// before creating the lease, and after renewing an existing lease that
+	// has no owner yet (at most one GET per renewal; a failure is ignored
+	// there). Default false: SetOwner is cheaper when the caller registers
+	// the Node itself.
 	LookupNodeUID bool
+	// OnRepeatedFailure, when set, is called after RepeatedFailures (2)
+	// consecutive failed requests (conflicts excepted), and after each
+	// further one, from inside SyncOnce. kubelet closes its API
+	// connections here, so that a dead TCP connection is not reused.
+	// Default: none.
+	OnRepeatedFailure func()
 	// Clock is the source of time. Default: clock.RealClock{}.
 	Clock clock.Clock
-	// Metrics registers the renewer's metrics; renewers sharing a registerer
-	// share the metrics. Nil: no metrics.
-	Metrics prometheus.Registerer
+	// Registerer registers the renewer's metrics; renewers sharing a
+	// registerer share the metrics. Nil: no metrics.
+	Registerer prometheus.Registerer
 	// Rand returns numbers in [0,1) for jitter. Default: math/rand/v2.Float64.
 	Rand func() float64
 }
@@ -99,7 +131,7 @@ type Options struct {
 // Renewer keeps one node Lease alive. Its methods are safe for concurrent
 // use; SyncOnce calls are serialised.
 type Renewer struct {
-	client   kubernetes.Interface
+	client   Client
 	leases   coordclient.LeaseInterface
 	name     string
 	ns       string
@@ -107,22 +139,21 @@ type Renewer struct {
 	duration int32
 	interval time.Duration
 	jitter   float64
-	backoff0 time.Duration
-	backoffN time.Duration
 	timeout  time.Duration
 	lookup   bool
+	onFail   func()
 	clock    clock.Clock
 	rand     func() float64
 	metrics  *metrics
 
-	mu      sync.Mutex // serialises SyncOnce
-	latest  *coordinationv1.Lease
-	now     metav1.MicroTime // renewTime of the write in flight (saves an allocation)
-	backoff time.Duration
+	mu       sync.Mutex // serialises SyncOnce
+	latest   *coordinationv1.Lease
+	now      metav1.MicroTime // renewTime of the write in flight (saves an allocation)
+	backoff  backoff.Backoff
+	failures int // consecutive failed requests
 
-	ownerMu sync.Mutex
-	uid     types.UID
-
+	published atomic.Pointer[coordinationv1.Lease] // latest, for readers
+	uid       atomic.Pointer[types.UID]
 	recreated atomic.Uint64
 }
 
@@ -144,14 +175,17 @@ func New(opts Options) (*Renewer, error) {
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = DefaultLeaseDuration
 	}
-	if opts.LeaseDuration < MinLeaseDuration || opts.LeaseDuration > MaxLeaseDuration || opts.LeaseDuration%time.Second != 0 {
-		return nil, fmt.Errorf("lease: Options.LeaseDuration %v must be a whole number of seconds in [%v, %v]", opts.LeaseDuration, MinLeaseDuration, MaxLeaseDuration)
+	if err := backoff.Check("lease: Options.LeaseDuration", opts.LeaseDuration, MinLeaseDuration, MaxLeaseDuration); err != nil {
+		return nil, err
+	}
+	if opts.LeaseDuration%time.Second != 0 {
+		return nil, fmt.Errorf("lease: Options.LeaseDuration %v must be a whole number of seconds", opts.LeaseDuration)
 	}
 	if opts.RenewInterval == 0 {
 		opts.RenewInterval = opts.LeaseDuration / 4
 	}
-	if opts.RenewInterval < MinRenewInterval || opts.RenewInterval > opts.LeaseDuration {
-		return nil, fmt.Errorf("lease: Options.RenewInterval %v must be in [%v, LeaseDuration %v]", opts.RenewInterval, MinRenewInterval, opts.LeaseDuration)
+	if err := backoff.Check("lease: Options.RenewInterval", opts.RenewInterval, MinRenewInterval, opts.LeaseDuration); err != nil {
+		return nil, err
 	}
 	switch {
 	case opts.Jitter == 0:
@@ -159,7 +193,7 @@ func New(opts Options) (*Renewer, error) {
 	case opts.Jitter < 0:
 		opts.Jitter = 0
 	case opts.Jitter > maxJitter:
-		return nil, fmt.Errorf("lease: Options.Jitter %v must not exceed %v", opts.Jitter, maxJitter)
+		return nil, fmt.Errorf("lease: Options.Jitter %v must be in [0, %v]", opts.Jitter, maxJitter)
 	}
 	if opts.EnsureBackoff == 0 {
 		opts.EnsureBackoff = DefaultEnsureBackoff
@@ -167,11 +201,12 @@ func New(opts Options) (*Renewer, error) {
 	if opts.MaxEnsureBackoff == 0 {
 		opts.MaxEnsureBackoff = max(min(DefaultMaxEnsureBackoff, opts.RenewInterval+opts.LeaseDuration), opts.EnsureBackoff)
 	}
-	if opts.EnsureBackoff < minBackoff || opts.EnsureBackoff > opts.MaxEnsureBackoff {
-		return nil, fmt.Errorf("lease: Options.EnsureBackoff %v must be in [%v, MaxEnsureBackoff %v]", opts.EnsureBackoff, minBackoff, opts.MaxEnsureBackoff)
+	if err := backoff.Check("lease: Options.MaxEnsureBackoff", opts.MaxEnsureBackoff, minBackoff, opts.RenewInterval+opts.LeaseDuration); err != nil {
+		return nil, err
 	}
-	if opts.MaxEnsureBackoff > opts.RenewInterval+opts.LeaseDuration {
-		return nil, fmt.Errorf("lease: Options.MaxEnsureBackoff %v must not exceed RenewInterval+LeaseDuration %v", opts.MaxEnsureBackoff, opts.RenewInterval+opts.LeaseDuration)
+	bo, err := backoff.New("lease: Options.EnsureBackoff", opts.EnsureBackoff, opts.MaxEnsureBackoff, minBackoff)
+	if err != nil {
+		return nil, err
 	}
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = min(opts.RenewInterval, defaultRequestTimeoutCeil)
@@ -182,11 +217,11 @@ func New(opts Options) (*Renewer, error) {
 	if opts.Rand == nil {
 		opts.Rand = rand.Float64
 	}
-	m, err := newMetrics(opts.Metrics)
+	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	return &Renewer{
+	r := &Renewer{
 		client:   opts.Client,
 		leases:   opts.Client.CoordinationV1().Leases(opts.Namespace),
 		name:     opts.NodeName,
@@ -195,34 +230,35 @@ func New(opts Options) (*Renewer, error) {
 		duration: int32(opts.LeaseDuration / time.Second),
 		interval: opts.RenewInterval,
 		jitter:   opts.Jitter,
-		backoff0: opts.EnsureBackoff,
-		backoffN: opts.MaxEnsureBackoff,
+		backoff:  bo,
 		timeout:  opts.RequestTimeout,
 		lookup:   opts.LookupNodeUID,
+		onFail:   opts.OnRepeatedFailure,
 		clock:    opts.Clock,
 		rand:     opts.Rand,
 		metrics:  m,
-		uid:      opts.NodeUID,
-	}, nil
+	}
+	r.SetOwner(opts.NodeUID)
+	return r, nil
 }
 
-// SetOwner records the UID of the Node that owns the lease. The next renewal
-// writes the owner reference (apiVersion v1, kind Node) or moves it to the new
-// UID when the Node was recreated. An empty uid is ignored. It makes no
-// request and never blocks a renewal.
+// SetOwner records the UID of the Node that owns the lease. Until it is
+// known the lease is not created. The next renewal writes the owner
+// reference (apiVersion v1, kind Node) or moves it to the new UID when the
+// Node was recreated. An empty uid is ignored. It makes no request and never
+// waits for a renewal.
 func (r *Renewer) SetOwner(uid types.UID) {
 	if uid == "" {
 		return
 	}
-	r.ownerMu.Lock()
-	r.uid = uid
-	r.ownerMu.Unlock()
+	r.uid.Store(&uid)
 }
 
 func (r *Renewer) owner() types.UID {
-	r.ownerMu.Lock()
-	defer r.ownerMu.Unlock()
-	return r.uid
+	if p := r.uid.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Recreated returns how many times a renewal found the lease deleted behind
@@ -231,14 +267,13 @@ func (r *Renewer) owner() types.UID {
 // Node may be gone (package heartbeat then reads the Node).
 func (r *Renewer) Recreated() uint64 { return r.recreated.Load() }
 
-// Latest returns a copy of the lease as last written or read, or nil.
+// Latest returns a copy of the lease as last written or read, or nil. It
+// never waits for a renewal in flight.
 func (r *Renewer) Latest() *coordinationv1.Lease {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.latest == nil {
-		return nil
+	if l := r.published.Load(); l != nil {
+		return l.DeepCopy()
 	}
-	return r.latest.DeepCopy()
+	return nil
 }
 
 // Interval returns the renew interval in force.
@@ -250,26 +285,50 @@ func (r *Renewer) Duration() time.Duration { return time.Duration(r.duration) * 
 // NodeName returns the name of the lease and of its Node.
 func (r *Renewer) NodeName() string { return r.name }
 
-// SyncOnce renews the lease once. The first call (and any call after the
-// lease was lost) reads the lease and creates it when it is missing; later
-// calls update it from the lease last written, with up to 5 immediate
-// attempts: a conflict re-reads the lease, and a lease deleted behind the
-// renewer's back is created again in the same call.
-func (r *Renewer) SyncOnce(ctx context.Context) error {
+// SyncOnce renews the lease once and returns how long to wait before the
+// next renewal: the renew interval plus jitter after a success, the growing
+// back-off (200ms doubling to 7s by default) after a failure. The first call
+// (and any call after the lease was lost) reads the lease and creates it
+// when it is missing and its owner is known; later calls update it from the
+// lease last written, with up to 5 immediate attempts: a conflict re-reads
+// the lease, and a lease deleted behind the renewer's back is created again
+// in the same call. Run is a loop over SyncOnce; a scheduler driving many
+// renewers calls it directly.
+func (r *Renewer) SyncOnce(ctx context.Context) (time.Duration, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	start := r.clock.Now()
+	rctx := ctx
 	if r.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		rctx, cancel = context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 	}
-	err := r.renew(ctx, start)
+	err := r.renew(rctx, start)
 	r.metrics.observe(r.clock.Since(start), err)
-	if err == nil && r.lookup && r.owner() == "" {
-		r.lookupOwner(ctx)
+	if err != nil {
+		return r.backoff.Next(), err
 	}
-	return err
+	r.backoff.Reset()
+	if r.lookup && r.owner() == "" {
+		r.lookupOwner(rctx)
+	}
+	if r.jitter > 0 {
+		return r.interval + time.Duration(r.rand()*r.jitter*float64(r.interval)), nil
+	}
+	return r.interval, nil
+}
+
+// failed counts a failed request (conflicts are not failures of the
+// connection) and calls the repeated-failure hook when due.
+func (r *Renewer) failed(err error) {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
+		return
+	}
+	r.failures++
+	if r.failures >= RepeatedFailures && r.onFail != nil {
+		r.onFail()
+	}
 }
 
 func (r *Renewer) renew(ctx context.Context, now time.Time) error {
@@ -281,6 +340,7 @@ func (r *Renewer) renew(ctx context.Context, now time.Time) error {
 		case apierrors.IsNotFound(err):
 			return r.create(ctx, now)
 		case err != nil:
+			r.failed(err)
 			return fmt.Errorf("lease: get %s/%s: %w", r.ns, r.name, err)
 		}
 		r.keep(got)
@@ -297,6 +357,7 @@ func (r *Renewer) renew(ctx context.Context, now time.Time) error {
 			return nil
 		}
 		lastErr = err
+		r.failed(err)
 		if apierrors.IsNotFound(err) {
 			// Deleted behind our back: create it again now.
 			r.latest = nil
@@ -315,6 +376,7 @@ func (r *Renewer) renew(ctx context.Context, now time.Time) error {
 			return r.create(ctx, now)
 		}
 		if gerr != nil {
+			r.failed(gerr)
 			lastErr = gerr
 			continue
 		}
@@ -324,9 +386,19 @@ func (r *Renewer) renew(ctx context.Context, now time.Time) error {
 	return fmt.Errorf("%w (%d) for %s/%s: %w", ErrUpdateAttempts, MaxUpdateAttempts, r.ns, r.name, lastErr)
 }
 
+// create creates the lease, but only with its owner reference: while the
+// Node's UID is unknown (and cannot be looked up) it fails with
+// ErrOwnerUnknown, as kubelet waits for its Node.
 func (r *Renewer) create(ctx context.Context, now time.Time) error {
+	if r.owner() == "" && r.lookup {
+		r.lookupOwner(ctx)
+	}
+	if r.owner() == "" {
+		return fmt.Errorf("%w: not creating %s/%s", ErrOwnerUnknown, r.ns, r.name)
+	}
 	got, err := r.leases.Create(ctx, r.desired(nil, now), metav1.CreateOptions{})
 	if err != nil {
+		r.failed(err)
 		return fmt.Errorf("lease: create %s/%s: %w", r.ns, r.name, err)
 	}
 	r.keep(got)
@@ -335,10 +407,13 @@ func (r *Renewer) create(ctx context.Context, now time.Time) error {
 
 // keep stores l as the base of the next update, without its managed fields:
 // an update that omits them leaves the server's as they are, so every
-// renewal request is smaller and the renewer holds less.
+// renewal request is smaller and the renewer holds less. A successful
+// request resets the count of consecutive failures.
 func (r *Renewer) keep(l *coordinationv1.Lease) {
 	l.ManagedFields = nil
 	r.latest = l
+	r.published.Store(l)
+	r.failures = 0
 }
 
 // desired returns the lease to write: a shallow copy of base (the renewer
@@ -402,44 +477,21 @@ func (r *Renewer) lookupOwner(ctx context.Context) {
 	r.SetOwner(node.UID)
 }
 
-// NextWait returns how long Run waits after a renewal that ended with err:
-// the renew interval plus jitter after a success, the growing back-off after
-// a failure. It advances the back-off; it is exported for schedulers that
-// drive many renewers' SyncOnce themselves.
-func (r *Renewer) NextWait(err error) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err == nil {
-		r.backoff = 0
-		if r.jitter > 0 {
-			return r.interval + time.Duration(r.rand()*r.jitter*float64(r.interval))
-		}
-		return r.interval
-	}
-	if r.backoff == 0 {
-		r.backoff = r.backoff0
-	} else {
-		r.backoff = min(2*r.backoff, r.backoffN)
-	}
-	return r.backoff
-}
-
-// Run renews the lease until ctx ends: once at once, then every renew
-// interval (with jitter) after a success, or after the back-off (200ms
-// doubling to 7s by default) after a failure. It returns ctx's error.
+// Run renews the lease until ctx ends: a loop over SyncOnce, waiting on the
+// injected clock for as long as each step asks. It returns nil when ctx
+// ends.
 func (r *Renewer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	for {
-		err := r.SyncOnce(ctx)
+		wait, err := r.SyncOnce(ctx)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil
 		}
-		wait := r.NextWait(err)
 		if err != nil {
 			logger.Error(err, "Failed to renew node lease, will retry", "lease", klog.KRef(r.ns, r.name), "backoff", wait)
 		}
 		if !sleep(ctx, r.clock, wait) {
-			return ctx.Err()
+			return nil
 		}
 	}
 }

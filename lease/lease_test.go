@@ -31,7 +31,7 @@ var leaseGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leas
 
 func newRenewer(t *testing.T, cs *fake.Clientset, fc *clocktesting.FakeClock, mod func(*lease.Options)) *lease.Renewer {
 	t.Helper()
-	o := lease.Options{Client: cs, NodeName: "n1", Clock: fc, Jitter: -1}
+	o := lease.Options{Client: cs, NodeName: "n1", Clock: fc, Jitter: -1, NodeUID: "uid-0"}
 	if mod != nil {
 		mod(&o)
 	}
@@ -75,19 +75,19 @@ func TestFirstSyncCreatesThenUpdatesWithoutGet(t *testing.T) {
 	fc := clocktesting.NewFakeClock(t0)
 	r := newRenewer(t, cs, fc, nil)
 	ctx := context.Background()
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l := getLease(t, cs)
 	if *l.Spec.HolderIdentity != "n1" || *l.Spec.LeaseDurationSeconds != 40 || !l.Spec.RenewTime.Time.Equal(t0) {
 		t.Fatalf("created lease spec = %+v", l.Spec)
 	}
-	if len(l.OwnerReferences) != 0 {
-		t.Fatalf("owner references before the UID is known: %v", l.OwnerReferences)
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != "uid-0" {
+		t.Fatalf("owner references of the created lease: %v", l.OwnerReferences)
 	}
 	for i := 1; i <= 3; i++ {
 		fc.Step(10 * time.Second)
-		if err := r.SyncOnce(ctx); err != nil {
+		if _, err := r.SyncOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got := getLease(t, cs).Spec.RenewTime.Time; !got.Equal(t0.Add(time.Duration(i) * 10 * time.Second)) {
@@ -104,7 +104,7 @@ func TestExistingLeaseIsAdoptedAndRenewed(t *testing.T) {
 	cs := fake.NewClientset(old)
 	fc := clocktesting.NewFakeClock(t0)
 	r := newRenewer(t, cs, fc, func(o *lease.Options) { o.HolderIdentity = "agent-x"; o.LeaseDuration = 20 * time.Second })
-	if err := r.SyncOnce(context.Background()); err != nil {
+	if _, err := r.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	l := getLease(t, cs)
@@ -124,11 +124,11 @@ func TestOwnerReferenceAddedLaterAndFollowsNewUID(t *testing.T) {
 	fc := clocktesting.NewFakeClock(t0)
 	r := newRenewer(t, cs, fc, nil)
 	ctx := context.Background()
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r.SetOwner("uid-1")
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	refs := getLease(t, cs).OwnerReferences
@@ -137,7 +137,7 @@ func TestOwnerReferenceAddedLaterAndFollowsNewUID(t *testing.T) {
 		t.Fatalf("owner references %v, want [%v]", refs, want)
 	}
 	r.SetOwner("uid-2")
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	refs = getLease(t, cs).OwnerReferences
@@ -149,28 +149,25 @@ func TestOwnerReferenceAddedLaterAndFollowsNewUID(t *testing.T) {
 func TestNodeUIDKnownAtStartAndLookup(t *testing.T) {
 	cs := fake.NewClientset()
 	r := newRenewer(t, cs, clocktesting.NewFakeClock(t0), func(o *lease.Options) { o.NodeUID = "u0" })
-	if err := r.SyncOnce(context.Background()); err != nil {
+	if _, err := r.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if refs := getLease(t, cs).OwnerReferences; len(refs) != 1 || refs[0].UID != "u0" {
 		t.Fatalf("owner references %v", refs)
 	}
 
-	// LookupNodeUID: the Node appears late; the lease is renewed meanwhile
-	// and gets its owner on the renewal after the Node is seen.
+	// LookupNodeUID: the Node appears late; the lease is created once the
+	// Node is seen, with its owner reference.
 	cs = fake.NewClientset()
-	r = newRenewer(t, cs, clocktesting.NewFakeClock(t0), func(o *lease.Options) { o.LookupNodeUID = true })
+	r = newRenewer(t, cs, clocktesting.NewFakeClock(t0), func(o *lease.Options) { o.LookupNodeUID = true; o.NodeUID = "" })
 	ctx := context.Background()
-	if err := r.SyncOnce(ctx); err != nil {
-		t.Fatal(err)
+	if _, err := r.SyncOnce(ctx); !errors.Is(err, lease.ErrOwnerUnknown) {
+		t.Fatalf("renewal before the Node exists: %v, want ErrOwnerUnknown", err)
 	}
 	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "late"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SyncOnce(ctx); err != nil { // renews, then learns the UID
-		t.Fatal(err)
-	}
-	if err := r.SyncOnce(ctx); err != nil { // writes the owner reference
+	if _, err := r.SyncOnce(ctx); err != nil { // learns the UID, creates
 		t.Fatal(err)
 	}
 	if refs := getLease(t, cs).OwnerReferences; len(refs) != 1 || refs[0].UID != "late" {
@@ -179,6 +176,12 @@ func TestNodeUIDKnownAtStartAndLookup(t *testing.T) {
 	if n := count(cs, "get", "nodes"); n != 2 {
 		t.Fatalf("%d node GETs, want 2 (one per renewal while the UID was unknown)", n)
 	}
+	if _, err := r.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(cs, "get", "nodes"); n != 2 {
+		t.Fatalf("%d node GETs once the UID is known, want still 2", n)
+	}
 }
 
 func TestConflictRereadsAndRetries(t *testing.T) {
@@ -186,7 +189,7 @@ func TestConflictRereadsAndRetries(t *testing.T) {
 	fc := clocktesting.NewFakeClock(t0)
 	r := newRenewer(t, cs, fc, nil)
 	ctx := context.Background()
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	conflicts := 2
@@ -198,7 +201,7 @@ func TestConflictRereadsAndRetries(t *testing.T) {
 		return false, nil, nil
 	})
 	cs.ClearActions()
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := verbs(cs), "update,get,update,get,update"; got != want {
@@ -210,13 +213,13 @@ func TestAllAttemptsFail(t *testing.T) {
 	cs := fake.NewClientset()
 	r := newRenewer(t, cs, clocktesting.NewFakeClock(t0), nil)
 	ctx := context.Background()
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	boom := apierrors.NewServiceUnavailable("down")
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, boom })
 	cs.ClearActions()
-	err := r.SyncOnce(ctx)
+	_, err := r.SyncOnce(ctx)
 	if !errors.Is(err, lease.ErrUpdateAttempts) || !apierrors.IsServiceUnavailable(err) {
 		t.Fatalf("error %v, want ErrUpdateAttempts wrapping the API error", err)
 	}
@@ -230,7 +233,7 @@ func TestDeletedLeaseIsRecreatedInSameRenewal(t *testing.T) {
 	fc := clocktesting.NewFakeClock(t0)
 	r := newRenewer(t, cs, fc, func(o *lease.Options) { o.NodeUID = "u1" })
 	ctx := context.Background()
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
@@ -238,7 +241,7 @@ func TestDeletedLeaseIsRecreatedInSameRenewal(t *testing.T) {
 	}
 	cs.ClearActions()
 	fc.Step(10 * time.Second)
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := verbs(cs), "update,create"; got != want {
@@ -286,16 +289,27 @@ func TestOptionValidation(t *testing.T) {
 	}
 }
 
-func TestNextWaitJitterAndBackoff(t *testing.T) {
+func TestSyncOnceWaitJitterAndBackoff(t *testing.T) {
 	cs := fake.NewClientset()
 	r := newRenewer(t, cs, clocktesting.NewFakeClock(t0), func(o *lease.Options) { o.Jitter = 0; o.Rand = func() float64 { return 0.5 } })
-	if got := r.NextWait(nil); got != 10*time.Second+200*time.Millisecond {
-		t.Fatalf("wait after success %v, want 10.2s (10s + 0.5*0.04*10s)", got)
+	ctx := context.Background()
+	if got, err := r.SyncOnce(ctx); err != nil || got != 10*time.Second+200*time.Millisecond {
+		t.Fatalf("wait after success %v (%v), want 10.2s (10s + 0.5*0.04*10s)", got, err)
 	}
-	fail := errors.New("x")
+	failing := true
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing {
+			return true, nil, errors.New("x")
+		}
+		return false, nil, nil
+	})
 	var got []time.Duration
 	for range 8 {
-		got = append(got, r.NextWait(fail))
+		w, err := r.SyncOnce(ctx)
+		if err == nil {
+			t.Fatal("renewal succeeded")
+		}
+		got = append(got, w)
 	}
 	want := []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond, 6400 * time.Millisecond, 7 * time.Second, 7 * time.Second}
 	for i := range want {
@@ -303,8 +317,65 @@ func TestNextWaitJitterAndBackoff(t *testing.T) {
 			t.Fatalf("back-off %v, want %v", got, want)
 		}
 	}
-	if r.NextWait(nil); r.NextWait(fail) != 200*time.Millisecond {
-		t.Fatal("a success does not reset the back-off")
+	failing = false
+	_, _ = r.SyncOnce(ctx)
+	failing = true
+	if w, _ := r.SyncOnce(ctx); w != 200*time.Millisecond {
+		t.Fatalf("wait %v after a success and a failure: a success does not reset the back-off", w)
+	}
+}
+
+// The lease is never created without its owner reference: while the Node's
+// UID is unknown a renewal fails with ErrOwnerUnknown and creates nothing.
+func TestLeaseNotCreatedBeforeOwnerKnown(t *testing.T) {
+	cs := fake.NewClientset()
+	r := newRenewer(t, cs, clocktesting.NewFakeClock(t0), func(o *lease.Options) { o.NodeUID = "" })
+	ctx := context.Background()
+	if _, err := r.SyncOnce(ctx); !errors.Is(err, lease.ErrOwnerUnknown) {
+		t.Fatalf("renewal without an owner: %v, want ErrOwnerUnknown", err)
+	}
+	if n := count(cs, "create", "leases"); n != 0 {
+		t.Fatalf("%d lease creates before the Node's UID was known", n)
+	}
+	r.SetOwner("u1")
+	if _, err := r.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if refs := getLease(t, cs).OwnerReferences; len(refs) != 1 || refs[0].UID != "u1" {
+		t.Fatalf("owner references of the first write %v", refs)
+	}
+}
+
+// OnRepeatedFailure is called from the second consecutive failed request on,
+// and the count starts again after a success.
+func TestOnRepeatedFailure(t *testing.T) {
+	cs := fake.NewClientset()
+	calls := 0
+	r := newRenewer(t, cs, clocktesting.NewFakeClock(t0), func(o *lease.Options) { o.OnRepeatedFailure = func() { calls++ } })
+	ctx := context.Background()
+	if _, err := r.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fails := 1
+	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if fails > 0 {
+			fails--
+			return true, nil, apierrors.NewServiceUnavailable("down")
+		}
+		return false, nil, nil
+	})
+	if _, err := r.SyncOnce(ctx); err != nil { // one failed attempt, then success
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Fatalf("hook called %d times after a single failure", calls)
+	}
+	fails = 3
+	if _, err := r.SyncOnce(ctx); err != nil { // three failed attempts, then success
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Fatalf("hook called %d times after three consecutive failures, want 2", calls)
 	}
 }
 
@@ -373,8 +444,8 @@ func TestRunTimingAndBackoff(t *testing.T) {
 	fc.Step(10 * time.Second)
 	waitFor(t, "regular renewal after recovery", func() bool { return n() == 6 })
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run returned %v", err)
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v, want nil when its context ends", err)
 	}
 }
 
@@ -382,15 +453,15 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	cs := fake.NewClientset()
 	fc := clocktesting.NewFakeClock(t0)
-	r1 := newRenewer(t, cs, fc, func(o *lease.Options) { o.Metrics = reg })
-	r2 := newRenewer(t, cs, fc, func(o *lease.Options) { o.Metrics = reg; o.NodeName = "n2" })
+	r1 := newRenewer(t, cs, fc, func(o *lease.Options) { o.Registerer = reg })
+	r2 := newRenewer(t, cs, fc, func(o *lease.Options) { o.Registerer = reg; o.NodeName = "n2" })
 	ctx := context.Background()
-	_ = r1.SyncOnce(ctx)
-	_ = r2.SyncOnce(ctx)
+	_, _ = r1.SyncOnce(ctx)
+	_, _ = r2.SyncOnce(ctx)
 	cs.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("boom")
 	})
-	_ = r1.SyncOnce(ctx)
+	_, _ = r1.SyncOnce(ctx)
 	got := testenv.Metrics(t, reg)
 	want := map[string]float64{lease.MetricRenewals: 2, lease.MetricRenewalFailures: 1, lease.MetricRenewalDuration: 3}
 	for k, v := range want {

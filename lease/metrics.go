@@ -9,7 +9,7 @@ import (
 	"github.com/nodekit/nodekit/internal/promutil"
 )
 
-// Metric names registered through Options.Metrics.
+// Metric names registered through Options.Registerer.
 const (
 	MetricRenewals        = "nodekit_lease_renewals_total"
 	MetricRenewalFailures = "nodekit_lease_renewal_failures_total"
@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	c, err := promutil.Register(reg, c)
 	if err != nil {
-		return c, fmt.Errorf("lease: Options.Metrics: %w", err)
+		return c, fmt.Errorf("lease: Options.Registerer: %w", err)
 	}
 	return c, nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -42,7 +41,7 @@ type component struct {
 // agent is a node agent built from nodekit's packages.
 type agent struct {
 	name      string
-	client    kubernetes.Interface
+	client    *nodeClientset
 	runtime   *runtimeConn
 	setters   nodestatus.Setters
 	heartbeat *heartbeat.Heartbeat
@@ -89,13 +88,14 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 		NodeName:                  name,
 		Node:                      nodeTemplate(name, cfg.nodeLabels),
 		StatusSetter:              a.setters,
-		Strategy:                  heartbeat.Lease(),
+		Strategy:                  heartbeat.LeaseStrategy(),
 		NodeStatusUpdateFrequency: cfg.statusUpdateFrequency,
 		NodeStatusReportFrequency: cfg.statusReportFrequency,
 		DisableRegistration:       !cfg.registerNode,
 		Clock:                     clk,
-		Metrics:                   a.registry,
+		Registerer:                a.registry,
 		LeaseOptions:              leaseOptions(cfg.leaseDuration),
+		OnRepeatedFailure:         a.client.closeConnections,
 	}
 	if a.heartbeat, err = heartbeat.New(hbOpts); err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func leaseOptions(duration time.Duration) lease.Options {
 
 // newClient returns the agent's one clientset: protobuf on the wire (smaller
 // writes than JSON), every request counted.
-func newClient(cfg *rest.Config, counter *apiCounter) (kubernetes.Interface, error) {
+func newClient(cfg *rest.Config, counter *apiCounter) (*nodeClientset, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"

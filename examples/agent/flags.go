@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -197,14 +196,4 @@ func parseResources(s string) (corev1.ResourceList, error) {
 		out[corev1.ResourceName(k)] = q
 	}
 	return out, nil
-}
-
-// sortedKeys is for stable log lines.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

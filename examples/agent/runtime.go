@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -43,10 +44,9 @@ type runtimeConn struct {
 	first     chan struct{} // closed when the first attempt ended
 	firstOnce sync.Once
 
-	mu     sync.Mutex
-	rt     runtime.Runtime
-	client *runtime.Client // nil for the fake
-	err    error
+	mu  sync.Mutex
+	rt  runtime.Runtime
+	err error
 }
 
 // newRuntimeConn returns a connection to endpoint, or the in-memory fake when
@@ -72,7 +72,7 @@ func (r *runtimeConn) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	wait := runtimeRetryFirst
+	retry := backoff.Backoff{Initial: runtimeRetryFirst, Max: runtimeRetryMax}
 	for {
 		start := r.clock.Now()
 		dctx, cancel := context.WithTimeout(ctx, runtimeDialTimeout)
@@ -95,6 +95,7 @@ func (r *runtimeConn) Run(ctx context.Context) error {
 			return nil
 		}
 		r.set(nil, fmt.Errorf("container runtime at %s: %w", r.endpoint, err))
+		wait := retry.Next()
 		logger.Error(err, "Cannot connect to the container runtime, will retry", "endpoint", r.endpoint, "backoff", wait)
 		t := r.clock.NewTimer(wait)
 		select {
@@ -103,14 +104,13 @@ func (r *runtimeConn) Run(ctx context.Context) error {
 			return nil
 		case <-t.C():
 		}
-		wait = min(2*wait, runtimeRetryMax)
 	}
 }
 
 func (r *runtimeConn) set(c *runtime.Client, err error) {
 	r.mu.Lock()
 	if c != nil {
-		r.client, r.rt = c, c
+		r.rt = c
 	}
 	r.err = err
 	r.mu.Unlock()

@@ -38,7 +38,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/heartbeat"
-	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
+	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/lease"
 )
 
@@ -96,7 +96,7 @@ func main() {
 	flag.BoolVar(&c.protobuf, "protobuf", true, "talk protobuf to the API server where it can")
 	flag.DurationVar(&c.requestTimeout, "request-timeout", 0, "per-request timeout (0: the heartbeat's default, min(status frequency, lease duration))")
 	flag.BoolVar(&c.http1, "http1", false, "use HTTP/1.1 connections instead of one HTTP/2 connection")
-	flag.BoolVar(&c.leanLeases, "lean-leases", true, "send lease reads and writes through heartbeattest.LeanLeases (protobuf, no client-go request builder) instead of client-go")
+	flag.BoolVar(&c.leanLeases, "lean-leases", true, "send lease reads and writes through fleet.LeanLeases (protobuf, no client-go request builder) instead of client-go")
 	flag.IntVar(&c.procs, "gomaxprocs", 1, "Go's GOMAXPROCS for the simulator (0: Go's default, one per core); one keeps its request hand-offs on one thread, which costs about a sixth less CPU than two")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&c.debugAddr, "debug-addr", "", "serve net/http/pprof on this address (for example localhost:6060)")
@@ -191,7 +191,7 @@ func run(ctx context.Context, c config) error {
 		if !c.protobuf {
 			return errors.New("--lean-leases needs --protobuf")
 		}
-		if fleetClient, err = heartbeattest.LeanLeases(client, cfg); err != nil {
+		if fleetClient, err = fleet.LeanLeases(client, cfg); err != nil {
 			return err
 		}
 	}
@@ -222,7 +222,7 @@ func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *co
 	}
 	prefixValue := strings.TrimSuffix(c.prefix, "-")
 	started := time.Now()
-	fleet, err := heartbeattest.New(heartbeattest.Options{
+	fl, err := fleet.New(fleet.Options{
 		Client:                client,
 		Nodes:                 c.nodes,
 		NamePrefix:            c.prefix,
@@ -233,7 +233,7 @@ func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *co
 		Workers:               c.workers,
 		Granularity:           c.granularity,
 		Template: func(i int, name string) *corev1.Node {
-			n := heartbeattest.DefaultTemplate(i, name)
+			n := fleet.DefaultTemplate(i, name)
 			n.Labels[prefixLabel] = prefixValue
 			n.Status.Capacity = capacity
 			return n
@@ -266,7 +266,7 @@ func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *co
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = fleet.Run(runCtx)
+		_ = fl.Run(runCtx)
 	}()
 	defer func() { stopRun(); wg.Wait() }()
 
@@ -303,8 +303,8 @@ func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *co
 		cpu := cpuTime()
 		rss := rssBytes()
 		maxRSS = max(maxRSS, rss)
-		s := fleet.Stats()
-		fresh, running, oldest := fleet.Freshness(c.leaseDuration)
+		s := fl.Stats()
+		fresh, running, oldest := fl.Freshness(c.leaseDuration)
 		ready := -1
 		if readyAt == 0 {
 			ready = countReady(ctx, monitor, c.prefix)

@@ -1,94 +1,24 @@
-// Package heartbeattest runs fleets of fake nodes for controller tests and
-// scale simulations. Each node registers its Node, renews its Lease and
-// posts its status with nodekit's own heartbeat, lease and nodestatus code
-// (the default status setters, fed by fake host facts from
-// nodestatus/nodestatustest), against any kubernetes.Interface: the fake
-// clientset under a fake clock, or a real API server.
+// Package heartbeattest holds the fakes for testing code that meets
+// heartbeats: client-go's fake clientset set up as an API server would be
+// for nodes (NewClientset, UIDClientset: created objects get UIDs, so that
+// leases get their owner reference), and a fast path for many nodes' lease
+// requests straight to the fake's object tracker (TrackerLeases, for
+// fleet.Options.Leases).
 //
-// # Usage
+// Many controllable fake nodes (pause, fail and resume heartbeats under a
+// fake clock) come from package heartbeat/fleet run on this package's
+// clientset:
 //
-//	clk := clocktesting.NewFakeClock(start)
 //	client := heartbeattest.NewClientset()
-//	fleet, _ := heartbeattest.New(heartbeattest.Options{Client: client, Nodes: 1000, Clock: clk})
-//	fleet.SyncOnce(ctx)                 // registers every node
-//	fleet.Step(ctx, 10*time.Second)     // every lease created
-//	fleet.Node(3).Stop()                // the agent of node-3 dies
-//	fleet.Node(4).SetCondition(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse})
-//	fleet.Step(ctx, time.Minute)        // six 10s steps; run the controller under test between them
+//	f, _ := fleet.New(fleet.Options{Client: client, Nodes: 1000, Clock: clk,
+//		Leases: heartbeattest.TrackerLeases(client)})
 //
-// Per node a test can stop and resume lease renewals and status rounds
-// separately (StopLease, ResumeLease, StopStatus, ResumeStatus, Stop,
-// Resume), make status or lease writes fail with a given error (FailStatus,
-// FailLease), age the lease (AgeLease), set or clear any condition
-// (SetCondition, ClearCondition: Ready, MemoryPressure or a type of one's
-// own, through a setter the fleet adds after the node's setters), change the
-// host facts the default setters read (Host, then Kick), and delete and
-// recreate the node (Delete, Recreate). Options.Template gives each node its
-// labels, annotations, taints, addresses and capacity; Options.Facts its
-// host facts. WaitRenewals, WaitRegistered, WaitNode and WaitLease wait, with
-// a deadline, for counts or for an object to reach a state (ConditionIs,
-// ConditionAbsent, NodeGone).
+// NewClientset uses client-go's plain object tracker; the field-managed
+// tracker (fake.NewClientset) serves server-side apply but costs some 5 ms
+// per request in client-go v0.37, so use it (through UIDClientset) only with
+// heartbeat.ServerSideApply. The fake clientset records every request in
+// Actions for its whole life: clear them (ClearActions) in long simulations.
 //
-// # Scheduling and timing
-//
-// One scheduler serves the whole fleet: a heap of the nodes' next steps,
-// keyed by time on the injected clock. A lease step is one renewal
-// (lease.Renewer.SyncOnce, with its back-off after failures, NextWait); a
-// status step is one heartbeat.SyncStatus round (registering first when
-// needed), or a start-up fast check (SyncFastStatus) while a new node is not
-// Ready. Steps run on at most Options.Workers goroutines: Run keeps that
-// many workers and one scheduler goroutine; SyncOnce runs what is due on as
-// many short-lived goroutines and returns when it is done. No goroutine is
-// kept per node, and a node costs a few KiB.
-//
-// Each node keeps a fixed slot in the renew interval (and another in the
-// status interval): slot i is the fractional part of i times the golden
-// ratio, so that renewals of any number of nodes are spread evenly, rounded
-// up to a tick of Options.Granularity (1s by default), and a renewal that
-// succeeds is followed by the node's next slot, not by the interval plus
-// jitter. The nodes sharing a tick run as one batch: on a real API server
-// that costs a third of the CPU of one request every few milliseconds (fewer
-// wake-ups, requests in flight together), while the load stays even at the
-// scale of a second. So under a fake clock the fleet is deterministic:
-// after the first renew interval, moving the clock by the renew interval and
-// calling SyncOnce (which Step does) renews every running lease exactly
-// once, at the clock's time, and a node resumed with ResumeLease renews at
-// its next slot. Status rounds follow kubelet's rules through the heartbeat
-// (post on change or every StatusReportFrequency, 5m), and a node whose
-// conditions a test changes is kicked to a round at once.
-//
-// # Costs and limits
-//
-// Measured on a two-core machine (see examples/fleet's README for the
-// commands and the figures on a real API server):
-//
-//   - Memory: about 4.8 KiB per node of the fleet's own (the heartbeat keeps
-//     the registration template and the last Node protobuf-encoded, about
-//     1 KiB each; nodestatus setters, host facts, lease renewer and its last
-//     Lease), plus about 4.1 KiB per node in the fake clientset's tracker (the
-//     Node and the Lease objects): 8.9 KiB per node in all with 10,000 nodes
-//     (HEARTBEATTEST_SCALE=10000 go test -short -run TestScale -v).
-//   - CPU per node step on the fake clientset: a lease renewal costs about
-//     6 µs with Options.FakeFastPath (lease requests straight to the
-//     clientset's object tracker), about 20 µs through the clientset's
-//     reactors; a status round that posts nothing costs some 20 µs (decoding
-//     the last Node, copying it, running the setters; the change detection
-//     itself takes 2 µs: BenchmarkStatusChanged in package heartbeat); a
-//     status post costs some 300 µs of JSON work in the strategic-merge
-//     patch, on both sides.
-//   - So a test of lease behaviour with many nodes runs fastest with
-//     FakeFastPath, a long StatusUpdateFrequency and a strategy that posts
-//     only changes (see Example_staleLeaseController: 1,000 nodes over 10
-//     simulated minutes).
-//   - On a real API server, LeanLeases sends the renewers' lease requests as
-//     protobuf without client-go's request builder (the same requests on the
-//     wire), which takes about a quarter off their CPU time.
-//
-// NewClientset gives created objects UIDs (the plain fake clientset does
-// not, and leases then get no owner reference). It uses client-go's plain
-// object tracker; the field-managed tracker (fake.NewClientset) serves
-// server-side apply but costs some 5 ms per request in client-go v0.37, so
-// use it (through UIDClientset) only with heartbeat.ServerSideApply. The
-// fake clientset records every request in Actions for its whole life: clear
-// them (ClearActions) in long simulations.
+// Like every nodekit fake package it does not import testing, so it may be
+// linked into a binary.
 package heartbeattest

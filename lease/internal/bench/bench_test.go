@@ -45,13 +45,13 @@ func BenchmarkRenewal(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		if err := r.SyncOnce(ctx); err != nil {
+		if _, err := r.SyncOnce(ctx); err != nil {
 			b.Fatal(err)
 		}
 		countUpdates(cs, b.N, cancel)
 		b.ReportAllocs()
 		b.ResetTimer()
-		wait.JitterUntilWithContext(ctx, func(ctx context.Context) { _ = r.SyncOnce(ctx) }, time.Nanosecond, 0.04, true)
+		wait.JitterUntilWithContext(ctx, func(ctx context.Context) { _, _ = r.SyncOnce(ctx) }, time.Nanosecond, 0.04, true)
 	})
 	b.Run("impl=component-helpers", func(b *testing.B) {
 		cs := fake.NewSimpleClientset()
@@ -84,13 +84,13 @@ func BenchmarkSyncOnce(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := r.SyncOnce(ctx); err != nil {
+	if _, err := r.SyncOnce(ctx); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := r.SyncOnce(ctx); err != nil {
+		if _, err := r.SyncOnce(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package heartbeattest
+package fleet
 
 import (
 	"context"
@@ -15,11 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	k8stesting "k8s.io/client-go/testing"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/nodestatus/nodestatustest"
@@ -78,14 +80,16 @@ type Options struct {
 	// setter of one's own). Default: nodestatus.DefaultSetters unchanged.
 	Setters func(i int, s nodestatus.Setters) nodestatus.Setters
 	// Heartbeat, when set, adjusts node i's heartbeat.Options after the fleet
-	// filled them in (Client, NodeName, Node, StatusSetter, Clock, Lease,
-	// frequencies). The fleet's own scheduling (renew interval, status
-	// frequency, fast start-up checks every 100ms for 120s) does not change.
-	// Default: none.
+	// filled them in (Client, NodeName, Node, StatusSetter, Clock, Renewer,
+	// frequencies, ReRegister true). The steps are the heartbeat's own
+	// (heartbeat.Heartbeat.SyncOnce: registration back-off, fast start-up
+	// checks, re-registration follow these options); the fleet only moves
+	// each node's regular rounds onto its slot. Default: none.
 	Heartbeat func(i int, o *heartbeat.Options)
 	// Lease, when set, adjusts node i's lease.Options. Default: none.
 	Lease func(i int, o *lease.Options)
-	// Strategy is every node's heartbeat strategy. Default: heartbeat.Lease().
+	// Strategy is every node's heartbeat strategy. Default:
+	// heartbeat.LeaseStrategy().
 	Strategy heartbeat.HeartbeatStrategy
 	// LeaseDuration is written to each lease, a whole number of seconds
 	// between 1s and 1h. Default: 40s.
@@ -100,13 +104,11 @@ type Options struct {
 	// StatusReportFrequency is how often an unchanged status is posted with
 	// the Lease strategy, between 100ms and 24h. Default: 5m.
 	StatusReportFrequency time.Duration
-	// FakeFastPath, when Client is a fake clientset (it has a Tracker
-	// method, as client-go's fake.Clientset), makes the nodes' lease reads
-	// and writes go straight to its object tracker: they skip the
-	// clientset's reactors and are not recorded in its Actions, and cost
-	// about a third as much. Watches and other readers see the leases as
-	// usual; FailLease still applies. Default false.
-	FakeFastPath bool
+	// Leases, when set, is where the nodes' lease requests go instead of
+	// Client's coordination/v1 client (the fleet's injected lease faults
+	// still apply in front of it). heartbeattest.TrackerLeases gives a fake
+	// clientset's fast path. Default: Client's.
+	Leases func(namespace string) typedcoordinationv1.LeaseInterface
 	// Granularity is the tick of the fleet's schedule: each node's slot in
 	// the renew interval and in the status period is rounded up to a
 	// multiple of it, so the steps of the nodes sharing a tick run as one
@@ -127,9 +129,9 @@ type Options struct {
 	// k8s.io/utils/clock/testing FakeClock the fleet is deterministic and
 	// Step drives it. Default: clock.RealClock{}.
 	Clock clock.Clock
-	// Metrics registers the heartbeat and lease metrics, shared by all nodes.
-	// Nil: no metrics.
-	Metrics prometheus.Registerer
+	// Registerer registers the heartbeat and lease metrics, shared by all
+	// nodes. Nil: no metrics.
+	Registerer prometheus.Registerer
 }
 
 // DefaultTemplate is the node template used when Options.Template is nil:
@@ -147,7 +149,7 @@ func DefaultTemplate(i int, name string) *corev1.Node {
 // Fleet is a set of fake nodes, each registering its Node and keeping it alive
 // with nodekit's heartbeat and lease code. One scheduler (a timer heap on the
 // injected clock) hands each node's lease renewals and status rounds, as
-// SyncLease- and SyncStatus-sized steps, to a bounded pool of workers: no
+// the renewer's and the heartbeat's own SyncOnce steps, to a bounded pool of workers: no
 // goroutine is kept per node.
 type Fleet struct {
 	client       kubernetes.Interface
@@ -157,13 +159,9 @@ type Fleet struct {
 	epoch        int64
 	leasePeriod  int64
 	statusPeriod int64
-	fastEvery    int64
-	grace        int64
 	gran         int64
 	workers      int
 	nodes        []Node
-	tracker      k8stesting.ObjectTracker // FakeFastPath
-	uids         atomic.Uint64
 	byName       map[string]int32
 
 	syncMu sync.Mutex // serialises SyncOnce
@@ -171,7 +169,7 @@ type Fleet struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond // on mu: inflight or a node's running bits changed
-	heap     taskHeap
+	heap     timerheap.Heap[taskKey]
 	inflight int
 	wake     int64 // when Run's scheduler wakes next; MaxInt64: not sleeping
 	running  bool
@@ -190,10 +188,10 @@ type Fleet struct {
 // first SyncOnce creates every lease).
 func New(opts Options) (*Fleet, error) {
 	if opts.Client == nil {
-		return nil, errors.New("heartbeattest: Options.Client is required")
+		return nil, errors.New("fleet: Options.Client is required")
 	}
 	if opts.Nodes < 1 || opts.Nodes > MaxNodes {
-		return nil, fmt.Errorf("heartbeattest: Options.Nodes %d must be in [1, %d]", opts.Nodes, MaxNodes)
+		return nil, fmt.Errorf("fleet: Options.Nodes %d must be in [1, %d]", opts.Nodes, MaxNodes)
 	}
 	if opts.NamePrefix == "" {
 		opts.NamePrefix = DefaultNamePrefix
@@ -208,43 +206,46 @@ func New(opts Options) (*Fleet, error) {
 		opts.Runtime = nodestatustest.NewRuntime()
 	}
 	if opts.Strategy == nil {
-		opts.Strategy = heartbeat.Lease()
+		opts.Strategy = heartbeat.LeaseStrategy()
 	}
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = lease.DefaultLeaseDuration
 	}
-	if opts.LeaseDuration < lease.MinLeaseDuration || opts.LeaseDuration > lease.MaxLeaseDuration || opts.LeaseDuration%time.Second != 0 {
-		return nil, fmt.Errorf("heartbeattest: Options.LeaseDuration %v must be a whole number of seconds in [%v, %v]", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration)
+	if err := backoff.Check("fleet: Options.LeaseDuration", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration); err != nil {
+		return nil, err
+	}
+	if opts.LeaseDuration%time.Second != 0 {
+		return nil, fmt.Errorf("fleet: Options.LeaseDuration %v must be a whole number of seconds", opts.LeaseDuration)
 	}
 	if opts.RenewInterval == 0 {
 		opts.RenewInterval = opts.LeaseDuration / 4
 	}
-	if opts.RenewInterval < lease.MinRenewInterval || opts.RenewInterval > opts.LeaseDuration {
-		return nil, fmt.Errorf("heartbeattest: Options.RenewInterval %v must be in [%v, LeaseDuration %v]", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration)
+	if err := backoff.Check("fleet: Options.RenewInterval", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration); err != nil {
+		return nil, err
 	}
 	if opts.StatusUpdateFrequency == 0 {
 		opts.StatusUpdateFrequency = heartbeat.DefaultNodeStatusUpdateFrequency
 	}
-	if opts.StatusUpdateFrequency < 100*time.Millisecond || opts.StatusUpdateFrequency > time.Hour {
-		return nil, fmt.Errorf("heartbeattest: Options.StatusUpdateFrequency %v must be in [100ms, 1h]", opts.StatusUpdateFrequency)
+	if err := backoff.Check("fleet: Options.StatusUpdateFrequency", opts.StatusUpdateFrequency, 100*time.Millisecond, time.Hour); err != nil {
+		return nil, err
 	}
 	if opts.StatusReportFrequency == 0 {
 		opts.StatusReportFrequency = heartbeat.DefaultNodeStatusReportFrequency
 	}
-	if opts.StatusReportFrequency < 100*time.Millisecond || opts.StatusReportFrequency > 24*time.Hour {
-		return nil, fmt.Errorf("heartbeattest: Options.StatusReportFrequency %v must be in [100ms, 24h]", opts.StatusReportFrequency)
+	if err := backoff.Check("fleet: Options.StatusReportFrequency", opts.StatusReportFrequency, 100*time.Millisecond, 24*time.Hour); err != nil {
+		return nil, err
 	}
 	if opts.Granularity == 0 {
 		opts.Granularity = min(DefaultGranularity, opts.RenewInterval, opts.StatusUpdateFrequency)
 	}
-	if opts.Granularity < 0 || opts.Granularity > min(opts.RenewInterval, opts.StatusUpdateFrequency) {
-		return nil, fmt.Errorf("heartbeattest: Options.Granularity %v must be in [0, %v]", opts.Granularity, min(opts.RenewInterval, opts.StatusUpdateFrequency))
+	if err := backoff.Check("fleet: Options.Granularity", opts.Granularity, 0, min(opts.RenewInterval, opts.StatusUpdateFrequency)); err != nil {
+		return nil, err
 	}
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
 	}
 	if opts.Workers < 1 || opts.Workers > MaxWorkers {
-		return nil, fmt.Errorf("heartbeattest: Options.Workers %d must be in [1, %d]", opts.Workers, MaxWorkers)
+		return nil, fmt.Errorf("fleet: Options.Workers %d must be in [1, %d]", opts.Workers, MaxWorkers)
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -257,8 +258,6 @@ func New(opts Options) (*Fleet, error) {
 		epoch:        opts.Clock.Now().UnixNano(),
 		leasePeriod:  int64(opts.RenewInterval),
 		statusPeriod: int64(opts.StatusUpdateFrequency),
-		fastEvery:    int64(heartbeat.DefaultFastStatusInterval),
-		grace:        int64(heartbeat.DefaultNodeReadyGracePeriod),
 		gran:         int64(opts.Granularity),
 		workers:      opts.Workers,
 		nodes:        make([]Node, opts.Nodes),
@@ -266,12 +265,7 @@ func New(opts Options) (*Fleet, error) {
 		wake:         math.MaxInt64,
 		kick:         make(chan struct{}, 1),
 	}
-	if t, ok := opts.Client.(tracked); ok && opts.FakeFastPath {
-		f.tracker = t.Tracker()
-	}
 	f.cond = sync.NewCond(&f.mu)
-	f.heap.nodes = f.nodes
-	f.heap.items = make([]task, 0, nKinds*opts.Nodes)
 	for i := range f.nodes {
 		if err := f.initNode(i); err != nil {
 			return nil, err
@@ -283,13 +277,13 @@ func New(opts Options) (*Fleet, error) {
 	for i := range f.nodes {
 		n := &f.nodes[i]
 		n.flags |= queued(kindStatus)
-		f.heap.push(task{due: f.epoch, node: int32(i), kind: kindStatus})
+		f.push(task{due: f.epoch, node: int32(i), kind: kindStatus})
 		if !f.opts.Strategy.UsesLease() {
 			n.flags |= stopped(kindLease) // no lease to renew
 			continue
 		}
 		n.flags |= queued(kindLease)
-		f.heap.push(task{due: f.epoch + slot(i, 0, f.leasePeriod, f.gran), node: int32(i), kind: kindLease})
+		f.push(task{due: f.epoch + slot(i, 0, f.leasePeriod, f.gran), node: int32(i), kind: kindLease})
 	}
 	return f, nil
 }
@@ -299,10 +293,9 @@ func (f *Fleet) initNode(i int) error {
 	n.f = f
 	n.idx = int32(i)
 	n.name = f.opts.NamePrefix + strconv.Itoa(i)
-	n.hidx = [nKinds]int32{-1, -1}
 	n.rnd = f.opts.Seed ^ (uint64(i)+1)*0x9E3779B97F4A7C15
 	if _, dup := f.byName[n.name]; dup {
-		return fmt.Errorf("heartbeattest: two nodes named %q", n.name)
+		return fmt.Errorf("fleet: two nodes named %q", n.name)
 	}
 	f.byName[n.name] = int32(i)
 	n.client = &nodeClient{Interface: f.client, n: n}
@@ -318,7 +311,7 @@ func (f *Fleet) initNode(i int) error {
 	}
 	setters, err := nodestatus.DefaultSetters(so)
 	if err != nil {
-		return fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+		return fmt.Errorf("fleet: node %q: %w", n.name, err)
 	}
 	if f.opts.Setters != nil {
 		setters = f.opts.Setters(i, setters)
@@ -332,13 +325,13 @@ func (f *Fleet) initNode(i int) error {
 		RenewInterval: f.opts.RenewInterval,
 		Jitter:        -1, // the fleet spreads renewals itself
 		Clock:         f.clock,
-		Metrics:       f.opts.Metrics,
+		Registerer:    f.opts.Registerer,
 	}
 	if f.opts.Lease != nil {
 		f.opts.Lease(i, &lo)
 	}
 	if n.renewer, err = lease.New(lo); err != nil {
-		return fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+		return fmt.Errorf("fleet: node %q: %w", n.name, err)
 	}
 	hb, err := f.newHeartbeat(n, tmpl)
 	if err != nil {
@@ -359,18 +352,21 @@ func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, 
 		NodeStatusReportFrequency: f.opts.StatusReportFrequency,
 		Jitter:                    -1, // the fleet spreads rounds itself
 		Clock:                     f.clock,
-		Metrics:                   f.opts.Metrics,
+		Registerer:                f.opts.Registerer,
 		Rand:                      n.rand,
+		// A fleet's node deleted by a test comes back, as hollow nodes
+		// should; kubelet's default is to register once.
+		ReRegister: true,
 	}
 	if f.opts.Strategy.UsesLease() {
-		ho.Lease = n.renewer
+		ho.Renewer = n.renewer
 	}
 	if f.opts.Heartbeat != nil {
 		f.opts.Heartbeat(int(n.idx), &ho)
 	}
 	hb, err := heartbeat.New(ho)
 	if err != nil {
-		return nil, fmt.Errorf("heartbeattest: node %q: %w", n.name, err)
+		return nil, fmt.Errorf("fleet: node %q: %w", n.name, err)
 	}
 	return hb, nil
 }
@@ -449,6 +445,11 @@ func rerun(k kind) uint16   { return 1 << (6 + k) }
 
 const flagDeleted uint16 = 1 << 8
 
+// push puts t in the timer heap (internal/timerheap); under f.mu.
+func (f *Fleet) push(t task) {
+	f.heap.Set(taskKey{t.node, t.kind}, time.Unix(0, t.due))
+}
+
 // scheduleLocked queues n's task of kind k at due, or moves it earlier.
 func (f *Fleet) scheduleLocked(n *Node, k kind, due int64) {
 	if n.flags&(stopped(k)|flagDeleted) != 0 {
@@ -461,14 +462,13 @@ func (f *Fleet) scheduleLocked(n *Node, k kind, due int64) {
 		}
 		return
 	case n.flags&queued(k) != 0:
-		i := n.hidx[k]
-		if i >= 0 && due < f.heap.items[i].due {
-			f.heap.items[i].due = due
-			f.heap.fix(int(i))
+		key := taskKey{n.idx, k}
+		if at, ok := f.heap.Due(key); ok && due < at.UnixNano() {
+			f.heap.Set(key, time.Unix(0, due))
 		}
 	default:
 		n.flags |= queued(k)
-		f.heap.push(task{due: due, node: n.idx, kind: k})
+		f.push(task{due: due, node: n.idx, kind: k})
 	}
 	f.kickLocked(due)
 }
@@ -485,8 +485,13 @@ func (f *Fleet) kickLocked(due int64) {
 
 // popDueLocked moves the tasks due at now into batch and marks them running.
 func (f *Fleet) popDueLocked(now int64, batch []task, limit int) []task {
-	for len(f.heap.items) > 0 && f.heap.items[0].due <= now && len(batch) < limit {
-		t := f.heap.pop()
+	for len(batch) < limit {
+		key, at, ok := f.heap.Peek()
+		if !ok || at.UnixNano() > now {
+			break
+		}
+		f.heap.Remove(key)
+		t := task{due: at.UnixNano(), node: key.node, kind: key.kind}
 		n := &f.nodes[t.node]
 		if n.flags&(stopped(t.kind)|flagDeleted) != 0 {
 			n.flags &^= queued(t.kind)
@@ -513,7 +518,7 @@ func (f *Fleet) complete(t task, next int64) {
 			n.flags &^= rerun(k)
 			next = min(next, f.clock.Now().UnixNano())
 		}
-		f.heap.push(task{due: next, node: t.node, kind: k})
+		f.push(task{due: next, node: t.node, kind: k})
 		f.kickLocked(next)
 	}
 	f.inflight--
@@ -538,8 +543,7 @@ func (f *Fleet) exec(ctx context.Context, t task) {
 
 func (f *Fleet) execLease(ctx context.Context, n *Node) int64 {
 	start := f.clock.Now()
-	err := n.renewer.SyncOnce(ctx)
-	wait := n.renewer.NextWait(err)
+	wait, err := n.renewer.SyncOnce(ctx)
 	now := f.clock.Now().UnixNano()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -555,60 +559,42 @@ func (f *Fleet) execLease(ctx context.Context, n *Node) int64 {
 	return nextSlot(now, f.epoch, slot(int(n.idx), 0, f.leasePeriod, f.gran), f.leasePeriod)
 }
 
+// execStatus runs the node's heartbeat step (heartbeat.Heartbeat.SyncOnce).
+// The heartbeat decides what is due (registration and its back-off, fast
+// start-up checks, re-registration); the fleet only puts each node's
+// regular round on the node's slot: a step due on the slot grid is made a
+// full round (Kick), and a wait that reaches past the next slot is cut to
+// it.
 func (f *Fleet) execStatus(ctx context.Context, n *Node, due int64) int64 {
 	hb := n.hb.Load()
 	logger := klog.FromContext(ctx)
 	ph := slot(int(n.idx), 1<<63, f.statusPeriod, f.gran)
 	wasRegistered := hb.Registered()
-	onGrid := (due-f.epoch-ph)%f.statusPeriod == 0
-	if wasRegistered && n.fastUntil != 0 && !onGrid {
-		done, err := hb.SyncFastStatus(ctx)
-		now := f.clock.Now().UnixNano()
-		if err != nil && ctx.Err() == nil {
-			f.statusErrors.Add(1)
-			n.statusErrors.Add(1)
-			n.setLastErr(kindStatus, err)
-		}
-		slot := nextSlot(now, f.epoch, ph, f.statusPeriod)
-		if done || now >= n.fastUntil {
-			n.fastUntil = 0
-			return slot
-		}
-		return min(slot, now+f.fastEvery)
+	if wasRegistered && (due-f.epoch-ph)%f.statusPeriod == 0 {
+		hb.Kick()
 	}
-	err := hb.SyncStatus(ctx)
+	wait, err := hb.SyncOnce(ctx)
 	f.statusRounds.Add(1)
 	now := f.clock.Now().UnixNano()
 	if err != nil && ctx.Err() == nil {
 		f.statusErrors.Add(1)
 		n.statusErrors.Add(1)
 		n.setLastErr(kindStatus, err)
-		logger.V(5).Info("Status round failed", "node", n.name, "err", err)
+		logger.V(5).Info("Status step failed", "node", n.name, "err", err)
 	}
-	slot := nextSlot(now, f.epoch, ph, f.statusPeriod)
 	registered := hb.Registered()
 	n.registered.Store(registered)
 	switch {
-	case !registered && err != nil:
-		if ctx.Err() != nil {
-			return now
-		}
-		if wasRegistered {
-			return now // the Node is gone: register again at once
-		}
-		f.registerErrors.Add(1)
-		return now + int64(hb.NextRegisterWait(err))
 	case registered && !wasRegistered:
 		f.registrations.Add(1)
-		hb.NextRegisterWait(nil)
-		if f.grace > 0 {
-			if done, _ := hb.SyncFastStatus(ctx); !done {
-				n.fastUntil = now + f.grace
-				return min(slot, now+f.fastEvery)
-			}
-		}
+	case !registered && !wasRegistered && err != nil && ctx.Err() == nil:
+		f.registerErrors.Add(1)
 	}
-	return slot
+	next := now + int64(wait)
+	if registered {
+		next = min(next, nextSlot(now, f.epoch, ph, f.statusPeriod))
+	}
+	return next
 }
 
 // signal wakes the waiters of Wait* helpers.
@@ -659,7 +645,7 @@ func (f *Fleet) SyncOnce(ctx context.Context) error {
 			for _, t := range batch {
 				f.complete(t, t.due)
 			}
-			return fmt.Errorf("heartbeattest: steps still falling due after %d rounds", maxSyncRounds)
+			return fmt.Errorf("fleet: steps still falling due after %d rounds", maxSyncRounds)
 		}
 		var (
 			next atomic.Int64
@@ -690,7 +676,7 @@ func (f *Fleet) SyncOnce(ctx context.Context) error {
 func (f *Fleet) Step(ctx context.Context, d time.Duration) error {
 	st, ok := f.clock.(interface{ Step(time.Duration) })
 	if !ok {
-		return fmt.Errorf("heartbeattest: Step needs a clock with a Step method, not %T", f.clock)
+		return fmt.Errorf("fleet: Step needs a clock with a Step method, not %T", f.clock)
 	}
 	chunk := time.Duration(min(f.leasePeriod, f.statusPeriod))
 	for d > 0 {
@@ -713,7 +699,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 	f.mu.Lock()
 	if f.running {
 		f.mu.Unlock()
-		return errors.New("heartbeattest: Run is already running")
+		return errors.New("fleet: Run is already running")
 	}
 	f.running = true
 	f.mu.Unlock()
@@ -744,8 +730,8 @@ func (f *Fleet) Run(ctx context.Context) error {
 		var wait time.Duration = -1
 		if len(one) == 0 {
 			f.wake = math.MaxInt64
-			if len(f.heap.items) > 0 {
-				f.wake = f.heap.items[0].due
+			if _, at, ok := f.heap.Peek(); ok {
+				f.wake = at.UnixNano()
 				wait = time.Duration(f.wake - now)
 			}
 		}

@@ -1,4 +1,4 @@
-package heartbeattest_test
+package fleet_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
+	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
 )
@@ -33,7 +33,7 @@ func protobufClient(t *testing.T) (kubernetes.Interface, kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lean, err := heartbeattest.LeanLeases(client, cfg)
+	lean, err := fleet.LeanLeases(client, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestIntegrationFleet(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the connection closes
 	client, lean := protobufClient(t)
 	const nodes = 20
-	f, err := heartbeattest.New(heartbeattest.Options{
+	f, err := fleet.New(fleet.Options{
 		Client:                lean,
 		Nodes:                 nodes,
 		NamePrefix:            "itest-",
@@ -140,7 +140,7 @@ func TestIntegrationFleet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !heartbeattest.ConditionIs(corev1.NodeReady, corev1.ConditionTrue)(n) {
+		if !fleet.ConditionIs(corev1.NodeReady, corev1.ConditionTrue)(n) {
 			t.Fatalf("node %s: %+v", name, n.Status.Conditions)
 		}
 		l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})

@@ -1,4 +1,4 @@
-package heartbeattest
+package fleet
 
 import (
 	"bytes"
@@ -37,15 +37,15 @@ var protobufMagic = []byte{'k', '8', 's', 0}
 // this takes a quarter off the CPU time of lease renewals.
 func LeanLeases(client kubernetes.Interface, cfg *rest.Config) (kubernetes.Interface, error) {
 	if client == nil || cfg == nil {
-		return nil, errors.New("heartbeattest: LeanLeases needs a client and its rest.Config")
+		return nil, errors.New("fleet: LeanLeases needs a client and its rest.Config")
 	}
 	hc, t, err := leanHTTPClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("heartbeattest: LeanLeases: %w", err)
+		return nil, fmt.Errorf("fleet: LeanLeases: %w", err)
 	}
 	base, err := url.Parse(cfg.Host)
 	if err != nil || base.Host == "" {
-		return nil, fmt.Errorf("heartbeattest: LeanLeases: bad host %q", cfg.Host)
+		return nil, fmt.Errorf("fleet: LeanLeases: bad host %q", cfg.Host)
 	}
 	if base.Scheme == "" {
 		base.Scheme = "https"
@@ -205,11 +205,11 @@ func (c *leanLeases) do(ctx context.Context, method, ns, name string, l *coordin
 		return nil, leanError(resp.StatusCode, method, name, buf.Bytes(), raw, isProto)
 	}
 	if !isProto {
-		return nil, fmt.Errorf("heartbeattest: %s lease %s/%s: unexpected answer of type %q", method, ns, name, resp.Header.Get("Content-Type"))
+		return nil, fmt.Errorf("fleet: %s lease %s/%s: unexpected answer of type %q", method, ns, name, resp.Header.Get("Content-Type"))
 	}
 	out := &coordinationv1.Lease{}
 	if err := out.Unmarshal(raw); err != nil {
-		return nil, fmt.Errorf("heartbeattest: %s lease %s/%s: decode: %w", method, ns, name, err)
+		return nil, fmt.Errorf("fleet: %s lease %s/%s: decode: %w", method, ns, name, err)
 	}
 	out.APIVersion, out.Kind = leaseTypeMeta.APIVersion, leaseTypeMeta.Kind
 	return out, nil

@@ -1,4 +1,4 @@
-package heartbeattest_test
+package fleet_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
 )
 
@@ -41,7 +42,7 @@ func TestScale(t *testing.T) {
 	client := heartbeattest.NewClientset()
 	start := time.Now()
 	statusEvery, _ := time.ParseDuration(os.Getenv("HEARTBEATTEST_STATUS_FREQUENCY"))
-	f, err := heartbeattest.New(heartbeattest.Options{Client: client, Nodes: n, Clock: clk, FakeFastPath: true, StatusUpdateFrequency: statusEvery})
+	f, err := fleet.New(fleet.Options{Client: client, Nodes: n, Clock: clk, Leases: heartbeattest.TrackerLeases(client), StatusUpdateFrequency: statusEvery})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package heartbeattest
+package fleet
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func (f *Fleet) wait(ctx context.Context, what string, check func(ctx context.Co
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("heartbeattest: waiting for %s (last seen: %s): %w", what, last, ctx.Err())
+			return fmt.Errorf("fleet: waiting for %s (last seen: %s): %w", what, last, ctx.Err())
 		case <-changed:
 		case <-tick.C():
 		}

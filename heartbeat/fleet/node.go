@@ -1,4 +1,4 @@
-package heartbeattest
+package fleet
 
 import (
 	"context"
@@ -26,7 +26,6 @@ type Node struct {
 	idx     int32
 	flags   uint16 // queued/running/stopped/rerun bits per kind, deleted; under f.mu
 	waiters int32  // goroutines waiting for this node's steps to end; under f.mu
-	hidx    [nKinds]int32
 	rnd     uint64 // state of the heartbeat's Rand; used under the heartbeat's lock
 
 	client  *nodeClient
@@ -38,7 +37,6 @@ type Node struct {
 	faults  atomic.Pointer[faults]
 	lastErr atomic.Pointer[lastErrors]
 
-	fastUntil    int64       // end of fast status checks; only the status step touches it
 	registered   atomic.Bool // as of the last status step
 	lastRenew    atomic.Int64
 	renewals     atomic.Uint64
@@ -70,8 +68,8 @@ func (n *Node) Index() int { return int(n.idx) }
 // Heartbeat returns the node's heartbeat (a new one after Recreate).
 func (n *Node) Heartbeat() *heartbeat.Heartbeat { return n.hb.Load() }
 
-// Lease returns the node's lease renewer.
-func (n *Node) Lease() *lease.Renewer { return n.renewer }
+// Renewer returns the node's lease renewer.
+func (n *Node) Renewer() *lease.Renewer { return n.renewer }
 
 // Host returns the node's host facts, which a test may change (Update, Set,
 // SetMissing); call Kick afterwards to have them reported before the next
@@ -168,8 +166,7 @@ func (n *Node) stop(k kind) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n.flags |= stopped(k)
-	if i := n.hidx[k]; i >= 0 {
-		f.heap.remove(int(i))
+	if f.heap.Remove(taskKey{n.idx, k}) {
 		n.flags &^= queued(k)
 	}
 }
@@ -217,7 +214,10 @@ func (n *Node) Resume() { n.ResumeLease(); n.ResumeStatus() }
 
 // Kick makes the node's next status round due now (it runs on the fleet's
 // next SyncOnce, or at once under Run), unless status rounds are stopped.
-func (n *Node) Kick() { n.resume2(kindStatus) }
+func (n *Node) Kick() {
+	n.hb.Load().Kick()
+	n.resume2(kindStatus)
+}
 
 // RenewNow makes the node's next lease renewal due now, unless renewals are
 // stopped.
@@ -242,12 +242,12 @@ func (n *Node) AgeLease(ctx context.Context, age time.Duration) error {
 	leases := n.f.client.CoordinationV1().Leases(lease.DefaultNamespace)
 	l, err := leases.Get(ctx, n.name, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("heartbeattest: age lease of %q: %w", n.name, err)
+		return fmt.Errorf("fleet: age lease of %q: %w", n.name, err)
 	}
 	t := n.f.clock.Now().Add(-age)
 	l.Spec.RenewTime = &metav1.MicroTime{Time: t}
 	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("heartbeattest: age lease of %q: %w", n.name, err)
+		return fmt.Errorf("fleet: age lease of %q: %w", n.name, err)
 	}
 	n.lastRenew.Store(t.UnixNano())
 	return nil
@@ -355,8 +355,7 @@ func (n *Node) Delete(ctx context.Context) error {
 	n.registered.Store(false)
 	n.flags |= flagDeleted | stopped(kindLease) | stopped(kindStatus)
 	for k := range kind(nKinds) {
-		if i := n.hidx[k]; i >= 0 {
-			f.heap.remove(int(i))
+		if f.heap.Remove(taskKey{n.idx, k}) {
 			n.flags &^= queued(k)
 		}
 	}
@@ -368,11 +367,11 @@ func (n *Node) Delete(ctx context.Context) error {
 	f.mu.Unlock()
 	err := f.client.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("heartbeattest: delete node %q: %w", n.name, err)
+		return fmt.Errorf("fleet: delete node %q: %w", n.name, err)
 	}
 	err = f.client.CoordinationV1().Leases(lease.DefaultNamespace).Delete(ctx, n.name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("heartbeattest: delete lease %q: %w", n.name, err)
+		return fmt.Errorf("fleet: delete lease %q: %w", n.name, err)
 	}
 	return nil
 }
@@ -394,7 +393,6 @@ func (n *Node) Recreate() error {
 		return err
 	}
 	n.hb.Store(hb)
-	n.fastUntil = 0
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n.flags &^= flagDeleted | stopped(kindLease) | stopped(kindStatus)

@@ -1,4 +1,4 @@
-package heartbeattest_test
+package fleet_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/nodestatus"
@@ -32,14 +33,14 @@ func (w withControlPlane) Run() int { return controlplane.Main(w.m, &cp) }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newFleet(t *testing.T, opts heartbeattest.Options) (*heartbeattest.Fleet, *clocktesting.FakeClock, context.Context) {
+func newFleet(t *testing.T, opts fleet.Options) (*fleet.Fleet, *clocktesting.FakeClock, context.Context) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
 	if opts.Client == nil {
 		opts.Client = heartbeattest.NewClientset()
 	}
 	opts.Clock = clk
-	f, err := heartbeattest.New(opts)
+	f, err := fleet.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,12 @@ func condition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition
 
 func TestStartRegistersEveryNode(t *testing.T) {
 	for _, fast := range []bool{false, true} {
-		f, clk, _ := newFleet(t, heartbeattest.Options{Nodes: 20, FakeFastPath: fast})
+		opts := fleet.Options{Nodes: 20}
+		if fast {
+			c := heartbeattest.NewClientset()
+			opts.Client, opts.Leases = c, heartbeattest.TrackerLeases(c)
+		}
+		f, clk, _ := newFleet(t, opts)
 		s := f.Stats()
 		if s.Registered != 20 || s.Renewals != 20 || s.Registrations != 20 || s.LeaseErrors+s.StatusErrors+s.RegisterErrors != 0 {
 			t.Fatalf("fast=%v: stats after start %+v", fast, s)
@@ -116,7 +122,8 @@ func TestStartRegistersEveryNode(t *testing.T) {
 // Stepping by the renew interval renews every lease exactly once, at the
 // clock's time, whatever the step's phase.
 func TestStepRenewsEveryLeaseOnce(t *testing.T) {
-	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 100, FakeFastPath: true})
+	client := heartbeattest.NewClientset()
+	f, clk, ctx := newFleet(t, fleet.Options{Client: client, Nodes: 100, Leases: heartbeattest.TrackerLeases(client)})
 	clk.Step(3 * time.Second) // any phase
 	if err := f.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
@@ -141,7 +148,8 @@ func TestStepRenewsEveryLeaseOnce(t *testing.T) {
 // Renewals are spread evenly over the renew interval: stepping one second at
 // a time renews a tenth of the fleet each time.
 func TestRenewalsSpreadEvenly(t *testing.T) {
-	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 300, FakeFastPath: true, StatusUpdateFrequency: time.Hour})
+	client := heartbeattest.NewClientset()
+	f, _, ctx := newFleet(t, fleet.Options{Client: client, Nodes: 300, Leases: heartbeattest.TrackerLeases(client), StatusUpdateFrequency: time.Hour})
 	prev := f.Stats().Renewals
 	for range 30 {
 		if err := f.Step(ctx, time.Second); err != nil {
@@ -163,7 +171,8 @@ func TestGranularity(t *testing.T) {
 		gran    time.Duration
 		onTicks bool
 	}{{0, true}, {time.Nanosecond, false}} {
-		f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 100, FakeFastPath: true, Granularity: tc.gran, StatusUpdateFrequency: time.Hour})
+		client := heartbeattest.NewClientset()
+		f, _, ctx := newFleet(t, fleet.Options{Client: client, Nodes: 100, Leases: heartbeattest.TrackerLeases(client), Granularity: tc.gran, StatusUpdateFrequency: time.Hour})
 		for range 100 { // the next renew interval, 100ms at a time
 			if err := f.Step(ctx, 100*time.Millisecond); err != nil {
 				t.Fatal(err)
@@ -182,7 +191,7 @@ func TestGranularity(t *testing.T) {
 }
 
 func TestStopResume(t *testing.T) {
-	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 10})
+	f, clk, ctx := newFleet(t, fleet.Options{Nodes: 10})
 	n := f.Node(3)
 	n.StopLease()
 	last := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time
@@ -235,7 +244,7 @@ func TestStopResume(t *testing.T) {
 }
 
 func TestFailStatusAndLease(t *testing.T) {
-	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 3})
+	f, _, ctx := newFleet(t, fleet.Options{Nodes: 3})
 	n := f.Node(1)
 	boom := apierrors.NewServiceUnavailable("injected")
 	n.FailStatus(boom)
@@ -276,7 +285,7 @@ func TestFailStatusAndLease(t *testing.T) {
 }
 
 func TestAgeLease(t *testing.T) {
-	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 2})
+	f, clk, ctx := newFleet(t, fleet.Options{Nodes: 2})
 	n := f.Node(0)
 	n.StopLease()
 	if err := n.AgeLease(ctx, 45*time.Second); err != nil {
@@ -303,7 +312,7 @@ func TestAgeLease(t *testing.T) {
 }
 
 func TestConditions(t *testing.T) {
-	f, clk, ctx := newFleet(t, heartbeattest.Options{Nodes: 2})
+	f, clk, ctx := newFleet(t, fleet.Options{Nodes: 2})
 	n := f.Node(0)
 	custom := corev1.NodeConditionType("example.com/GPUHealthy")
 
@@ -312,7 +321,7 @@ func TestConditions(t *testing.T) {
 	if err := f.SyncOnce(ctx); err != nil { // runs the kicked status round
 		t.Fatal(err)
 	}
-	if _, err := f.WaitNode(ctx, n.Name(), heartbeattest.ConditionIs(corev1.NodeReady, corev1.ConditionFalse)); err != nil {
+	if _, err := f.WaitNode(ctx, n.Name(), fleet.ConditionIs(corev1.NodeReady, corev1.ConditionFalse)); err != nil {
 		t.Fatal(err)
 	}
 	node := getNode(t, f.Client(), n.Name())
@@ -358,10 +367,10 @@ func TestConditions(t *testing.T) {
 }
 
 func TestWaitTimesOut(t *testing.T) {
-	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 1})
+	f, _, ctx := newFleet(t, fleet.Options{Nodes: 1})
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err := f.WaitNode(wctx, f.Node(0).Name(), heartbeattest.ConditionIs(corev1.NodeReady, corev1.ConditionFalse))
+	_, err := f.WaitNode(wctx, f.Node(0).Name(), fleet.ConditionIs(corev1.NodeReady, corev1.ConditionFalse))
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "Ready=True") {
 		t.Fatalf("WaitNode error %v", err)
 	}
@@ -371,7 +380,7 @@ func TestWaitTimesOut(t *testing.T) {
 }
 
 func TestDeleteRecreate(t *testing.T) {
-	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 3})
+	f, _, ctx := newFleet(t, fleet.Options{Nodes: 3})
 	n := f.Node(2)
 	if err := f.Step(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -383,7 +392,7 @@ func TestDeleteRecreate(t *testing.T) {
 	if err := f.Step(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WaitNode(ctx, n.Name(), heartbeattest.NodeGone); err != nil {
+	if _, err := f.WaitNode(ctx, n.Name(), fleet.NodeGone); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.WaitLease(ctx, n.Name(), func(l *coordinationv1.Lease) bool { return l == nil }); err != nil {
@@ -413,14 +422,14 @@ func TestDeleteRecreate(t *testing.T) {
 
 func TestTemplate(t *testing.T) {
 	gpu := corev1.ResourceName("example.com/gpu")
-	f, _, _ := newFleet(t, heartbeattest.Options{
+	f, _, _ := newFleet(t, fleet.Options{
 		Nodes:      2,
 		NamePrefix: "sim-",
 		Template: func(i int, name string) *corev1.Node {
-			n := heartbeattest.DefaultTemplate(i, name)
+			n := fleet.DefaultTemplate(i, name)
 			n.Labels["pool"] = []string{"a", "b"}[i%2]
 			n.Spec.Taints = []corev1.Taint{{Key: "example.com/sim", Effect: corev1.TaintEffectNoSchedule}}
-			n.Status.Capacity = heartbeattest.Capacity("32", "256Gi", 110)
+			n.Status.Capacity = fleet.Capacity("32", "256Gi", 110)
 			n.Status.Capacity[gpu] = resource.MustParse("2")
 			n.Status.Allocatable = corev1.ResourceList{gpu: resource.MustParse("2")}
 			n.Status.Addresses = []corev1.NodeAddress{
@@ -455,7 +464,7 @@ func TestTemplate(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f, err := heartbeattest.New(heartbeattest.Options{Client: heartbeattest.NewClientset(), Nodes: 50, Clock: clk, Workers: 4})
+	f, err := fleet.New(fleet.Options{Client: heartbeattest.NewClientset(), Nodes: 50, Clock: clk, Workers: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +491,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Node(7).SetCondition(corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "Test"})
-	if _, err := f.WaitNode(ctx, f.Node(7).Name(), heartbeattest.ConditionIs(corev1.NodeReady, corev1.ConditionFalse)); err != nil {
+	if _, err := f.WaitNode(ctx, f.Node(7).Name(), fleet.ConditionIs(corev1.NodeReady, corev1.ConditionFalse)); err != nil {
 		t.Fatal(err)
 	}
 	stop()
@@ -497,27 +506,27 @@ func TestRun(t *testing.T) {
 func TestOptionsErrors(t *testing.T) {
 	c := heartbeattest.NewClientset()
 	for _, tc := range []struct {
-		opts  heartbeattest.Options
+		opts  fleet.Options
 		field string
 	}{
-		{heartbeattest.Options{Nodes: 1}, "Client"},
-		{heartbeattest.Options{Client: c}, "Nodes"},
-		{heartbeattest.Options{Client: c, Nodes: 1, LeaseDuration: 1500 * time.Millisecond}, "LeaseDuration"},
-		{heartbeattest.Options{Client: c, Nodes: 1, RenewInterval: time.Minute}, "RenewInterval"},
-		{heartbeattest.Options{Client: c, Nodes: 1, StatusUpdateFrequency: time.Millisecond}, "StatusUpdateFrequency"},
-		{heartbeattest.Options{Client: c, Nodes: 1, StatusReportFrequency: 48 * time.Hour}, "StatusReportFrequency"},
-		{heartbeattest.Options{Client: c, Nodes: 1, Workers: -1}, "Workers"},
-		{heartbeattest.Options{Client: c, Nodes: 1, Granularity: time.Minute}, "Granularity"},
-		{heartbeattest.Options{Client: c, Nodes: 2, Template: func(int, string) *corev1.Node {
+		{fleet.Options{Nodes: 1}, "Client"},
+		{fleet.Options{Client: c}, "Nodes"},
+		{fleet.Options{Client: c, Nodes: 1, LeaseDuration: 1500 * time.Millisecond}, "LeaseDuration"},
+		{fleet.Options{Client: c, Nodes: 1, RenewInterval: time.Minute}, "RenewInterval"},
+		{fleet.Options{Client: c, Nodes: 1, StatusUpdateFrequency: time.Millisecond}, "StatusUpdateFrequency"},
+		{fleet.Options{Client: c, Nodes: 1, StatusReportFrequency: 48 * time.Hour}, "StatusReportFrequency"},
+		{fleet.Options{Client: c, Nodes: 1, Workers: -1}, "Workers"},
+		{fleet.Options{Client: c, Nodes: 1, Granularity: time.Minute}, "Granularity"},
+		{fleet.Options{Client: c, Nodes: 2, Template: func(int, string) *corev1.Node {
 			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "same"}}
 		}}, "Node.Name"},
 	} {
-		_, err := heartbeattest.New(tc.opts)
+		_, err := fleet.New(tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("New with bad %s: %v", tc.field, err)
 		}
 	}
-	f, err := heartbeattest.New(heartbeattest.Options{Client: c, Nodes: 1})
+	f, err := fleet.New(fleet.Options{Client: c, Nodes: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +536,7 @@ func TestOptionsErrors(t *testing.T) {
 }
 
 func TestStatusOnlyStrategy(t *testing.T) {
-	f, _, ctx := newFleet(t, heartbeattest.Options{Nodes: 3, Strategy: heartbeat.StatusOnly()})
+	f, _, ctx := newFleet(t, fleet.Options{Nodes: 3, Strategy: heartbeat.StatusOnlyStrategy()})
 	if err := f.Step(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
