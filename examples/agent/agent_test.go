@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/nodestatus"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -200,9 +201,15 @@ func TestAgentOnFakes(t *testing.T) {
 		t.Errorf("DiskUsage at %d, Ready at %d; want DiskUsage just before Ready", i, j)
 	}
 	client := fake.NewClientset()
-	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: "n1", Node: nodeTemplate("n1", map[string]string{"x": "y"}), StatusSetter: setters})
+	tmpl := nodeTemplate("n1", map[string]string{"x": "y"})
+	// The node's pod CIDR reaches the runtime through the agent's runtime connection.
+	tmpl.Spec.PodCIDR, tmpl.Spec.PodCIDRs = "10.244.7.0/24", []string{"10.244.7.0/24"}
+	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: "n1", Node: tmpl, StatusSetter: setters})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setters.Index(nodestatus.SetterPodCIDR) != 0 {
+		t.Errorf("PodCIDR setter at %d, want first: the agent's runtime must take the node's pod CIDRs", setters.Index(nodestatus.SetterPodCIDR))
 	}
 	if err := hb.SyncStatus(ctx); err != nil {
 		t.Fatal(err)
@@ -210,6 +217,10 @@ func TestAgentOnFakes(t *testing.T) {
 	node, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	fakeRT, _ := rc.Runtime(ctx)
+	if got := fakeRT.(*runtimetest.Runtime).RuntimeConfig().GetNetworkConfig().GetPodCidr(); got != "10.244.7.0/24" {
+		t.Errorf("runtime pod CIDR = %q, want 10.244.7.0/24", got)
 	}
 	if node.Labels["x"] != "y" || node.Labels[corev1.LabelHostname] != "n1" || node.Labels[corev1.LabelOSStable] == "" {
 		t.Errorf("labels = %v", node.Labels)

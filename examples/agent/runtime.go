@@ -133,7 +133,8 @@ func (r *runtimeConn) Runtime(ctx context.Context) (runtime.Runtime, error) {
 	return nil, r.err
 }
 
-// Version, Status and ListImages make runtimeConn a nodestatus.RuntimeInfo.
+// Version, Status and ListImages make runtimeConn a nodestatus.RuntimeInfo;
+// UpdateRuntimeConfig lets the PodCIDR setter pass spec.podCIDRs to the runtime.
 
 func (r *runtimeConn) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
 	rt, err := r.Runtime(ctx)
@@ -157,4 +158,12 @@ func (r *runtimeConn) ListImages(ctx context.Context, filter *runtimeapi.ImageFi
 		return nil, err
 	}
 	return rt.ListImages(ctx, filter)
+}
+
+func (r *runtimeConn) UpdateRuntimeConfig(ctx context.Context, cfg *runtimeapi.RuntimeConfig) error {
+	rt, err := r.Runtime(ctx)
+	if err != nil {
+		return err
+	}
+	return rt.UpdateRuntimeConfig(ctx, cfg)
 }
