@@ -58,8 +58,10 @@
 //     it comes from the context (klog.FromContext).
 //   - Loops: every loop has a synchronous step and a blocking Run(ctx) that
 //     is a thin loop around it, so a test or a fleet of simulated nodes drives
-//     exactly the code Run drives. A loop that decides its own next wake-up has
-//     a step that returns it. Run returns nil when its context ends and an
+//     exactly the code Run drives. The step is SyncOnce(ctx) error, or, for a
+//     loop that decides its own next wake-up, SyncOnce(ctx) (time.Duration,
+//     error), which returns how long to wait before the next call (negative:
+//     nothing is scheduled until the component is given new work). Run returns nil when its context ends and an
 //     error only for a failure that stopped it. There are no stop channels.
 //   - Time: no package reads the wall clock or sleeps; back-off
 //     (internal/backoff) and timer heaps (internal/timerheap) exist once.

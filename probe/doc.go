@@ -104,9 +104,9 @@
 // (10,000 containers × 2 probes / 10s) into ~10; the number of probes in
 // flight, hence sockets and exec sessions, is bounded; removal cancels a
 // probe in flight; and SyncOnce, which runs exactly what is due at the
-// clock's now and returns when those probes finished, with the time the
-// next probe falls due (the step of Run, as heartbeat's step returns its
-// next wake-up), makes fake-clock tests deterministic (with
+// clock's now and returns when those probes finished, with the wait until
+// the next probe falls due (the step of Run, the same shape as heartbeat's
+// step), makes fake-clock tests deterministic (with
 // MaxConcurrentProbes 1, probes due together run in the order their workers
 // were created). Run returns nil when its context ends.
 //

@@ -590,21 +590,25 @@ func (m *Manager) wakeLocked(t time.Time) {
 }
 
 // SyncOnce runs every probe that is due by the clock's now (and, when any
-// is, those due within Options.Batch after it) and returns when they have
-// finished (or ctx ended), with the time the next probe falls due (zero when
-// no worker is scheduled): the step of Run, which sleeps until then, for
-// tests under a fake clock and for callers with a loop of their own. Its
-// error is ctx's when ctx ended.
-func (m *Manager) SyncOnce(ctx context.Context) (next time.Time, err error) {
+// is, those due within Options.Batch after it), returns when they have
+// finished (or ctx ended), and returns how long to wait before the next
+// probe falls due: the step of Run, for tests under a fake clock and for
+// callers with a loop of their own. The wait is negative when no probe is
+// scheduled (nothing is due until a pod is added). Its error is ctx's when
+// ctx ended.
+func (m *Manager) SyncOnce(ctx context.Context) (time.Duration, error) {
 	var wg sync.WaitGroup
 	m.mu.Lock()
 	m.dispatchLocked(ctx, &wg, m.clock.Now())
 	m.mu.Unlock()
 	wg.Wait()
 	m.mu.Lock()
-	_, next, _ = m.due.Peek()
+	_, next, ok := m.due.Peek()
 	m.mu.Unlock()
-	return next, ctx.Err()
+	if !ok {
+		return -1, ctx.Err()
+	}
+	return max(0, next.Sub(m.clock.Now())), ctx.Err()
 }
 
 // Run runs probes as they fall due until ctx ends, then waits for the probes
