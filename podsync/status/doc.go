@@ -14,7 +14,8 @@
 //	w.SetPodStatus(pod, generated) // never blocks
 //
 // SyncOnce is the step Run takes, for tests and for fleets of simulated
-// nodes driven by one loop; Next says when it next has work.
+// nodes driven by one loop; it returns how long to wait before it next has
+// work.
 //
 // # What is written, and when
 //

@@ -43,15 +43,15 @@ func Example() {
 	w.SetPodStatus(pod, corev1.PodStatus{Phase: corev1.PodPending})
 	w.SetPodStatus(pod, corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{ready(false)}})
 	w.SetPodStatus(pod, corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{ready(true)}})
-	_ = w.SyncOnce(ctx)
+	_, _ = w.SyncOnce(ctx)
 	w.SetPodStatus(pod, corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{ready(true)}})
-	_ = w.SyncOnce(ctx)
+	_, _ = w.SyncOnce(ctx)
 
 	deleting := pod.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: clk.Now()}
 	w.SetPodStatus(deleting, corev1.PodStatus{Phase: corev1.PodSucceeded, Conditions: []corev1.PodCondition{ready(true)}})
 	w.PodTerminated(deleting)
-	_ = w.SyncOnce(ctx)
+	_, _ = w.SyncOnce(ctx)
 
 	s, _ := w.Status(pod.UID)
 	fmt.Println(s.Phase, s.Conditions[0].Type, s.Conditions[0].Status, s.Conditions[0].Reason)

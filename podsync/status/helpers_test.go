@@ -125,6 +125,7 @@ type env struct {
 	clock  *clocktesting.FakeClock
 	reg    *prometheus.Registry
 	w      *status.Writer
+	wait   time.Duration // what the last SyncOnce returned
 }
 
 func newEnv(t *testing.T, objs ...*corev1.Pod) *env {
@@ -148,7 +149,8 @@ func newEnv(t *testing.T, objs ...*corev1.Pod) *env {
 func (e *env) sync() []clienttesting.Action {
 	e.t.Helper()
 	e.client.ClearActions()
-	if err := e.w.SyncOnce(context.Background()); err != nil {
+	var err error
+	if e.wait, err = e.w.SyncOnce(context.Background()); err != nil {
 		e.t.Fatalf("SyncOnce: %v", err)
 	}
 	return e.client.Actions()
@@ -158,7 +160,8 @@ func (e *env) sync() []clienttesting.Action {
 func (e *env) syncErr() []clienttesting.Action {
 	e.t.Helper()
 	e.client.ClearActions()
-	if err := e.w.SyncOnce(context.Background()); err == nil {
+	var err error
+	if e.wait, err = e.w.SyncOnce(context.Background()); err == nil {
 		e.t.Fatal("SyncOnce: no error")
 	}
 	return e.client.Actions()

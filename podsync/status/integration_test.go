@@ -128,7 +128,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 		} else {
 			w.PodTerminated(p)
 		}
-		if err := w.SyncOnce(ctx); err != nil {
+		if _, err := w.SyncOnce(ctx); err != nil {
 			t.Fatalf("%s: SyncOnce: %v", what, err)
 		}
 		r, b := count.take()
@@ -194,7 +194,7 @@ func TestIntegrationMirrorPod(t *testing.T) {
 	// No mirror pod yet: nothing written.
 	s := runningStatus(true)
 	w.SetPodStatus(static, s)
-	if err := w.SyncOnce(ctx); err != nil {
+	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := count.take(); len(r) != 1 {
@@ -214,7 +214,7 @@ func TestIntegrationMirrorPod(t *testing.T) {
 	count.take()
 	// The lookup is retried after its back-off, and finds the mirror pod.
 	clk.Step(status.DefaultRetryBackoff)
-	if err := w.SyncOnce(ctx); err != nil {
+	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r, b := count.take()
@@ -231,7 +231,7 @@ func TestIntegrationMirrorPod(t *testing.T) {
 	}
 	// Terminated static pods are not deleted, nor their mirror pods.
 	w.PodTerminated(static)
-	if err := w.SyncOnce(ctx); err != nil {
+	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cp.AdminClient().CoreV1().Pods("default").Get(ctx, static.Name, metav1.GetOptions{}); err != nil {
@@ -263,7 +263,7 @@ func TestIntegrationRecreatedPod(t *testing.T) {
 	old := create()
 	running := runningStatus(false)
 	w.SetPodStatus(old, running)
-	if err := w.SyncOnce(ctx); err != nil {
+	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	zero := int64(0)
@@ -274,7 +274,7 @@ func TestIntegrationRecreatedPod(t *testing.T) {
 	count.take()
 	ready := runningStatus(true)
 	w.SetPodStatus(old, ready)
-	if err := w.SyncOnce(ctx); err != nil {
+	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
 	r, _ := count.take()
@@ -291,7 +291,7 @@ func TestIntegrationRecreatedPod(t *testing.T) {
 	}
 	// Nothing more for the old UID.
 	w.SetPodStatus(old, running)
-	if err := w.SyncOnce(ctx); err != nil {
+	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ := count.take(); len(r) != 0 {

@@ -273,30 +273,37 @@ func (w *Writer) RemovePod(uid types.UID) {
 	w.backoffs.Forget(uid)
 }
 
-// Next returns when SyncOnce next has work: now when a change is pending,
-// else the earliest retry or the next reconcile.
-func (w *Writer) Next() time.Time {
+// wait returns how long until SyncOnce next has work: 0 when a change is
+// pending, else until the earliest retry or the next reconcile.
+func (w *Writer) wait() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.dirty) > 0 {
-		return w.clock.Now()
+		return 0
 	}
 	next := w.nextReconcile
 	if _, due, ok := w.retry.Peek(); ok && due.Before(next) {
 		next = due
 	}
-	return next
+	return max(0, next.Sub(w.clock.Now()))
 }
 
 // SyncOnce writes every pending change and every retry that is due and,
 // when ReconcilePeriod has passed since the last reconcile, checks every
 // known pod against the API's view (which costs no request for a pod whose
 // status is in the API). A pod backing off after a failure waits for its
-// retry. It returns the failures of this round, joined; each failed pod is
-// retried after its back-off.
-func (w *Writer) SyncOnce(ctx context.Context) error {
+// retry. It returns how long to wait before the next call (0 when a change
+// is pending, else until the earliest retry or the next reconcile) and the
+// failures of this round, joined; each failed pod is retried after its
+// back-off.
+func (w *Writer) SyncOnce(ctx context.Context) (time.Duration, error) {
 	w.syncMu.Lock()
-	defer w.syncMu.Unlock()
+	err := w.syncOnce(ctx)
+	w.syncMu.Unlock()
+	return w.wait(), err
+}
+
+func (w *Writer) syncOnce(ctx context.Context) error {
 	now := w.clock.Now()
 
 	w.mu.Lock()
@@ -354,13 +361,13 @@ func (w *Writer) SyncOnce(ctx context.Context) error {
 func (w *Writer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	for {
-		if err := w.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+		d, err := w.SyncOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			logger.Error(err, "Writing pod statuses failed; retrying after back-off")
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		d := w.Next().Sub(w.clock.Now())
 		if d <= 0 {
 			continue
 		}

@@ -191,8 +191,8 @@ func TestRetryWithBackoff(t *testing.T) {
 	}
 	// Back-off: nothing until 500ms, 1s, 2s have passed.
 	for _, wait := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second} {
-		if got := e.w.Next(); !got.Equal(e.clock.Now().Add(wait)) {
-			t.Fatalf("Next %v, want now+%v", got.Sub(e.clock.Now()), wait)
+		if e.wait != wait {
+			t.Fatalf("SyncOnce returned wait %v, want %v", e.wait, wait)
 		}
 		e.w.SetPodStatus(pod, runningStatus(false)) // a new status does not skip the back-off
 		if acts := e.sync(); len(acts) != 0 {
@@ -201,7 +201,8 @@ func TestRetryWithBackoff(t *testing.T) {
 		e.clock.Step(wait)
 		e.client.ClearActions()
 		before := failures
-		err := e.w.SyncOnce(context.Background())
+		var err error
+		e.wait, err = e.w.SyncOnce(context.Background())
 		if acts := e.client.Actions(); len(acts) != 1 {
 			t.Fatalf("after %v: %v", wait, verbs(acts))
 		}
@@ -504,7 +505,7 @@ func TestStandalone(t *testing.T) {
 	}
 	pod := apiPod("web", "uid-1")
 	w.SetPodStatus(pod, runningStatus(true))
-	if err := w.SyncOnce(context.Background()); err != nil {
+	if _, err := w.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if s, ok := w.Status("uid-1"); !ok || s.Phase != corev1.PodRunning {
@@ -540,7 +541,7 @@ func TestRunWakesOnSetAndStops(t *testing.T) {
 	})
 	e.w.SetPodStatus(pod, runningStatus(false))
 	testenv.Eventually(t, 10*time.Second, time.Millisecond, "the first patch failing", func() bool {
-		return patches.Load() == 1 && e.w.Next().Equal(t0.Add(status.DefaultRetryBackoff))
+		return patches.Load() == 1 && e.clock.HasWaiters() // Run sleeps until the retry
 	})
 	e.clock.Step(time.Second) // past the retry's back-off
 	testenv.Eventually(t, 10*time.Second, time.Millisecond, "status written after the retry", func() bool {
