@@ -127,6 +127,23 @@
 // heartbeat builds its renewer. Events NodeReady / NodeNotReady go to
 // Options.Recorder when the posted Ready condition changes.
 //
+// # Differences from kubelet
+//
+// The defaults behave as kubelet v1.37's node status and lease loops. What
+// still differs, and why:
+//
+//   - Options.ServerSideApply writes status under a field manager of its own
+//     (kubelet only patches): an opt-in, so that conditions other agents own
+//     are never in the request at all.
+//   - Options.ReRegister registers a deleted Node again (kubelet never does
+//     within one process): an opt-in for simulated nodes.
+//   - SyncOnce without Run keeps no watch of the Node, so a node driven only
+//     by SyncOnce (a fleet) sees what others wrote at its next post, not
+//     within one status interval; Run watches, as kubelet's informer does.
+//   - The required labels go back through the nodes/status patch rather than
+//     a separate update of the Node; NodeRestriction accepts both.
+//   - Request timeouts are wall time, not the injected clock.
+//
 // # Limits
 //
 // Request timeouts (Options.RequestTimeout, default 10s) are wall time, not
