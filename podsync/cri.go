@@ -736,8 +736,10 @@ func specIsInit(pod *corev1.Pod, spec *corev1.Container) bool {
 	return false
 }
 
-// gc removes exited containers older than the two newest of each name and
-// sandboxes that are not ready, not the newest, and hold no container.
+// gc removes exited containers but the newest exited one of each name (the
+// last state of its successor), as the kubelet's container GC keeps one dead
+// container per container, and sandboxes that are not ready, not the newest,
+// and hold no container.
 func (c *CRI) gc(ctx context.Context, observed *PodState) {
 	if observed == nil {
 		return
@@ -745,8 +747,10 @@ func (c *CRI) gc(ctx context.Context, observed *PodState) {
 	count := map[string]int{}
 	used := map[string]bool{}
 	for _, ct := range observed.Containers {
-		count[ct.Name]++
-		if count[ct.Name] > 2 && ct.Exited() {
+		if ct.Exited() {
+			count[ct.Name]++
+		}
+		if count[ct.Name] > 1 && ct.Exited() {
 			_ = c.rt.RemoveContainer(ctx, ct.ID)
 			continue
 		}
