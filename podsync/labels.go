@@ -2,7 +2,6 @@ package podsync
 
 import (
 	"encoding/json"
-	"hash/fnv"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,22 +36,62 @@ func HashContainer(c *corev1.Container) string {
 }
 
 func hashContainer(name, image string) uint32 {
-	// encoding/json sorts map keys and escapes as the kubelet's json.Marshal does.
-	js, _ := json.Marshal(map[string]string{"name": name, "image": image})
-	h := fnv.New32a()
-	// go-spew's %#v of a []byte: the type in parentheses, then the bytes in
-	// decimal, space separated, in brackets.
-	buf := make([]byte, 0, 10+4*len(js))
-	buf = append(buf, "([]uint8)["...)
+	// The JSON the kubelet hashes: encoding/json's rendering of the map
+	// {"image": image, "name": name} (keys sorted, HTML characters escaped).
+	var js []byte
+	if jsonSafe(name) && jsonSafe(image) {
+		var buf [256]byte
+		js = append(buf[:0], `{"image":"`...)
+		js = append(js, image...)
+		js = append(js, `","name":"`...)
+		js = append(js, name...)
+		js = append(js, `"}`...)
+	} else {
+		js, _ = json.Marshal(map[string]string{"name": name, "image": image})
+	}
+	// FNV-32a over go-spew's %#v of a []byte: the type in parentheses, then
+	// the bytes in decimal, space separated, in brackets.
+	h := fnvUint8Prefix
 	for i, b := range js {
 		if i > 0 {
-			buf = append(buf, ' ')
+			h = (h ^ ' ') * fnvPrime
 		}
-		buf = strconv.AppendUint(buf, uint64(b), 10)
+		for _, c := range []byte(decimalByte[b]) {
+			h = (h ^ uint32(c)) * fnvPrime
+		}
 	}
-	buf = append(buf, ']')
-	_, _ = h.Write(buf)
-	return h.Sum32()
+	return (h ^ ']') * fnvPrime
+}
+
+const fnvPrime = 16777619
+
+var (
+	// decimalByte[b] is b in decimal.
+	decimalByte [256]string
+	// fnvUint8Prefix is FNV-32a's state after "([]uint8)[".
+	fnvUint8Prefix uint32
+)
+
+func init() {
+	for i := range decimalByte {
+		decimalByte[i] = strconv.Itoa(i)
+	}
+	h := uint32(2166136261)
+	for _, c := range []byte("([]uint8)[") {
+		h = (h ^ uint32(c)) * fnvPrime
+	}
+	fnvUint8Prefix = h
+}
+
+// jsonSafe reports whether encoding/json writes s between quotes unchanged.
+func jsonSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // sandboxLabels are the pod's labels plus the three io.kubernetes.pod ones.
