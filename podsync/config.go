@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -104,18 +105,7 @@ func (b *builder) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.Pod
 		}
 	}
 	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod), Seccomp: b.seccomp(pod, nil)}
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = psc.SupplementalGroups
-		if psc.FSGroup != nil {
-			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
-		}
-	}
+	sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(pod)
 	for i := range pod.Spec.Containers {
 		if s := pod.Spec.Containers[i].SecurityContext; s != nil && s.Privileged != nil && *s.Privileged {
 			sc.Privileged = true
@@ -132,6 +122,26 @@ func (b *builder) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.Pod
 		}
 	}
 	return cfg
+}
+
+// podIdentity is the pod security context's user, group and supplemental
+// groups (with fsGroup), for the sandbox and as defaults for containers.
+func podIdentity(pod *corev1.Pod) (user, group *runtimeapi.Int64Value, groups []int64) {
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		return nil, nil, nil
+	}
+	if psc.RunAsUser != nil {
+		user = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+	}
+	if psc.RunAsGroup != nil {
+		group = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+	}
+	groups = slices.Clone(psc.SupplementalGroups)
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
+	}
+	return user, group, groups
 }
 
 // podIPs is what the status and the downward API see of a pod's addresses.
@@ -175,18 +185,7 @@ func (b *builder) containerConfig(pod *corev1.Pod, c *corev1.Container, restartC
 
 func (b *builder) containerSecurity(pod *corev1.Pod, c *corev1.Container) *runtimeapi.LinuxContainerSecurityContext {
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod), Seccomp: b.seccomp(pod, c)}
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = psc.SupplementalGroups
-		if psc.FSGroup != nil {
-			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
-		}
-	}
+	sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(pod)
 	if csc := c.SecurityContext; csc != nil {
 		if csc.RunAsUser != nil {
 			sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}

@@ -370,19 +370,9 @@ func (c *CRI) crashLoopWait(key string, finishedAt time.Time) time.Duration {
 func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
 	now := c.clock.Now()
 	a := ComputePodActions(PlanInput{Pod: pod, State: observed, Probes: c.probes, Now: now, CrashLoopWait: c.crashLoopWait})
-	var res SyncResult
-	waiting := func(name, reason, msg string) {
-		if res.Waiting == nil {
-			res.Waiting = map[string]Waiting{}
-		}
-		res.Waiting[name] = Waiting{Reason: reason, Message: msg}
-	}
+	res := a.BackOffResult(now)
 	for _, b := range a.BackOff {
-		waiting(b.Name, ReasonCrashLoopBackOff, b.Message)
 		c.event(pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", b.Name, pod.Name, pod.Namespace, pod.UID)
-		if d := b.Until.Sub(now); res.RequeueAfter == 0 || d < res.RequeueAfter {
-			res.RequeueAfter = d
-		}
 	}
 	if a.Empty() {
 		return res, nil
@@ -442,13 +432,11 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 	for _, ref := range a.Start {
 		spec := ref.Spec(pod)
 		if reason, msg, err := c.startContainer(ctx, pod, spec, observed, sandboxID, sbConfig, ips); err != nil {
-			waiting(spec.Name, reason, msg)
+			res.SetWaiting(spec.Name, reason, msg)
 			if firstErr == nil {
 				firstErr = err
 			}
-			if d := c.pullBackOffLeft(pod, spec); d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
-				res.RequeueAfter = d
-			}
+			res.RequeueWithin(c.pullBackOffLeft(pod, spec))
 		}
 	}
 	c.gc(ctx, observed)

@@ -85,6 +85,13 @@ func (h *harness) newEngine() {
 	}
 }
 
+// add hands the engine pod and runs two steps (sync, relist and sync).
+func (h *harness) add(pod *corev1.Pod) {
+	h.t.Helper()
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.steps(2)
+}
+
 // steps runs n engine steps.
 func (h *harness) steps(n int) {
 	h.t.Helper()
@@ -144,8 +151,7 @@ func TestEngineRunsPod(t *testing.T) {
 func TestEngineCrashLoop(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(2)
+	h.add(pod)
 	waits := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second}
 	for i, wait := range waits {
 		running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
@@ -189,8 +195,7 @@ func TestEngineInitContainersAndNever(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyNever, "a")
 	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: runtimetest.BusyboxImage}}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(2)
+	h.add(pod)
 	running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if len(running) != 1 || running[0].Metadata.Name != "init" {
 		t.Fatalf("running %v, want init alone", running)
@@ -228,8 +233,7 @@ func TestEngineInitContainersAndNever(t *testing.T) {
 func TestEngineImageChangeRecreates(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(2)
+	h.add(pod)
 	before := map[string]string{}
 	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		before[c.Metadata.Name] = c.Id
@@ -252,8 +256,7 @@ func TestEngineDeleteAndOrphans(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo bye"}}}}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(2)
+	h.add(pod)
 	// An orphan: a labelled sandbox no source knows; and an unlabelled one.
 	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "old", Namespace: "default", Uid: "uid-old"},
 		Labels: map[string]string{LabelPodUID: "uid-old", LabelPodName: "old", LabelPodNamespace: "default"}}
@@ -291,8 +294,7 @@ func TestEngineDeleteAndOrphans(t *testing.T) {
 func TestEngineAdoption(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(2)
+	h.add(pod)
 	r := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	_ = h.rt.Exit(r[0].Id, 1)
 	h.steps(2) // restarted once: restartCount 1

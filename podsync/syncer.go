@@ -44,6 +44,33 @@ type SyncResult struct {
 	Changed bool
 }
 
+// SetWaiting records why container name waits.
+func (r *SyncResult) SetWaiting(name, reason, message string) {
+	if r.Waiting == nil {
+		r.Waiting = map[string]Waiting{}
+	}
+	r.Waiting[name] = Waiting{Reason: reason, Message: message}
+}
+
+// RequeueWithin asks for the next sync within d (the earliest ask wins).
+func (r *SyncResult) RequeueWithin(d time.Duration) {
+	if d > 0 && (r.RequeueAfter == 0 || d < r.RequeueAfter) {
+		r.RequeueAfter = d
+	}
+}
+
+// BackOffResult is the SyncResult of the planner's back-offs alone: each
+// held container waits in CrashLoopBackOff, and the next sync is due when
+// the first back-off ends.
+func (a *PodActions) BackOffResult(now time.Time) SyncResult {
+	var r SyncResult
+	for _, b := range a.BackOff {
+		r.SetWaiting(b.Name, ReasonCrashLoopBackOff, b.Message)
+		r.RequeueWithin(b.Until.Sub(now))
+	}
+	return r
+}
+
 // SyncerFuncs adapts three functions to PodSyncer; a nil function does
 // nothing.
 type SyncerFuncs struct {

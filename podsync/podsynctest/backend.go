@@ -201,16 +201,7 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.
 	}
 	a := podsync.ComputePodActions(podsync.PlanInput{Pod: pod, State: p.snapshot(pod.UID), Now: now,
 		CrashLoopWait: func(key string, at time.Time) time.Duration { return b.crashLoop.Wait(key, at) }})
-	var res podsync.SyncResult
-	for _, bo := range a.BackOff {
-		if res.Waiting == nil {
-			res.Waiting = map[string]podsync.Waiting{}
-		}
-		res.Waiting[bo.Name] = podsync.Waiting{Reason: podsync.ReasonCrashLoopBackOff, Message: bo.Message}
-		if d := bo.Until.Sub(now); res.RequeueAfter == 0 || d < res.RequeueAfter {
-			res.RequeueAfter = d
-		}
-	}
+	res := a.BackOffResult(now)
 	if a.Empty() {
 		return res, nil
 	}
@@ -252,10 +243,7 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.
 		}
 		stages := b.o.Stages(pod, spec.Name)
 		if stages.FailCreate != "" {
-			if res.Waiting == nil {
-				res.Waiting = map[string]podsync.Waiting{}
-			}
-			res.Waiting[spec.Name] = podsync.Waiting{Reason: podsync.ReasonCreateContainerError, Message: stages.FailCreate}
+			res.SetWaiting(spec.Name, podsync.ReasonCreateContainerError, stages.FailCreate)
 			err = fmt.Errorf("create container %s: %s", spec.Name, stages.FailCreate)
 			continue
 		}
@@ -271,9 +259,7 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.
 			ImageRef: "sim://" + spec.Image, State: runtimeapi.ContainerState_CONTAINER_CREATED, Hash: podsync.HashContainer(spec),
 			RestartCount: restarts, CreatedAt: now}
 		p.starting = append(p.starting, c)
-		if next := stages.StartDelay; next > 0 && (res.RequeueAfter == 0 || next < res.RequeueAfter) {
-			res.RequeueAfter = next
-		}
+		res.RequeueWithin(stages.StartDelay)
 	}
 	b.advanceLocked(now)
 	_ = observed
