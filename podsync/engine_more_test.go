@@ -1,0 +1,154 @@
+package podsync
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/probe"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+func TestEngineLivenessFailureRestarts(t *testing.T) {
+	h := newHarness(t)
+	prober, err := probe.New(probe.Options{Execer: h.rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := probe.NewManager(probe.ManagerOptions{Prober: prober, Clock: h.clock, NoStartJitter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h.cri, _ = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Probes: pm})
+	h.eng, _ = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Probes: pm})
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check"}}},
+		TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 1}
+	h.add(pod)
+	first := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(first) != 1 {
+		t.Fatalf("running %v", first)
+	}
+	h.rt.ScriptExec(first[0].Id, []string{"check"}, runtimetest.ExecScript{ExitCode: 1})
+	for range 3 {
+		h.clock.Step(10 * time.Second)
+		if err := pm.SyncOnce(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u, ok := pm.Latest(pod.UID, "a", probe.Liveness); !ok || u.Result != probe.Failure {
+		t.Fatalf("liveness %+v %v", u, ok)
+	}
+	h.eng.Trigger(pod.UID)
+	h.steps(3)
+	now := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(now) != 1 || now[0].Id == first[0].Id {
+		t.Fatalf("not restarted: %v", now)
+	}
+	if rc := h.writer.last(pod.UID).ContainerStatuses[0].RestartCount; rc != 1 {
+		t.Errorf("restartCount %d", rc)
+	}
+}
+
+func TestEngineImagePull(t *testing.T) {
+	h := newHarness(t)
+	never := busyboxPod(corev1.RestartPolicyAlways, "a")
+	never.Spec.Containers[0].Image, never.Spec.Containers[0].ImagePullPolicy = "example.com/missing:1", corev1.PullNever
+	h.add(never)
+	if w := h.writer.last(never.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonErrImageNeverPull {
+		t.Errorf("PullNever of a missing image: %+v", w)
+	}
+
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.UID, pod.Name = "uid-2", "pull"
+	pod.Spec.Containers[0].Image = "example.com/app:2"
+	h.rt.InjectError("PullImage", errors.New("registry unavailable"))
+	h.add(pod)
+	sawErr := false
+	h.writer.mu.Lock()
+	for _, s := range h.writer.statuses[pod.UID] {
+		if w := s.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == ReasonErrImagePull {
+			sawErr = true
+		}
+	}
+	h.writer.mu.Unlock()
+	if !sawErr {
+		t.Error("no ErrImagePull status")
+	}
+	next, _ := h.eng.SyncOnce(h.ctx)
+	if d := next.Sub(h.clock.Now()); d <= 0 || d > 10*time.Second {
+		t.Errorf("next step in %v", d)
+	}
+	h.clock.Step(5 * time.Second)
+	h.eng.Trigger(pod.UID)
+	h.steps(1)
+	if w := h.writer.last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonImagePullBackOff {
+		t.Fatalf("during back-off: %+v", w)
+	}
+	h.clock.Step(5 * time.Second)
+	h.steps(2)
+	if s := h.writer.last(pod.UID); s.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("after back-off: %+v", s.ContainerStatuses[0])
+	}
+}
+
+func TestEngineEventsAndMetrics(t *testing.T) {
+	h := newHarness(t)
+	reg := prometheus.NewRegistry()
+	rec := record.NewFakeRecorder(100)
+	dir := t.TempDir()
+	var err error
+	if h.cri, err = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Recorder: rec, Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	// A second engine on the same registerer shares the metrics.
+	if _, err := New(Options{Syncer: h.cri, Clock: h.clock, Registerer: reg}); err != nil {
+		t.Fatalf("second registration: %v", err)
+	}
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
+	h.add(pod)
+	h.rt.InjectError("RunPodSandbox", errors.New("no network"))
+	other := busyboxPod(corev1.RestartPolicyAlways, "b")
+	other.UID, other.Name = "uid-2", "other"
+	h.add(other)
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{other}})
+	h.steps(3)
+
+	var events []string
+	for len(rec.Events) > 0 {
+		events = append(events, strings.Join(strings.Fields(<-rec.Events)[:2], " "))
+	}
+	for _, want := range []string{"Normal Pulling", "Normal Pulled", "Normal Created", "Normal Started", "Warning FailedCreatePodSandBox"} {
+		found := false
+		for _, e := range events {
+			found = found || e == want
+		}
+		if !found {
+			t.Errorf("no %q event in %v", want, events)
+		}
+	}
+	m := testenv.Metrics(t, reg)
+	if m["kubelet_pod_worker_duration_seconds"] == 0 || m["kubelet_pod_start_duration_seconds"] != 1 || m["kubelet_runtime_operations_errors_total"] != 1 {
+		t.Errorf("metrics %v", m)
+	}
+	if n := testutil.ToFloat64(h.eng.metrics.runningPods); n != 1 {
+		t.Errorf("kubelet_running_pods %v", n)
+	}
+	if n := testutil.ToFloat64(h.eng.metrics.runningContainers.WithLabelValues("running")); n != 1 {
+		t.Errorf("running containers %v", n)
+	}
+}
