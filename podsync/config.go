@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -386,17 +387,22 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int)
 		out = append(out, m)
 	}
 	if c.TerminationMessagePath != "" {
-		dir := filepath.Join(b.podDir(pod), "containers", c.Name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		f := b.terminationMessageFile(pod.UID, c.Name, restartCount)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			return nil, err
 		}
-		f := filepath.Join(dir, strconv.Itoa(restartCount))
 		if err := os.WriteFile(f, nil, 0o666); err != nil {
 			return nil, err
 		}
 		out = append(out, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: f})
 	}
 	return out, nil
+}
+
+// terminationMessageFile is the host file mounted at a container's
+// terminationMessagePath: <PodRoot>/<uid>/containers/<name>/<restartCount>.
+func (b *builder) terminationMessageFile(uid types.UID, name string, restartCount int) string {
+	return filepath.Join(b.podRoot, string(uid), "containers", name, strconv.Itoa(restartCount))
 }
 
 // checkHostPath applies the kubelet's hostPath type checks, creating what

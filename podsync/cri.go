@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -347,6 +348,9 @@ func (c *CRI) containerState(ctx context.Context, ct *runtimeapi.Container) (*Co
 		Image: st.GetImage().GetImage(), ImageRef: st.GetImageRef(), Hash: ct.Annotations[AnnotationContainerHash],
 		CreatedAt: time.Unix(0, st.GetCreatedAt()), ExitCode: st.GetExitCode(), Reason: st.GetReason(), Message: st.GetMessage()}
 	s.RestartCount, _ = strconv.Atoi(ct.Annotations[AnnotationContainerRestartCount])
+	if s.Exited() && s.Message == "" && ct.Annotations[AnnotationContainerTerminationMessagePath] != "" {
+		s.Message = c.terminationMessage(ct.Labels[LabelPodUID], s.Name, s.RestartCount)
+	}
 	if t := st.GetStartedAt(); t > 0 {
 		s.StartedAt = time.Unix(0, t)
 	}
@@ -357,6 +361,22 @@ func (c *CRI) containerState(ctx context.Context, ct *runtimeapi.Container) (*Co
 	c.ctrs[ct.Id] = s
 	c.mu.Unlock()
 	return s, nil
+}
+
+// maxTerminationMessage is the kubelet's limit on a termination message.
+const maxTerminationMessage = 4096
+
+// terminationMessage reads what an exited container wrote to its
+// termination-message file (the file its terminationMessagePath mounts).
+func (c *CRI) terminationMessage(uid, name string, restartCount int) string {
+	f, err := os.Open(c.b.terminationMessageFile(types.UID(uid), name, restartCount))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, maxTerminationMessage)
+	n, _ := io.ReadFull(f, buf)
+	return string(buf[:n])
 }
 
 // crashLoopWait is the planner's view of the crash-loop back-off.

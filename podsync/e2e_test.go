@@ -221,11 +221,11 @@ func TestE2EGracefulStopRunsPreStop(t *testing.T) {
 
 func TestE2ERestartNever(t *testing.T) {
 	c, e := e2eSetup(t)
-	failed := e2ePod(c, "never-failed", corev1.RestartPolicyNever, "sh", "-c", "exit 3")
+	failed := e2ePod(c, "never-failed", corev1.RestartPolicyNever, "sh", "-c", "echo boom > /dev/termination-log; exit 3")
 	ok := e2ePod(c, "never-ok", corev1.RestartPolicyNever, "true")
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{failed, ok}})
 	s := e.waitStatus(failed, "Failed", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
-	if ts := s.ContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 3 || ts.Reason != "Error" {
+	if ts := s.ContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 3 || ts.Reason != "Error" || ts.Message != "boom\n" {
 		t.Errorf("failed pod: %+v", s.ContainerStatuses[0])
 	}
 	s = e.waitStatus(ok, "Succeeded", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodSucceeded })

@@ -269,7 +269,13 @@ func (e *Engine) terminateLocked(w *worker, grace time.Duration) {
 			w.cancel()
 		}
 	case Terminating:
-		w.grace = min(w.grace, grace)
+		if grace < w.grace {
+			// A shorter grace restarts the termination with it.
+			w.grace = grace
+			if w.cancel != nil {
+				w.cancel()
+			}
+		}
 	}
 }
 

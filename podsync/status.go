@@ -372,7 +372,15 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 	default:
 		add(corev1.PodReady, true, "", "")
 	}
-	// Keep conditions others own (PodScheduled, readiness gates, …).
+	// Keep conditions others own (PodScheduled, readiness gates, …); a pod
+	// that never had PodScheduled (a static pod) gets it True.
+	scheduled := false
+	for _, c := range pod.Status.Conditions {
+		scheduled = scheduled || c.Type == corev1.PodScheduled
+	}
+	if !scheduled {
+		add(corev1.PodScheduled, true, "", "")
+	}
 	for _, c := range pod.Status.Conditions {
 		switch c.Type {
 		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady:
