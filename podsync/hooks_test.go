@@ -1,0 +1,79 @@
+package podsync
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+func TestPostStartFailureKillsContainer(t *testing.T) {
+	h := newHarness(t)
+	h.rt.ScriptExec("", []string{"setup"}, runtimetest.ExecScript{ExitCode: 1, Stderr: "setup failed"})
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"setup"}}}}
+	h.add(pod)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+		t.Fatalf("%d running after a failed postStart", n)
+	}
+	found := false
+	h.writer.mu.Lock()
+	for _, s := range h.writer.statuses[pod.UID] {
+		if w := s.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == ReasonPostStartHookError {
+			found = true
+		}
+	}
+	h.writer.mu.Unlock()
+	if !found {
+		t.Error("no PostStartHookError status")
+	}
+}
+
+func TestSidecarsStartInOrderAndStopLast(t *testing.T) {
+	h := newHarness(t)
+	pod := withInit(busyboxPod(corev1.RestartPolicyAlways, "app"), true, "proxy")
+	pod.Spec.InitContainers[0].Image = runtimetest.BusyboxImage
+	h.add(pod)
+	h.steps(2)
+	names := map[string]bool{}
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		names[c.Metadata.Name] = true
+	}
+	if !names["proxy"] || !names["app"] {
+		t.Fatalf("running %v", names)
+	}
+	s := h.writer.last(pod.UID)
+	if s.Phase != corev1.PodRunning || cond(s, corev1.PodInitialized) != "True/" || cond(s, corev1.PodReady) != "True/" {
+		t.Fatalf("status %+v", s)
+	}
+	// The sidecar exits: it is restarted while the app keeps running.
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		if c.Metadata.Name == "proxy" {
+			_ = h.rt.Exit(c.Id, 1)
+		}
+	}
+	h.steps(2)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
+		t.Fatalf("%d running after the sidecar exited", n)
+	}
+	// Stopping the pod stops the app before the sidecar.
+	name := map[string]string{}
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		name[c.Id] = c.Metadata.Name
+	}
+	h.rt.ResetCalls()
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.steps(3)
+	var stopped []string
+	for _, c := range h.rt.Calls() {
+		if c.Method == "StopContainer" {
+			stopped = append(stopped, name[c.ID])
+		}
+	}
+	if len(stopped) != 2 || stopped[0] != "app" || stopped[1] != "proxy" {
+		t.Fatalf("stops %v, want app then proxy", stopped)
+	}
+}
