@@ -81,6 +81,10 @@ type CRIOptions struct {
 	Registerer prometheus.Registerer
 }
 
+// ErrNetworkNotReady is SyncPod's error for a pod-network pod while the
+// runtime reports NetworkReady false; the pod is retried after 1s.
+var ErrNetworkNotReady = errors.New("network is not ready: container runtime network not ready")
+
 // CRI is the kubelet-exact PodSyncer and Relister on a runtime.Runtime.
 type CRI struct {
 	rt       runtime.Runtime
@@ -96,6 +100,7 @@ type CRI struct {
 	crashLoop backoff.Map[string]
 	pull      backoff.Map[string]
 	name      string // runtime name, for container IDs
+	netReady  bool   // NetworkReady at the last relist
 	sandboxes map[string]*sandboxCache
 	ctrs      map[string]*ContainerState
 }
@@ -176,7 +181,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault},
 		crashLoop: backoff.Map[string]{Initial: o.CrashLoopInitial, Max: o.CrashLoopMax},
 		pull:      backoff.Map[string]{Initial: o.ImagePullInitial, Max: o.ImagePullMax},
-		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*ContainerState{},
+		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*ContainerState{}, netReady: true,
 	}
 	return c, nil
 }
@@ -215,6 +220,17 @@ func (c *CRI) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
 		}
 		c.mu.Lock()
 		c.name = v.RuntimeName
+		c.mu.Unlock()
+	}
+	if st, err := c.rt.Status(ctx, false); err == nil {
+		ready := false
+		for _, cond := range st.GetStatus().GetConditions() {
+			if cond.Type == runtimeapi.NetworkReady {
+				ready = cond.Status
+			}
+		}
+		c.mu.Lock()
+		c.netReady = ready
 		c.mu.Unlock()
 	}
 	sbs, err := c.rt.ListPodSandbox(ctx, nil)
@@ -396,6 +412,14 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 	}
 	if a.Empty() {
 		return res, nil
+	}
+	c.mu.Lock()
+	netReady := c.netReady
+	c.mu.Unlock()
+	if !netReady && !pod.Spec.HostNetwork {
+		// As the kubelet: pod-network pods wait for the network, retried each second.
+		res.RequeueWithin(time.Second)
+		return res, ErrNetworkNotReady
 	}
 	res.Changed = true
 	if a.KillPod {

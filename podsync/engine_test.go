@@ -142,7 +142,7 @@ func TestEngineRunsPod(t *testing.T) {
 	h.rt.ResetCalls()
 	h.steps(1)
 	for _, c := range h.rt.Calls() {
-		if c.Method != "ListPodSandbox" && c.Method != "ListContainers" {
+		if c.Method != "ListPodSandbox" && c.Method != "ListContainers" && c.Method != "Status" {
 			t.Errorf("unexpected call %s", c.Method)
 		}
 	}

@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -75,5 +76,26 @@ func TestSidecarsStartInOrderAndStopLast(t *testing.T) {
 	}
 	if len(stopped) != 2 || stopped[0] != "app" || stopped[1] != "proxy" {
 		t.Fatalf("stops %v, want app then proxy", stopped)
+	}
+}
+
+func TestNetworkNotReady(t *testing.T) {
+	h := newHarness(t)
+	h.rt.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.HostNetwork = false
+	h.add(pod)
+	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+		t.Fatalf("sandbox created without a network: %v", sbs)
+	}
+	next, _ := h.eng.SyncOnce(h.ctx)
+	if d := next.Sub(h.clock.Now()); d > time.Second {
+		t.Errorf("retry in %v, want 1s", d)
+	}
+	hostPod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	hostPod.UID, hostPod.Name = "uid-host", "host"
+	h.add(hostPod)
+	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 1 {
+		t.Fatalf("host-network pod: %d sandboxes", len(sbs))
 	}
 }
