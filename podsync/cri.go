@@ -367,6 +367,10 @@ func (c *CRI) containerState(ctx context.Context, ct *runtimeapi.Container) (*Co
 	if s.Exited() && s.Message == "" && ct.Annotations[AnnotationContainerTerminationMessagePath] != "" {
 		s.Message = c.terminationMessage(ct.Labels[LabelPodUID], s.Name, s.RestartCount)
 	}
+	if s.Exited() && s.Message == "" && s.ExitCode != 0 &&
+		ct.Annotations[AnnotationContainerTerminationMessagePolicy] == string(corev1.TerminationMessageFallbackToLogsOnError) {
+		s.Message = logTail(st.GetLogPath())
+	}
 	if t := st.GetStartedAt(); t > 0 {
 		s.StartedAt = time.Unix(0, t)
 	}
@@ -393,6 +397,54 @@ func (c *CRI) terminationMessage(uid, name string, restartCount int) string {
 	buf := make([]byte, maxTerminationMessage)
 	n, _ := io.ReadFull(f, buf)
 	return string(buf[:n])
+}
+
+// Limits of a termination message taken from the log, as the kubelet's.
+const (
+	logTailLines = 80
+	logTailBytes = 2048
+)
+
+// logTail returns the last lines of a container log in the CRI format
+// ("<time> <stream> <P|F> <text>"), at most 80 lines and 2 KiB.
+func logTail(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const window = 64 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		_, _ = f.Seek(fi.Size()-window, io.SeekStart)
+	}
+	data, _ := io.ReadAll(io.LimitReader(f, window))
+	var lines []string
+	var partial strings.Builder
+	for _, l := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(l, " ", 4)
+		if len(parts) < 4 {
+			continue
+		}
+		partial.WriteString(parts[3])
+		if parts[2] == "F" {
+			lines = append(lines, partial.String())
+			partial.Reset()
+		}
+	}
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	out := strings.Join(lines, "\n")
+	if len(lines) > 0 {
+		out += "\n"
+	}
+	if len(out) > logTailBytes {
+		out = out[len(out)-logTailBytes:]
+	}
+	return out
 }
 
 // crashLoopWait is the planner's view of the crash-loop back-off.

@@ -223,7 +223,9 @@ func TestE2ERestartNever(t *testing.T) {
 	c, e := e2eSetup(t)
 	failed := e2ePod(c, "never-failed", corev1.RestartPolicyNever, "sh", "-c", "echo boom > /dev/termination-log; exit 3")
 	ok := e2ePod(c, "never-ok", corev1.RestartPolicyNever, "true")
-	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{failed, ok}})
+	logs := e2ePod(c, "never-logs", corev1.RestartPolicyNever, "sh", "-c", "echo first; echo last words; exit 4")
+	logs.Spec.Containers[0].TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{failed, ok, logs}})
 	s := e.waitStatus(failed, "Failed", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
 	if ts := s.ContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 3 || ts.Reason != "Error" || ts.Message != "boom\n" {
 		t.Errorf("failed pod: %+v", s.ContainerStatuses[0])
@@ -232,9 +234,13 @@ func TestE2ERestartNever(t *testing.T) {
 	if ts := s.ContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 0 || ts.Reason != "Completed" {
 		t.Errorf("succeeded pod: %+v", s.ContainerStatuses[0])
 	}
+	s = e.waitStatus(logs, "Failed", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodFailed })
+	if ts := s.ContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 4 || ts.Message != "first\nlast words\n" {
+		t.Errorf("message from logs: %+v", ts)
+	}
 	// Terminal pods are stopped and cleaned up without a deletion.
 	e.waitEmpty()
-	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{failed, ok}})
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{failed, ok, logs}})
 }
 
 func TestE2EAdoption(t *testing.T) {

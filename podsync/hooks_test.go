@@ -1,6 +1,9 @@
 package podsync
 
 import (
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +100,25 @@ func TestNetworkNotReady(t *testing.T) {
 	h.add(hostPod)
 	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 1 {
 		t.Fatalf("host-network pod: %d sandboxes", len(sbs))
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	dir := t.TempDir()
+	p := dir + "/0.log"
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "2026-01-01T00:00:00.000000000Z stdout F line %d\n", i)
+	}
+	b.WriteString("2026-01-01T00:00:00.000000000Z stderr P part \n2026-01-01T00:00:00.000000000Z stderr F end\n")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := logTail(p)
+	if !strings.HasSuffix(got, "line 99\npart end\n") || strings.Count(got, "\n") != logTailLines || strings.Contains(got, "line 20\n") {
+		t.Errorf("tail %q", got)
+	}
+	if logTail(dir+"/missing") != "" {
+		t.Error("missing log")
 	}
 }
