@@ -620,7 +620,9 @@ func (e *Engine) run(ctx context.Context, j job) {
 				after = e.o.ErrorBackoff
 			}
 		} else if after == 0 {
+			e.mu.Lock() // Options.Rand is not safe for concurrent use
 			after = time.Duration(float64(e.o.ResyncPeriod) * (1 + 0.5*e.o.Rand.Float64()))
+			e.mu.Unlock()
 		}
 		e.finish(j, after, nil)
 	case Terminating:

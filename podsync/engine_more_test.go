@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -150,5 +152,31 @@ func TestEngineEventsAndMetrics(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(h.eng.metrics.runningContainers.WithLabelValues("running")); n != 1 {
 		t.Errorf("running containers %v", n)
+	}
+}
+
+// TestEngineManyPods syncs many pods in parallel (bounded by MaxParallel)
+// and removes them, for the race detector.
+func TestEngineManyPods(t *testing.T) {
+	h := newHarness(t)
+	var err error
+	if h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, MaxParallel: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range 20 {
+		p := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
+		p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+		pods = append(pods, p)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: pods})
+	h.steps(3)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 40 {
+		t.Fatalf("%d running, want 40", n)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: pods})
+	h.steps(4)
+	if all, _ := h.rt.ListContainers(h.ctx, nil); len(all) != 0 {
+		t.Fatalf("%d containers left", len(all))
 	}
 }
