@@ -829,12 +829,16 @@ func (c *CRI) gc(ctx context.Context, observed *PodState) {
 		return
 	}
 	count := map[string]int{}
+	seen := map[string]bool{}
 	used := map[string]bool{}
 	for _, ct := range observed.Containers {
+		newest := !seen[ct.Name]
+		seen[ct.Name] = true
 		if ct.Exited() {
 			count[ct.Name]++
 		}
-		if count[ct.Name] > 1 && ct.Exited() {
+		stale := ct.State == runtimeapi.ContainerState_CONTAINER_CREATED && !newest // created, never started, superseded
+		if stale || (count[ct.Name] > 1 && ct.Exited()) {
 			_ = c.rt.RemoveContainer(ctx, ct.ID)
 			continue
 		}

@@ -98,13 +98,19 @@
 // node can answer, emptyDir and hostPath volumes (with the kubelet's type
 // checks) and the termination-message file. Images are pulled per
 // imagePullPolicy with the kubelet's pull back-off (key <podUID>_<image>,
-// 10s doubling to 5m). postStart hooks run after start (a failure kills the
+// 10s doubling to 5m). Pod-network pods wait while the runtime reports
+// NetworkReady false (ErrNetworkNotReady, retried after 1s). Termination
+// messages come from the file mounted at terminationMessagePath (4 KiB) or,
+// under FallbackToLogsOnError after a failure, from the log's last 80 lines
+// (2 KiB). postStart hooks run after start (a failure kills the
 // container: PostStartHookError); preStop hooks run before a stop, their
 // time taken off the grace period, StopContainer getting at least 2s. It
 // records the kubelet's events through CRIOptions.Recorder and counts
 // kubelet_runtime_operations_errors_total; the Engine exports
-// kubelet_pod_start_duration_seconds, kubelet_pod_worker_duration_seconds,
-// kubelet_running_pods and kubelet_running_containers.
+// kubelet_pod_start_duration_seconds, kubelet_pod_worker_duration_seconds
+// (operation_type create or sync), kubelet_running_pods and
+// kubelet_running_containers{container_state}. Unhealthy events come from
+// probe.Manager's own Recorder.
 //
 // # Differences from the kubelet
 //
@@ -116,10 +122,11 @@
 //     from ConfigMaps or Secrets are CreateContainerConfigError. No
 //     /etc/hosts file is written for pod-network pods.
 //   - Ephemeral containers, in-place resize and container restartPolicyRules
-//     are not handled. Sidecars stop after regular containers, in parallel,
+//     are not handled. Image pulls are not serialized (each pod pulls in its
+//     own worker) and pull secrets are not used. Sidecars stop after regular containers, in parallel,
 //     not in reverse order.
 //   - Old containers are removed when they are no longer the newest exited
-//     one of their name, and SyncTerminatedPod removes the pod's containers
+//     one of their name (or were created and never started), and SyncTerminatedPod removes the pod's containers
 //     and sandboxes from the runtime at once, instead of a periodic GC.
 //   - The relist fetches a container's status only when its state changed;
 //     there are no PLEG health checks.
