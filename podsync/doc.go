@@ -54,7 +54,8 @@
 //     changes, killed on a liveness or startup probe Failure for its own
 //     container ID (and recreated unless the policy is Never); one that is not
 //     running is started when it never ran, is created or unknown, or exited
-//     and the pod's restartPolicy allows (Always; OnFailure on failure).
+//     and its first matching restartPolicyRules entry says so, else its own
+//     restartPolicy, else the pod's, allows (Always; OnFailure on failure).
 //   - An exited container waits out its crash-loop back-off (10s doubling to
 //     5m, counted from its finish, forgotten 10m after the last back-off) under
 //     the key CrashLoopKey (FNV-64a of pod name, namespace, UID, container name,
@@ -121,8 +122,9 @@
 //     hostPath only; ConfigMap, Secret, projected and CSI volumes and env
 //     from ConfigMaps or Secrets are CreateContainerConfigError. No
 //     /etc/hosts file is written for pod-network pods.
-//   - Ephemeral containers, in-place resize and container restartPolicyRules
-//     are not handled. Image pulls are not serialized (each pod pulls in its
+//   - Ephemeral containers and in-place resize are not handled; the
+//     RestartAllContainers rule action restarts only the container, and the
+//     phase follows the pod's restartPolicy alone. Image pulls are not serialized (each pod pulls in its
 //     own worker) and pull secrets are not used. Sidecars stop after regular containers, in parallel,
 //     not in reverse order.
 //   - Old containers are removed when they are no longer the newest exited

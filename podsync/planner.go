@@ -3,6 +3,7 @@ package podsync
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -351,12 +352,33 @@ func (p *planner) initContainers() bool {
 	return true
 }
 
-// shouldRestart applies the pod's restartPolicy to an exited container.
-func shouldRestart(pod *corev1.Pod, c *ContainerState) bool {
+// containerPolicy is a regular container's restart policy: its own
+// restartPolicy when set (ContainerRestartRules), else the pod's.
+func containerPolicy(pod *corev1.Pod, spec *corev1.Container) corev1.RestartPolicy {
+	if spec.RestartPolicy != nil {
+		return corev1.RestartPolicy(*spec.RestartPolicy)
+	}
+	return pod.Spec.RestartPolicy
+}
+
+// shouldRestart decides whether a regular container that is not running
+// starts again: always when it never ran, is created or unknown; after an
+// exit by the first of its restartPolicyRules whose exit codes match, else by
+// its restart policy (Always; OnFailure after a failure; Never not).
+func shouldRestart(pod *corev1.Pod, spec *corev1.Container, c *ContainerState) bool {
 	if c == nil || c.State == runtimeapi.ContainerState_CONTAINER_CREATED || c.State == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
 		return true
 	}
-	switch pod.Spec.RestartPolicy {
+	for _, r := range spec.RestartPolicyRules {
+		if r.ExitCodes == nil {
+			continue
+		}
+		in := slices.Contains(r.ExitCodes.Values, c.ExitCode)
+		if in == (r.ExitCodes.Operator == corev1.ContainerRestartRuleOnExitCodesOpIn) {
+			return r.Action == corev1.ContainerRestartRuleActionRestart || r.Action == corev1.ContainerRestartRuleActionRestartAllContainers
+		}
+	}
+	switch containerPolicy(pod, spec) {
 	case corev1.RestartPolicyNever:
 		return false
 	case corev1.RestartPolicyOnFailure:
@@ -375,12 +397,12 @@ func (p *planner) regularContainers() int {
 		ref := ContainerRef{Index: i}
 		c := p.st.Latest(spec.Name)
 		if c != nil && c.Running() {
-			if p.keepOrRecreate(ref, c, pod.Spec.RestartPolicy != corev1.RestartPolicyNever) {
+			if p.keepOrRecreate(ref, c, containerPolicy(pod, spec) != corev1.RestartPolicyNever) {
 				kept++
 			}
 			continue
 		}
-		if shouldRestart(pod, c) {
+		if shouldRestart(pod, spec, c) {
 			p.restart(ref, c)
 		}
 	}

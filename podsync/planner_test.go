@@ -293,6 +293,32 @@ func TestComputePodActions(t *testing.T) {
 		},
 		want: want{start: refs(true, 0)},
 	}, {
+		name: "restartPolicyRules: exit 42 restarts under Never, exit 1 does not",
+		pod: func() *corev1.Pod {
+			p := testPod(never, "a", "b")
+			for i := range p.Spec.Containers {
+				p.Spec.Containers[i].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+					ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+			}
+			return p
+		}(),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 42), exited(p, "b", 1)}}
+		},
+		want: want{start: refs(false, 0)},
+	}, {
+		name: "container restartPolicy OnFailure overrides the pod's Always",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a")
+			onf := corev1.ContainerRestartPolicyOnFailure
+			p.Spec.Containers[0].RestartPolicy = &onf
+			return p
+		}(),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0)}}
+		},
+		want: want{killPod: true},
+	}, {
 		name: "stray running duplicate is killed",
 		pod:  testPod(always, "a"),
 		state: func(p *corev1.Pod) *PodState {
