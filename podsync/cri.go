@@ -73,6 +73,9 @@ type CRIOptions struct {
 	// Defaults 10s and 5m; Initial in [1ms, Max], Max in [Initial, 1h]. A key
 	// is forgotten 2×Max after its last back-off (10m).
 	CrashLoopInitial, CrashLoopMax time.Duration
+	// MaxParallelImagePulls bounds the image pulls at once. Default 1: pulls
+	// are serialized, as the kubelet's serializeImagePulls; between 1 and 1000.
+	MaxParallelImagePulls int
 	// ImagePullInitial and ImagePullMax bound the image pull back-off.
 	// Defaults 10s and 5m.
 	ImagePullInitial, ImagePullMax time.Duration
@@ -93,6 +96,7 @@ type CRI struct {
 	clock    clock.Clock
 	recorder record.EventRecorder
 	hooks    *probe.Handlers
+	pulls    chan struct{}
 	b        builder
 	metrics  *metrics
 
@@ -143,6 +147,12 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 			return nil, err
 		}
 	}
+	if o.MaxParallelImagePulls == 0 {
+		o.MaxParallelImagePulls = 1
+	}
+	if o.MaxParallelImagePulls < 1 || o.MaxParallelImagePulls > 1000 {
+		return nil, fmt.Errorf("podsync: CRIOptions.MaxParallelImagePulls %d must be in [1, 1000]", o.MaxParallelImagePulls)
+	}
 	if o.PodLogRoot == "" {
 		o.PodLogRoot = "/var/log/pods"
 	}
@@ -175,7 +185,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("podsync: %w", err)
 	}
-	c := &CRI{rt: o.Runtime, handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m,
+	c := &CRI{rt: o.Runtime, handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
 			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault},
@@ -689,9 +699,16 @@ func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Con
 		c.event(pod, corev1.EventTypeNormal, "BackOff", "%s", msg)
 		return ReasonImagePullBackOff, msg, errors.New(msg)
 	}
+	select {
+	case c.pulls <- struct{}{}:
+	case <-ctx.Done():
+		return ReasonErrImagePull, ctx.Err().Error(), ctx.Err()
+	}
 	c.event(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", spec.Image)
 	start := c.clock.Now()
-	if _, err := c.rt.PullImage(ctx, img, nil, sbConfig); err != nil {
+	_, err := c.rt.PullImage(ctx, img, nil, sbConfig)
+	<-c.pulls
+	if err != nil {
 		c.mu.Lock()
 		c.pull.Next(key, c.clock.Now())
 		c.mu.Unlock()

@@ -99,7 +99,8 @@
 // node can answer, emptyDir and hostPath volumes (with the kubelet's type
 // checks) and the termination-message file. Images are pulled per
 // imagePullPolicy with the kubelet's pull back-off (key <podUID>_<image>,
-// 10s doubling to 5m). Pod-network pods wait while the runtime reports
+// 10s doubling to 5m), one at a time unless CRIOptions.MaxParallelImagePulls
+// says otherwise. Pod-network pods wait while the runtime reports
 // NetworkReady false (ErrNetworkNotReady, retried after 1s). Termination
 // messages come from the file mounted at terminationMessagePath (4 KiB) or,
 // under FallbackToLogsOnError after a failure, from the log's last 80 lines
@@ -124,8 +125,7 @@
 //     /etc/hosts file is written for pod-network pods.
 //   - Ephemeral containers and in-place resize are not handled; the
 //     RestartAllContainers rule action restarts only the container, and the
-//     phase follows the pod's restartPolicy alone. Image pulls are not serialized (each pod pulls in its
-//     own worker) and pull secrets are not used. Sidecars stop after regular containers, in parallel,
+//     phase follows the pod's restartPolicy alone. Pull secrets and credential providers are not used. Sidecars stop after regular containers, in parallel,
 //     not in reverse order.
 //   - Old containers are removed when they are no longer the newest exited
 //     one of their name (or were created and never started), and SyncTerminatedPod removes the pod's containers
