@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/testenv"
@@ -267,4 +268,95 @@ func TestE2EAdoption(t *testing.T) {
 		t.Errorf("%d sandboxes, want 1", len(sbs))
 	}
 	e2.remove(pod)
+}
+
+// TestE2EOrphansKilledForeignKept: a sandbox with the kubelet's labels that
+// no source knows is stopped and removed once the sources are ready; one
+// without them is never touched.
+func TestE2EOrphansKilledForeignKept(t *testing.T) {
+	c := containerdtest.Need(t, ctrd)
+	ignore := goleak.IgnoreCurrent()
+	defer goleak.VerifyNone(t, ignore)
+	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := func(name string, labelled bool) string {
+		cfg := c.SandboxConfig(name, "default", "uid-"+name)
+		if !labelled {
+			cfg.Labels = nil
+		}
+		sb, err := rt.RunPodSandbox(ctx, cfg, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := c.BusyboxContainer("app", "sh", "-c", sleeper)
+		if labelled {
+			cc.Labels[LabelPodUID] = "uid-" + name
+		} else {
+			cc.Labels = nil
+		}
+		id, err := rt.CreateContainer(ctx, sb, cc, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.StartContainer(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+	run("orphan", true)
+	foreign := run("foreign", false)
+	defer func() { _ = rt.RemovePodSandbox(ctx, foreign); _ = rt.Close() }()
+
+	ready := make(chan struct{})
+	e := &e2e{t: t, c: c, rt: rt, writer: &recordingWriter{}, done: make(chan error, 1)}
+	if e.cri, err = NewCRI(CRIOptions{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: t.TempDir(), CgroupRoot: c.CgroupRoot, ResolvConf: "-"}); err != nil {
+		t.Fatal(err)
+	}
+	sourcesReady := func() bool {
+		select {
+		case <-ready:
+			return true
+		default:
+			return false
+		}
+	}
+	if e.eng, err = New(Options{Syncer: e.cri, Writer: e.writer, RelistPeriod: 100 * time.Millisecond, SourcesReady: sourcesReady}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	go func() { e.done <- e.eng.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-e.done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	count := func() (sbs, ctrs int) {
+		s, _ := rt.ListPodSandbox(ctx, nil)
+		cs, _ := rt.ListContainers(ctx, nil)
+		return len(s), len(cs)
+	}
+	// Before the sources are ready nothing is touched.
+	testenv.Eventually(t, 10*time.Second, 50*time.Millisecond, "a relist", func() bool { return e.eng.State("uid-orphan") != nil })
+	if s, cs := count(); s != 2 || cs != 2 {
+		t.Fatalf("before sources are ready: %d sandboxes, %d containers", s, cs)
+	}
+	close(ready)
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "orphan removed", func() bool {
+		s, cs := count()
+		return s == 1 && cs == 1
+	})
+	st, err := rt.PodSandboxStatus(ctx, foreign, false)
+	if err != nil || st.Status.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("foreign sandbox: %v %v", st, err)
+	}
+	if err := rt.RemovePodSandbox(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if s, cs := count(); s != 0 || cs != 0 {
+		t.Errorf("left in containerd: %d sandboxes, %d containers", s, cs)
+	}
 }
