@@ -319,7 +319,7 @@ func TestEngineAdoption(t *testing.T) {
 }
 
 func TestEngineRun(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the containerd harness runs beside the tests
 	h := newHarness(t)
 	updates := make(chan podsource.Update, 1)
 	var err error
