@@ -88,3 +88,11 @@ func BenchmarkRelist(b *testing.B) {
 		b.Fatalf("%d pods", len(pods))
 	}
 }
+
+func BenchmarkHashContainer(b *testing.B) {
+	c := &corev1.Container{Name: "app", Image: "registry.k8s.io/nginx:1.25"}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = HashContainer(c)
+	}
+}
