@@ -106,7 +106,9 @@ func (f SyncerFuncs) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, obs
 var _ PodSyncer = SyncerFuncs{}
 
 // StatusWriter receives the statuses podsync computes. podsync/status.Writer
-// implements it; nil: standalone, nothing is written.
+// implements it; nil: standalone, nothing is written. The engine calls it
+// from its pod workers' goroutines: concurrently for different pods, in
+// order for one pod, and SetPodStatus only when the status changed.
 type StatusWriter interface {
 	SetPodStatus(pod *corev1.Pod, status corev1.PodStatus)
 	// PodTerminated: SyncTerminatedPod finished; for a deleted API pod the
