@@ -99,6 +99,11 @@ func TestHostname(t *testing.T) {
 	if h := podHostname(pod, "cluster.local"); h != "web-0.web.default.svc.cluster.local" {
 		t.Errorf("FQDN hostname %q", h)
 	}
+	override := "custom.example"
+	pod.Spec.SetHostnameAsFQDN, pod.Spec.HostnameOverride = nil, &override
+	if h := podHostname(pod, "cluster.local"); h != override {
+		t.Errorf("hostnameOverride: %q", h)
+	}
 }
 
 func TestExpand(t *testing.T) {

@@ -125,6 +125,9 @@ func podHostname(pod *corev1.Pod, clusterDomain string) string {
 	if pod.Spec.HostNetwork {
 		return ""
 	}
+	if o := pod.Spec.HostnameOverride; o != nil && *o != "" {
+		return *o // takes precedence over hostname and subdomain
+	}
 	h := pod.Name
 	if pod.Spec.Hostname != "" {
 		h = pod.Spec.Hostname
