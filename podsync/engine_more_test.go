@@ -76,15 +76,7 @@ func TestEngineImagePull(t *testing.T) {
 	pod.Spec.Containers[0].Image = "example.com/app:2"
 	h.rt.InjectError("PullImage", errors.New("registry unavailable"))
 	h.add(pod)
-	sawErr := false
-	h.writer.mu.Lock()
-	for _, s := range h.writer.statuses[pod.UID] {
-		if w := s.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == ReasonErrImagePull {
-			sawErr = true
-		}
-	}
-	h.writer.mu.Unlock()
-	if !sawErr {
+	if !h.writer.sawWaiting(pod.UID, ReasonErrImagePull) {
 		t.Error("no ErrImagePull status")
 	}
 	next, _ := h.eng.SyncOnce(h.ctx)

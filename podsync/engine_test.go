@@ -44,6 +44,19 @@ func (r *recordingWriter) RemovePod(uid types.UID) {
 	defer r.mu.Unlock()
 	r.removed = append(r.removed, uid)
 }
+// sawWaiting reports whether any status written for uid had its first
+// container waiting for reason.
+func (r *recordingWriter) sawWaiting(uid types.UID, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.statuses[uid] {
+		if w := s.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *recordingWriter) last(uid types.UID) corev1.PodStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -23,15 +23,7 @@ func TestPostStartFailureKillsContainer(t *testing.T) {
 	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
 		t.Fatalf("%d running after a failed postStart", n)
 	}
-	found := false
-	h.writer.mu.Lock()
-	for _, s := range h.writer.statuses[pod.UID] {
-		if w := s.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == ReasonPostStartHookError {
-			found = true
-		}
-	}
-	h.writer.mu.Unlock()
-	if !found {
+	if !h.writer.sawWaiting(pod.UID, ReasonPostStartHookError) {
 		t.Error("no PostStartHookError status")
 	}
 }
