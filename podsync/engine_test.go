@@ -44,6 +44,7 @@ func (r *recordingWriter) RemovePod(uid types.UID) {
 	defer r.mu.Unlock()
 	r.removed = append(r.removed, uid)
 }
+
 // sawWaiting reports whether any status written for uid had its first
 // container waiting for reason.
 func (r *recordingWriter) sawWaiting(uid types.UID, reason string) bool {
