@@ -76,6 +76,10 @@
 //
 // # Threading model
 //
+// While the last relist failed, no pod is synced (the kubelet pauses its
+// sync loop while the runtime is unhealthy); syncs resume after the next
+// relist that succeeds.
+//
 // HandleUpdate, Trigger, PodStatus, PodLifecycle and State may be called
 // from any goroutine. SyncOnce relists, starts a sync for every pod that is
 // due (at most MaxParallel at once, each on its own goroutine) and waits for

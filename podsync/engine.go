@@ -177,6 +177,7 @@ type Engine struct {
 	cache      map[types.UID]*PodState
 	nextRelist time.Time
 	relistNow  bool
+	relistErr  error // the last relist's: syncs wait while the backend cannot be observed
 }
 
 // New returns an Engine with no pods.
@@ -331,7 +332,7 @@ func (e *Engine) next() time.Time {
 	if e.relistNow {
 		next = e.o.Clock.Now()
 	}
-	if _, t, ok := e.due.Peek(); ok && t.Before(next) {
+	if _, t, ok := e.due.Peek(); ok && t.Before(next) && e.relistErr == nil {
 		next = t
 	}
 	return next
@@ -392,7 +393,7 @@ func (e *Engine) relist(ctx context.Context) error {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.nextRelist, e.relistNow = now.Add(e.o.RelistPeriod), false
+	e.nextRelist, e.relistNow, e.relistErr = now.Add(e.o.RelistPeriod), false, err
 	if err != nil {
 		return err
 	}
@@ -475,6 +476,11 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.relistErr != nil {
+		// As the kubelet pauses while the runtime is unhealthy: no sync acts
+		// on a state that could not be observed.
+		return
+	}
 	for {
 		uid, ok := e.due.PopDue(now)
 		if !ok {

@@ -1,6 +1,7 @@
 package podsync
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -112,5 +113,26 @@ func TestLogTail(t *testing.T) {
 	}
 	if logTail(dir+"/missing") != "" {
 		t.Error("missing log")
+	}
+}
+
+func TestNoSyncWhileRelistFails(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.rt.InjectError("ListContainers", errors.New("runtime down"))
+	next, err := h.eng.SyncOnce(h.ctx)
+	if err == nil {
+		t.Fatal("relist error not returned")
+	}
+	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+		t.Fatal("synced on a failed relist")
+	}
+	if d := next.Sub(h.clock.Now()); d != time.Second {
+		t.Errorf("next step in %v, want the relist period", d)
+	}
+	h.steps(2)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+		t.Fatalf("%d running after the runtime came back", n)
 	}
 }
