@@ -779,29 +779,39 @@ func (c *CRI) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.C
 	return nil
 }
 
-// killPod stops every running container (regular ones first, then init
-// containers and sidecars) in parallel within grace (0: each container's
-// own), then every sandbox.
+// killPod stops every live container within grace (0: each container's
+// own), as the kubelet orders it: regular containers in parallel first, then
+// init containers and sidecars one at a time in reverse order of the spec,
+// each with what is left of grace (at least 2s); then every sandbox.
 func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, grace time.Duration) error {
 	if observed == nil {
 		return nil
 	}
+	initIdx := make(map[string]int, len(pod.Spec.InitContainers))
+	for i := range pod.Spec.InitContainers {
+		initIdx[pod.Spec.InitContainers[i].Name] = i
+	}
+	waves := make([][]*ContainerState, 1+len(pod.Spec.InitContainers))
+	for _, ct := range observed.Containers {
+		if ct.Exited() {
+			continue
+		}
+		w := 0
+		if i, ok := initIdx[ct.Name]; ok {
+			w = len(pod.Spec.InitContainers) - i // the last init container stops first
+		}
+		waves[w] = append(waves[w], ct)
+	}
+	deadline := c.clock.Now().Add(grace)
 	var errs []error
-	for _, sidecars := range []bool{false, true} {
+	for _, wave := range waves {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		for _, ct := range observed.Containers {
-			if !ct.Running() && ct.State != runtimeapi.ContainerState_CONTAINER_CREATED && ct.State != runtimeapi.ContainerState_CONTAINER_UNKNOWN {
-				continue
-			}
+		for _, ct := range wave {
 			spec := specByName(pod, ct.Name)
-			isInit := spec != nil && specIsInit(pod, spec)
-			if isInit != sidecars {
-				continue
-			}
-			g := grace
-			if g == 0 {
-				g = containerGrace(pod, spec, nil)
+			g := containerGrace(pod, spec, nil)
+			if grace > 0 {
+				g = max(deadline.Sub(c.clock.Now()), minGrace)
 			}
 			wg.Add(1)
 			go func() {
@@ -826,15 +836,6 @@ func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, 
 		}
 	}
 	return nil
-}
-
-func specIsInit(pod *corev1.Pod, spec *corev1.Container) bool {
-	for i := range pod.Spec.InitContainers {
-		if &pod.Spec.InitContainers[i] == spec {
-			return true
-		}
-	}
-	return false
 }
 
 // gc removes exited containers but the newest exited one of each name (the

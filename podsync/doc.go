@@ -110,7 +110,9 @@
 // under FallbackToLogsOnError after a failure, from the log's last 80 lines
 // (2 KiB). postStart hooks run after start (a failure kills the
 // container: PostStartHookError); preStop hooks run before a stop, their
-// time taken off the grace period, StopContainer getting at least 2s. It
+// time taken off the grace period, StopContainer getting at least 2s. A pod
+// stops its regular containers in parallel first, then its init containers
+// and sidecars one at a time in reverse order, within one grace period. It
 // records the kubelet's events through CRIOptions.Recorder and counts
 // kubelet_runtime_operations_errors_total; the Engine exports
 // kubelet_pod_start_duration_seconds, kubelet_pod_worker_duration_seconds
@@ -129,13 +131,14 @@
 //     /etc/hosts file is written for pod-network pods.
 //   - Ephemeral containers and in-place resize are not handled; the
 //     RestartAllContainers rule action restarts only the container, and the
-//     phase follows the pod's restartPolicy alone. Pull secrets and credential providers are not used. Sidecars stop after regular containers, in parallel,
-//     not in reverse order.
+//     phase follows the pod's restartPolicy alone. Pull secrets and
+//     credential providers are not used.
 //   - Old containers are removed when they are no longer the newest exited
-//     one of their name (or were created and never started), and SyncTerminatedPod removes the pod's containers
-//     and sandboxes from the runtime at once, instead of a periodic GC.
+//     one of their name (or were created and never started), and
+//     SyncTerminatedPod removes the pod's containers and sandboxes from the
+//     runtime at once, instead of a periodic GC.
 //   - The relist fetches a container's status only when its state changed;
-//     there are no PLEG health checks.
+//     there is no PLEG health check beyond pausing syncs after a failed relist.
 //   - Seccomp defaults to Unconfined unless CRIOptions.SeccompDefault, as the
 //     kubelet's seccompDefault; for systemd, the cgroup parent is the slice
 //     name alone.

@@ -31,15 +31,17 @@ func TestPostStartFailureKillsContainer(t *testing.T) {
 
 func TestSidecarsStartInOrderAndStopLast(t *testing.T) {
 	h := newHarness(t)
-	pod := withInit(busyboxPod(corev1.RestartPolicyAlways, "app"), true, "proxy")
-	pod.Spec.InitContainers[0].Image = runtimetest.BusyboxImage
+	pod := withInit(busyboxPod(corev1.RestartPolicyAlways, "app"), true, "proxy", "logger")
+	for i := range pod.Spec.InitContainers {
+		pod.Spec.InitContainers[i].Image = runtimetest.BusyboxImage
+	}
 	h.add(pod)
 	h.steps(2)
 	names := map[string]bool{}
 	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		names[c.Metadata.Name] = true
 	}
-	if !names["proxy"] || !names["app"] {
+	if !names["proxy"] || !names["logger"] || !names["app"] {
 		t.Fatalf("running %v", names)
 	}
 	s := h.writer.last(pod.UID)
@@ -53,10 +55,10 @@ func TestSidecarsStartInOrderAndStopLast(t *testing.T) {
 		}
 	}
 	h.steps(2)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 3 {
 		t.Fatalf("%d running after the sidecar exited", n)
 	}
-	// Stopping the pod stops the app before the sidecar.
+	// Stopping the pod stops the app, then the sidecars in reverse order.
 	name := map[string]string{}
 	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		name[c.Id] = c.Metadata.Name
@@ -70,8 +72,8 @@ func TestSidecarsStartInOrderAndStopLast(t *testing.T) {
 			stopped = append(stopped, name[c.ID])
 		}
 	}
-	if len(stopped) != 2 || stopped[0] != "app" || stopped[1] != "proxy" {
-		t.Fatalf("stops %v, want app then proxy", stopped)
+	if len(stopped) != 3 || stopped[0] != "app" || stopped[1] != "logger" || stopped[2] != "proxy" {
+		t.Fatalf("stops %v, want app, logger, proxy", stopped)
 	}
 }
 
