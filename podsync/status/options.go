@@ -1,0 +1,85 @@
+package status
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
+)
+
+// Defaults and bounds of Options.
+const (
+	// DefaultReconcilePeriod is how often every pod's status is checked
+	// against the API's view: 10s, as kubelet's status manager.
+	DefaultReconcilePeriod = 10 * time.Second
+	// DefaultRetryBackoff is the first wait before a failed write of one pod
+	// is retried; it doubles with each further failure.
+	DefaultRetryBackoff = 500 * time.Millisecond
+	// DefaultMaxRetryBackoff caps the retry wait: the reconcile period, so a
+	// failing pod is never retried later than kubelet would retry it.
+	DefaultMaxRetryBackoff = 10 * time.Second
+
+	// MinReconcilePeriod and MaxReconcilePeriod bound Options.ReconcilePeriod.
+	MinReconcilePeriod = time.Second
+	MaxReconcilePeriod = time.Hour
+	// MinRetryBackoff bounds Options.RetryBackoff from below (its upper bound
+	// is MaxRetryBackoff); MaxMaxRetryBackoff bounds Options.MaxRetryBackoff.
+	MinRetryBackoff    = 10 * time.Millisecond
+	MaxMaxRetryBackoff = 10 * time.Minute
+)
+
+// Options configure a Writer. Zero values take the default named in each
+// field's comment.
+type Options struct {
+	// Client writes pods/status and deletes pods. A node identity
+	// (system:node:<name> under the Node authorizer and NodeRestriction)
+	// suffices. Nil: standalone; nothing is written, statuses are still
+	// recorded and served by Status.
+	Client corev1client.PodsGetter
+	// Clock drives retries and the reconcile period. Default: the real clock.
+	Clock clock.WithTicker
+	// Registerer registers the request counters (MetricRequests and the
+	// others named in metrics.go). Optional; writers sharing one Registerer
+	// share the counters.
+	Registerer prometheus.Registerer
+	// ReconcilePeriod is how often every pod is checked, besides the writes
+	// that changes trigger at once. Between 1s and 1h. Default: 10s.
+	ReconcilePeriod time.Duration
+	// RetryBackoff is the first wait before a pod whose write failed is
+	// retried; it doubles per failure up to MaxRetryBackoff. Between 10ms
+	// and MaxRetryBackoff. Default: 500ms.
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps the retry wait. Between RetryBackoff and 10m.
+	// Default: 10s.
+	MaxRetryBackoff time.Duration
+}
+
+// withDefaults returns o with defaults filled in, or an error naming the
+// first option out of bounds.
+func (o Options) withDefaults() (Options, error) {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.ReconcilePeriod == 0 {
+		o.ReconcilePeriod = DefaultReconcilePeriod
+	}
+	if o.MaxRetryBackoff == 0 {
+		o.MaxRetryBackoff = max(DefaultMaxRetryBackoff, o.RetryBackoff)
+	}
+	if o.RetryBackoff == 0 {
+		o.RetryBackoff = min(DefaultRetryBackoff, o.MaxRetryBackoff)
+	}
+	if err := backoff.Check("status: Options.ReconcilePeriod", o.ReconcilePeriod, MinReconcilePeriod, MaxReconcilePeriod); err != nil {
+		return o, err
+	}
+	if err := backoff.Check("status: Options.MaxRetryBackoff", o.MaxRetryBackoff, MinRetryBackoff, MaxMaxRetryBackoff); err != nil {
+		return o, err
+	}
+	if err := backoff.Check("status: Options.RetryBackoff", o.RetryBackoff, MinRetryBackoff, o.MaxRetryBackoff); err != nil {
+		return o, err
+	}
+	return o, nil
+}

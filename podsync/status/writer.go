@@ -1,0 +1,574 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/timerheap"
+	"github.com/nodekit/nodekit/podsource"
+)
+
+// Writer writes the statuses the node computes for its pods to the API
+// server: kubelet's status manager. Its methods are safe for concurrent use;
+// SetPodStatus, PodTerminated and RemovePod never wait on the network.
+type Writer struct {
+	client    corev1client.PodsGetter
+	clock     clock.WithTicker
+	reconcile time.Duration
+	metrics   *metrics
+	wake      chan struct{}
+
+	syncMu sync.Mutex // one SyncOnce at a time
+
+	mu            sync.Mutex
+	pods          map[types.UID]*podState
+	dirty         map[types.UID]struct{}
+	retry         timerheap.Heap[types.UID]
+	backoffs      backoff.Map[types.UID]
+	nextReconcile time.Time
+}
+
+// podState is what the writer knows of one pod, by the pod's UID as the
+// node knows it (a static pod's own UID, not its mirror pod's).
+type podState struct {
+	namespace, name string
+	nodeName        string // spec.nodeName, when set
+	static          bool
+	hash            string // static pods: the config hash their mirror pod carries
+
+	status  corev1.PodStatus // the node's status; replaced whole, never changed in place
+	version uint64           // bumped by every change of status
+
+	// api is the pod as the API showed it last (a static pod's mirror pod),
+	// from the caller or from a response; replaced whole, never changed in
+	// place. Nil for a static pod whose mirror pod is not known.
+	api *corev1.Pod
+
+	deleting   bool // the API pod's graceful deletion began
+	terminated bool // PodTerminated was called: nothing runs any more
+	finished   bool // deleted by the writer, or gone from the API: nothing more to write
+}
+
+// New checks the options and returns a Writer.
+func New(o Options) (*Writer, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	w := &Writer{
+		client:    o.Client,
+		clock:     o.Clock,
+		reconcile: o.ReconcilePeriod,
+		metrics:   m,
+		wake:      make(chan struct{}, 1),
+		pods:      map[types.UID]*podState{},
+		dirty:     map[types.UID]struct{}{},
+		backoffs:  backoff.Map[types.UID]{Initial: o.RetryBackoff, Max: o.MaxRetryBackoff},
+	}
+	w.nextReconcile = o.Clock.Now().Add(o.ReconcilePeriod)
+	return w, nil
+}
+
+func isMirror(pod *corev1.Pod) bool {
+	_, ok := pod.Annotations[podsource.ConfigMirrorAnnotation]
+	return ok
+}
+
+func isStatic(pod *corev1.Pod) bool {
+	src, ok := pod.Annotations[podsource.ConfigSourceAnnotation]
+	return ok && src != podsource.APISource
+}
+
+// mirrorOf reports whether m is the mirror pod of the static pod whose
+// config hash is hash.
+func mirrorOf(m *corev1.Pod, hash string) bool {
+	h, ok := m.Annotations[podsource.ConfigMirrorAnnotation]
+	return ok && (hash == "" || h == hash)
+}
+
+// newer reports whether resource version a is later than b; false when
+// either is not a comparable resource version.
+func newer(a, b string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && c > 0
+}
+
+// state returns pod's state, creating it. The caller holds w.mu.
+func (w *Writer) state(pod *corev1.Pod) *podState {
+	st, ok := w.pods[pod.UID]
+	if !ok {
+		st = &podState{namespace: pod.Namespace, name: pod.Name, nodeName: pod.Spec.NodeName, static: isStatic(pod)}
+		if st.static {
+			st.hash = pod.Annotations[podsource.ConfigHashAnnotation]
+			if st.hash == "" {
+				st.hash = string(pod.UID)
+			}
+		}
+		w.pods[pod.UID] = st
+	}
+	return st
+}
+
+// see takes what the caller's copy of an API pod says of the API: its
+// deletion, and its status when the copy is newer than the one held. It
+// reports whether the API view changed.
+func (st *podState) see(pod *corev1.Pod) bool {
+	if st.static {
+		return false
+	}
+	if pod.DeletionTimestamp != nil {
+		st.deleting = true
+	}
+	if st.api == nil || newer(pod.ResourceVersion, st.api.ResourceVersion) {
+		st.api = pod
+		return true
+	}
+	return false
+}
+
+// settle settles the node's new status s against what came before: the
+// node's last status, else the API's (see the package function settle); a
+// terminal phase the API has is kept too.
+func (st *podState) settle(s *corev1.PodStatus, now time.Time) {
+	var old corev1.PodStatus
+	switch {
+	case st.version > 0:
+		old = st.status
+	case st.api != nil:
+		old = st.api.Status
+	}
+	settle(s, &old, now)
+	if st.api != nil && terminal(st.api.Status.Phase) {
+		keepTerminal(s, &st.api.Status)
+		notReadyIfTerminal(s, metav1.NewTime(now).Rfc3339Copy())
+	}
+}
+
+// set records s as st's status (when it says something new) and marks the
+// pod for the next sync. The caller holds w.mu.
+func (w *Writer) set(uid types.UID, st *podState, s corev1.PodStatus, apiChanged bool) {
+	if st.version > 0 && sameStatus(&st.status, &s) {
+		if !apiChanged {
+			return
+		}
+	} else {
+		st.status = s
+		st.version++
+	}
+	w.dirty[uid] = struct{}{}
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetPodStatus records the status the node computed for pod. pod is the pod
+// as the node knows it: for a static pod, the static pod (kubernetes.io/
+// config.source not "api"), whose status goes to its mirror pod, found by
+// namespace and name; for an API pod, the node's latest copy of it, whose
+// status and deletion the writer takes as the API's when its resource
+// version is newer than the copy it holds. Mirror pods themselves are
+// ignored. The writer keeps pod: the caller must not modify it afterwards.
+//
+// It never blocks: the latest status wins, and statuses set between two
+// syncs are written as one. Condition transition times move only when a
+// condition's status changes, the start time is kept once set, and a
+// terminal phase (Succeeded, Failed) once recorded or seen in the API is
+// never left; a terminal phase turns Ready and ContainersReady False.
+//
+// The writer trusts the caller on when a phase may turn terminal: pass a
+// terminal phase only once none of the pod's containers can run any more
+// (kubelet holds it back itself; nodekit's pod workers only generate it
+// then). Container-level rules (a terminated container does not run again
+// unless its restart policy allows) are the caller's too, with Status to
+// check against.
+func (w *Writer) SetPodStatus(pod *corev1.Pod, status corev1.PodStatus) {
+	if pod == nil || isMirror(pod) {
+		return
+	}
+	now := w.clock.Now()
+	s := *status.DeepCopy()
+	normalize(pod, &s)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.state(pod)
+	if st.finished {
+		return
+	}
+	changed := st.see(pod)
+	st.settle(&s, now)
+	w.set(pod.UID, st, s, changed)
+}
+
+// Status returns the status last recorded for uid (what the node believes,
+// after SetPodStatus's rules), and false if none is.
+func (w *Writer) Status(uid types.UID) (corev1.PodStatus, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st, ok := w.pods[uid]
+	if !ok || st.version == 0 {
+		return corev1.PodStatus{}, false
+	}
+	return *st.status.DeepCopy(), true
+}
+
+// PodTerminated says the pod's termination finished (kubelet's
+// SyncTerminatedPod): none of its containers runs any more. Its status is
+// made final: a container not terminated is reported terminated with reason
+// ContainerStatusUnknown and exit code 137 and, for a pod that is not
+// static, a phase that is not terminal becomes Failed.
+//
+// For an API pod whose deletion began (deletionTimestamp set), once that
+// final status is in the API the writer deletes the pod with grace period 0
+// and a UID precondition, kubelet's final delete; after that it writes
+// nothing more for it. Static pods and mirror pods are never deleted.
+func (w *Writer) PodTerminated(pod *corev1.Pod) {
+	if pod == nil || isMirror(pod) {
+		return
+	}
+	now := w.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.state(pod)
+	if st.finished {
+		return
+	}
+	st.see(pod)
+	old := st.status
+	if st.version == 0 && st.api != nil {
+		old = st.api.Status
+	}
+	s := terminated(pod, old, st.static)
+	normalize(pod, &s)
+	st.settle(&s, now)
+	st.terminated = true
+	w.set(pod.UID, st, s, true)
+}
+
+// RemovePod forgets uid: the pod is gone from every source.
+func (w *Writer) RemovePod(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.pods, uid)
+	delete(w.dirty, uid)
+	w.retry.Remove(uid)
+	w.backoffs.Forget(uid)
+}
+
+// Next returns when SyncOnce next has work: now when a change is pending,
+// else the earliest retry or the next reconcile.
+func (w *Writer) Next() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.dirty) > 0 {
+		return w.clock.Now()
+	}
+	next := w.nextReconcile
+	if _, due, ok := w.retry.Peek(); ok && due.Before(next) {
+		next = due
+	}
+	return next
+}
+
+// SyncOnce writes every pending change and every retry that is due and,
+// when ReconcilePeriod has passed since the last reconcile, checks every
+// known pod against the API's view (which costs no request for a pod whose
+// status is in the API). A pod backing off after a failure waits for its
+// retry. It returns the failures of this round, joined; each failed pod is
+// retried after its back-off.
+func (w *Writer) SyncOnce(ctx context.Context) error {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	now := w.clock.Now()
+
+	w.mu.Lock()
+	todo := make([]types.UID, 0, len(w.dirty))
+	if !now.Before(w.nextReconcile) {
+		w.nextReconcile = now.Add(w.reconcile)
+		w.backoffs.GC(now)
+		for uid := range w.pods {
+			todo = append(todo, uid)
+		}
+		clear(w.dirty)
+	} else {
+		for uid := range w.dirty {
+			todo = append(todo, uid)
+		}
+		clear(w.dirty)
+		for {
+			uid, ok := w.retry.PopDue(now)
+			if !ok {
+				break
+			}
+			todo = append(todo, uid)
+		}
+	}
+	// A pod backing off waits for its retry; each pod is synced once.
+	n := 0
+	seen := make(map[types.UID]bool, len(todo))
+	for _, uid := range todo {
+		if due, ok := w.retry.Due(uid); seen[uid] || ok && due.After(now) {
+			continue
+		}
+		seen[uid] = true
+		w.retry.Remove(uid)
+		todo[n] = uid
+		n++
+	}
+	todo = todo[:n]
+	w.mu.Unlock()
+
+	var errs []error
+	for _, uid := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := w.syncPod(ctx, uid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run syncs at once, then whenever a status is set, a retry is due or the
+// reconcile period passes, until ctx ends; it then returns nil. Failures are
+// logged (with the logger from ctx) and retried after their back-off.
+func (w *Writer) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	for {
+		if err := w.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Writing pod statuses failed; retrying after back-off")
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		d := w.Next().Sub(w.clock.Now())
+		if d <= 0 {
+			continue
+		}
+		t := w.clock.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-w.wake:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// snapshot is what one sync of one pod works from, copied under w.mu.
+type snapshot struct {
+	uid                  types.UID
+	namespace, name      string
+	nodeName             string
+	static               bool
+	hash                 string
+	status               corev1.PodStatus // read only
+	version              uint64
+	api                  *corev1.Pod // read only
+	deleting, terminated bool
+}
+
+// outcome is how one sync of one pod ended.
+type outcome int
+
+const (
+	synced     outcome = iota // the API has the status (and the pod is deleted if it was due)
+	retryLater                // try again after the pod's back-off
+	forgetAPI                 // the mirror pod is gone or not ours: look it up again after back-off
+	finished                  // deleted, or gone from the API: nothing more to write
+)
+
+func (w *Writer) syncPod(ctx context.Context, uid types.UID) error {
+	w.mu.Lock()
+	st, ok := w.pods[uid]
+	if !ok || st.finished || st.version == 0 {
+		w.mu.Unlock()
+		return nil
+	}
+	snap := snapshot{
+		uid: uid, namespace: st.namespace, name: st.name, nodeName: st.nodeName, static: st.static, hash: st.hash,
+		status: st.status, version: st.version, api: st.api,
+		deleting: st.deleting, terminated: st.terminated,
+	}
+	w.mu.Unlock()
+
+	if w.client == nil {
+		w.record(snap, snap.api, synced)
+		return nil
+	}
+	api, out, err := w.write(ctx, snap)
+	w.record(snap, api, out)
+	return err
+}
+
+// write brings the API's copy of the pod (or of its mirror pod) up to the
+// node's status and makes the final delete when it is due. It returns the
+// pod as the API showed it last.
+func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome, error) {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(snap.namespace, snap.name), "podUID", snap.uid)
+	pods := w.client.Pods(snap.namespace)
+	api := snap.api
+	if api == nil {
+		var out outcome
+		var err error
+		if api, out, err = w.read(ctx, pods, snap); api == nil {
+			return nil, out, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		want := target(&api.Status, &snap.status, w.clock.Now())
+		patch, err := statusPatch(api.UID, &api.Status, &want)
+		if err != nil {
+			return api, retryLater, fmt.Errorf("status: pod %s/%s: %w", snap.namespace, snap.name, err)
+		}
+		if patch == nil {
+			break
+		}
+		resp, err := pods.Patch(ctx, snap.name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		w.metrics.request(verbPatch, err)
+		w.metrics.patchBytes.Add(float64(len(patch)))
+		if err == nil {
+			logger.V(4).Info("Patched pod status", "patch", string(patch))
+			api = resp
+			break
+		}
+		switch {
+		case apierrors.IsNotFound(err) && snap.static:
+			logger.V(3).Info("Mirror pod is gone; looking it up again later")
+			return nil, forgetAPI, nil
+		case apierrors.IsNotFound(err):
+			logger.V(3).Info("Pod is gone from the API; nothing more to write")
+			return nil, finished, nil
+		case apierrors.IsConflict(err) && attempt == 0:
+			// The pod under this name is not the one the patch names: read
+			// it again, once.
+			var out outcome
+			if api, out, err = w.read(ctx, pods, snap); api == nil {
+				return nil, out, err
+			}
+			continue
+		}
+		return api, retryLater, fmt.Errorf("status: patching status of pod %s/%s: %w", snap.namespace, snap.name, err)
+	}
+
+	if snap.static || !snap.terminated || !(snap.deleting || api.DeletionTimestamp != nil) || !terminal(api.Status.Phase) {
+		return api, synced, nil
+	}
+	err := pods.Delete(ctx, snap.name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64),
+		Preconditions:      metav1.NewUIDPreconditions(string(api.UID)),
+	})
+	w.metrics.request(verbDelete, err)
+	switch {
+	case err == nil:
+		logger.V(3).Info("Pod terminated and deleted from the API")
+		return nil, finished, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		logger.V(3).Info("Pod already deleted or replaced")
+		return nil, finished, nil
+	}
+	return api, retryLater, fmt.Errorf("status: deleting terminated pod %s/%s: %w", snap.namespace, snap.name, err)
+}
+
+// read reads the pod the status goes to: a static pod's mirror pod, or the
+// API pod itself. A nil pod comes with the outcome to record: forgetAPI when
+// a static pod has no mirror pod yet (not an error: mirror pods are made
+// elsewhere), finished when the API pod was deleted or replaced, retryLater
+// with an error when the read failed.
+func (w *Writer) read(ctx context.Context, pods corev1client.PodInterface, snap snapshot) (*corev1.Pod, outcome, error) {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(snap.namespace, snap.name), "podUID", snap.uid)
+	p, err := w.get(ctx, pods, snap)
+	gone := apierrors.IsNotFound(err)
+	switch {
+	case err != nil && !gone:
+		return nil, retryLater, fmt.Errorf("status: reading pod %s/%s: %w", snap.namespace, snap.name, err)
+	case snap.static && (gone || !mirrorOf(p, snap.hash)):
+		logger.V(4).Info("Static pod has no mirror pod yet; looking again later")
+		return nil, forgetAPI, nil
+	case !snap.static && (gone || p.UID != snap.uid):
+		logger.V(3).Info("Pod was deleted or replaced; nothing more to write")
+		return nil, finished, nil
+	}
+	return p, synced, nil
+}
+
+// get reads one pod by name. The Node authorizer lets a node GET only pods
+// it knows to be bound to it, and answers Forbidden, not NotFound, for a
+// pod that does not exist (a mirror pod not made yet, a pod just deleted),
+// so when the node's name is known the pod is read with a LIST of the
+// node's pods by name (allowed with the spec.nodeName field selector), and
+// a pod missing from it is NotFound.
+func (w *Writer) get(ctx context.Context, pods corev1client.PodInterface, snap snapshot) (*corev1.Pod, error) {
+	if snap.nodeName == "" {
+		p, err := pods.Get(ctx, snap.name, metav1.GetOptions{})
+		w.metrics.request(verbGet, err)
+		return p, err
+	}
+	list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: fields.AndSelectors(
+		fields.OneTermEqualSelector("metadata.name", snap.name),
+		fields.OneTermEqualSelector("spec.nodeName", snap.nodeName),
+	).String()})
+	w.metrics.request(verbList, err)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if p := &list.Items[i]; p.Name == snap.name && p.Spec.NodeName == snap.nodeName {
+			return p, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("pods"), snap.name)
+}
+
+// record stores what one sync found: the API's copy of the pod, and whether
+// the pod is synced, backs off, or is finished.
+func (w *Writer) record(snap snapshot, api *corev1.Pod, out outcome) {
+	now := w.clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st, ok := w.pods[snap.uid]
+	if !ok {
+		return // removed meanwhile
+	}
+	switch out {
+	case finished:
+		st.finished, st.api = true, nil
+		w.backoffs.Forget(snap.uid)
+		w.retry.Remove(snap.uid)
+		delete(w.dirty, snap.uid)
+		return
+	case forgetAPI:
+		st.api = nil
+	default:
+		// Keep a newer copy the caller handed in meanwhile.
+		if api != nil && (st.api == snap.api || st.api == nil || !newer(st.api.ResourceVersion, api.ResourceVersion)) {
+			st.api = api
+		}
+	}
+	if out == synced {
+		w.backoffs.Forget(snap.uid)
+		return
+	}
+	w.retry.Set(snap.uid, now.Add(w.backoffs.Next(snap.uid, now)))
+}
