@@ -14,16 +14,23 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// ctrd is the real containerd of the end-to-end tests; nil in -short mode
-// or when containerd is not available (they then skip).
-var ctrd *containerdtest.Containerd
+// ctrd is the real containerd of the end-to-end tests and cp the control
+// plane of the integration tests; nil in -short mode or when they are not
+// available (the tests then skip).
+var (
+	ctrd *containerdtest.Containerd
+	cp   *controlplane.ControlPlane
+)
 
-func TestMain(m *testing.M) { os.Exit(containerdtest.Main(m, &ctrd)) }
+func TestMain(m *testing.M) {
+	os.Exit(containerdtest.MainFunc(func() int { return controlplane.Main(m, &cp) }, &ctrd))
+}
 
 // e2e is one engine running on the real containerd.
 type e2e struct {
