@@ -47,7 +47,7 @@ func TestIntegrationPodReadyHTTP(t *testing.T) {
 	pod := h.pod("web", fmt.Sprintf("mkdir -p /tmp/www && echo ok > /tmp/www/index.html && "+
 		"trap 'exit 0' TERM; httpd -f -p 127.0.0.1:%d -h /tmp/www & wait", port))
 	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
-		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/", Port: intstr.FromInt(port)}},
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/", Port: intstr.FromInt(port)}},
 		PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
 	h.create(pod)
 	p := h.waitPod("default", "web", "Running and Ready", 60*time.Second, func(p *corev1.Pod, _ bool) bool { return podReady(p) })
