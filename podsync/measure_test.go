@@ -108,7 +108,7 @@ func TestMeasurePods(t *testing.T) {
 			t.Fatalf("MEASURE_PODS=%q", s)
 		}
 	}
-	h := startPodHalf(t, "podsync-measure", podHalfOptions{})
+	h := startPodHalf(t, "podsync-measure", podHalfOptions{trace: true})
 	ctx := context.Background()
 	seen := watchReady(t, h, ctx)
 	pods := h.admin.CoreV1().Pods("default")
@@ -124,10 +124,12 @@ func TestMeasurePods(t *testing.T) {
 	// One at a time.
 	beforeW, beforeS := h.writes.snapshot(), h.source.snapshot()
 	var seq []time.Duration
+	seqStarts := map[string]time.Time{}
 	grace := int64(30)
 	for i := range n {
 		name := fmt.Sprintf("seq-%d", i)
 		start := time.Now()
+		seqStarts[name] = start
 		h.create(h.pod(name, cmd))
 		testenv.Eventually(t, 60*time.Second, 2*time.Millisecond, name+" ready", func() bool { _, ok := seen.readyAt(name); return ok })
 		at, _ := seen.readyAt(name)
@@ -147,6 +149,10 @@ func TestMeasurePods(t *testing.T) {
 	for i := range n {
 		starts[i] = time.Now()
 		h.create(h.pod(fmt.Sprintf("par-%d", i), cmd))
+	}
+	parStarts := map[string]time.Time{}
+	for i, s := range starts {
+		parStarts[fmt.Sprintf("par-%d", i)] = s
 	}
 	var allReady time.Time
 	for i := range n {
@@ -203,6 +209,40 @@ func TestMeasurePods(t *testing.T) {
 	fmt.Fprintf(&b, "| per lifecycle, node total: requests, request bytes | %s, %s |\n",
 		per(writes.requests+source.requests), per(writes.requestBytes+source.requestBytes))
 	fmt.Print(b.String())
+	fmt.Print(h.trace.breakdown(seen, "seq-", seqStarts), h.trace.breakdown(seen, "par-", parStarts))
 	t.Logf("one at a time: %v", seq)
 	t.Logf("at once: %v", par)
+}
+
+// breakdown prints, for the pods whose names start with prefix, the p50 and
+// p99 of each stage of their start.
+func (tr *tracer) breakdown(seen *readySeen, prefix string, starts map[string]time.Time) string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var toSync, syncing, toReady, toWatch []time.Duration
+	for name, start := range starts {
+		ready, _ := seen.readyAt(name)
+		toSync = append(toSync, tr.syncStart[name].Sub(start))
+		syncing = append(syncing, tr.syncEnd[name].Sub(tr.syncStart[name]))
+		toReady = append(toReady, tr.readySet[name].Sub(tr.syncEnd[name]))
+		toWatch = append(toWatch, ready.Sub(tr.readySet[name]))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| stage (%s*) | p50 | p99 |\n|---|---|---|\n", prefix)
+	for _, st := range []struct {
+		what string
+		d    []time.Duration
+	}{
+		{"create to first SyncPod (API, watch, merger, engine)", toSync},
+		{"first SyncPod (sandbox, container create and start)", syncing},
+		{"SyncPod end to Ready status handed to the writer (relist, sync)", toReady},
+		{"writer to the watch seeing Ready (PATCH, watch)", toWatch},
+	} {
+		fmt.Fprintf(&b, "| %s | %.3f s | %.3f s |\n", st.what, percentile(st.d, 0.5).Seconds(), percentile(st.d, 0.99).Seconds())
+	}
+	if len(tr.relists) > 0 {
+		fmt.Fprintf(&b, "| relist duration (all %d relists) | %.3f s | %.3f s |\n", len(tr.relists),
+			percentile(tr.relists, 0.5).Seconds(), percentile(tr.relists, 0.99).Seconds())
+	}
+	return b.String()
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -115,6 +116,7 @@ type podHalf struct {
 	eng      *Engine
 	writer   *status.Writer
 	static   string // the file source's manifest directory
+	trace    *tracer
 	source   *apiCounter
 	writes   *apiCounter
 	mirror   *apiCounter
@@ -128,6 +130,8 @@ type podHalf struct {
 type podHalfOptions struct {
 	// crashLoopInitial shortens the crash-loop back-off (default the kubelet's).
 	crashLoopInitial time.Duration
+	// trace wraps the syncer and the writer in a tracer (podHalf.trace).
+	trace bool
 }
 
 // startPodHalf registers the Node as the node itself and starts every part.
@@ -218,7 +222,16 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = New(Options{Syncer: cri, Writer: h.writer, Probes: pm, Updates: merger.Updates(),
+	var syncer interface {
+		PodSyncer
+		Relister
+	} = cri
+	var writer StatusWriter = h.writer
+	if o.trace {
+		h.trace = newTracer(cri, h.writer)
+		syncer, writer = h.trace, h.trace
+	}
+	h.eng, err = New(Options{Syncer: syncer, Writer: writer, Probes: pm, Updates: merger.Updates(),
 		SourcesReady: merger.SeenAllSources, HostIPs: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -379,3 +392,71 @@ func (h *podHalf) removeStatic(name string) {
 		h.t.Fatal(err)
 	}
 }
+
+// tracer wraps the syncer and the status writer and records, per pod name,
+// when its first SyncPod began and ended and when a Running and Ready
+// status was handed to the writer; and the relists' durations.
+type tracer struct {
+	syncer interface {
+		PodSyncer
+		Relister
+	}
+	writer StatusWriter
+
+	mu        sync.Mutex
+	syncStart map[string]time.Time
+	syncEnd   map[string]time.Time
+	readySet  map[string]time.Time
+	relists   []time.Duration
+}
+
+func newTracer(s interface {
+	PodSyncer
+	Relister
+}, w StatusWriter) *tracer {
+	return &tracer{syncer: s, writer: w, syncStart: map[string]time.Time{}, syncEnd: map[string]time.Time{}, readySet: map[string]time.Time{}}
+}
+
+func (tr *tracer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
+	start := time.Now()
+	res, err := tr.syncer.SyncPod(ctx, pod, observed)
+	tr.mu.Lock()
+	if _, ok := tr.syncStart[pod.Name]; !ok {
+		tr.syncStart[pod.Name], tr.syncEnd[pod.Name] = start, time.Now()
+	}
+	tr.mu.Unlock()
+	return res, err
+}
+
+func (tr *tracer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed *PodState, grace time.Duration) error {
+	return tr.syncer.SyncTerminatingPod(ctx, pod, observed, grace)
+}
+
+func (tr *tracer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error {
+	return tr.syncer.SyncTerminatedPod(ctx, pod, observed)
+}
+
+func (tr *tracer) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
+	start := time.Now()
+	pods, err := tr.syncer.Relist(ctx)
+	tr.mu.Lock()
+	tr.relists = append(tr.relists, time.Since(start))
+	tr.mu.Unlock()
+	return pods, err
+}
+
+func (tr *tracer) SetPodStatus(pod *corev1.Pod, s corev1.PodStatus) {
+	p := &corev1.Pod{Status: s}
+	p.Status.Phase = s.Phase
+	if podReady(p) {
+		tr.mu.Lock()
+		if _, ok := tr.readySet[pod.Name]; !ok {
+			tr.readySet[pod.Name] = time.Now()
+		}
+		tr.mu.Unlock()
+	}
+	tr.writer.SetPodStatus(pod, s)
+}
+
+func (tr *tracer) PodTerminated(pod *corev1.Pod) { tr.writer.PodTerminated(pod) }
+func (tr *tracer) RemovePod(uid types.UID)       { tr.writer.RemovePod(uid) }
