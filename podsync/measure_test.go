@@ -108,7 +108,13 @@ func TestMeasurePods(t *testing.T) {
 			t.Fatalf("MEASURE_PODS=%q", s)
 		}
 	}
-	h := startPodHalf(t, "podsync-measure", podHalfOptions{trace: true})
+	o := podHalfOptions{trace: true}
+	if s := os.Getenv("MEASURE_MAX_PARALLEL"); s != "" {
+		if _, err := fmt.Sscan(s, &o.maxParallel); err != nil {
+			t.Fatalf("MEASURE_MAX_PARALLEL=%q", s)
+		}
+	}
+	h := startPodHalf(t, "podsync-measure", o)
 	ctx := context.Background()
 	seen := watchReady(t, h, ctx)
 	pods := h.admin.CoreV1().Pods("default")

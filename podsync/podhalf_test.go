@@ -132,6 +132,8 @@ type podHalfOptions struct {
 	crashLoopInitial time.Duration
 	// trace wraps the syncer and the writer in a tracer (podHalf.trace).
 	trace bool
+	// maxParallel is the Engine's MaxParallel (default its default).
+	maxParallel int
 }
 
 // startPodHalf registers the Node as the node itself and starts every part.
@@ -232,7 +234,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 		syncer, writer = h.trace, h.trace
 	}
 	h.eng, err = New(Options{Syncer: syncer, Writer: writer, Probes: pm, Updates: merger.Updates(),
-		SourcesReady: merger.SeenAllSources, HostIPs: []string{"127.0.0.1"}})
+		SourcesReady: merger.SeenAllSources, HostIPs: []string{"127.0.0.1"}, MaxParallel: o.maxParallel})
 	if err != nil {
 		t.Fatal(err)
 	}
