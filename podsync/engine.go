@@ -386,21 +386,37 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 }
 
-// relist observes the backend, wakes pods whose state changed and starts
-// terminating orphans.
+// relist observes the backend, wakes pods whose state changed, publishes
+// the new status of those that are not syncing (so a started container is
+// reported without waiting for a free sync slot) and starts terminating
+// orphans.
 func (e *Engine) relist(ctx context.Context) error {
 	pods, err := e.o.Relister.Relist(ctx)
+	changed, err := e.observe(pods, err)
+	// Dispatch runs on this goroutine after relist, so none of these
+	// workers starts a sync before its status is published.
+	for _, j := range changed {
+		e.publish(j, e.status(j, false))
+	}
+	return err
+}
+
+func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.nextRelist, e.relistNow, e.relistErr = now.Add(e.o.RelistPeriod), false, err
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var changed []job
 	for uid, st := range pods {
 		if !stateEqual(e.cache[uid], st) {
-			if _, ok := e.workers[uid]; ok {
+			if w, ok := e.workers[uid]; ok {
 				e.scheduleLocked(uid, now)
+				if w.life == Syncing && !w.busy && !w.orphan && w.status != nil {
+					changed = append(changed, job{w: w, pod: w.pod, life: w.life, state: st, waiting: w.waiting, status: w.status})
+				}
 			}
 		}
 	}
@@ -428,7 +444,7 @@ func (e *Engine) relist(ctx context.Context) error {
 		}
 	}
 	e.updateGauges(pods)
-	return nil
+	return changed, nil
 }
 
 func (e *Engine) updateGauges(pods map[types.UID]*PodState) {

@@ -172,3 +172,28 @@ func TestEngineManyPods(t *testing.T) {
 		t.Fatalf("%d containers left", len(all))
 	}
 }
+
+// A relist that sees a pod's containers start publishes the pod's status at
+// once, before (and without) a sync of the pod: a pod that started is
+// reported Running even while every sync slot is taken.
+func TestEngineRelistPublishesStatus(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.steps(1) // relist, then the first sync: Pending published, containers started
+	if s := h.writer.last(pod.UID); s.Phase != corev1.PodPending {
+		t.Fatalf("after the first sync: %+v", s)
+	}
+	if err := h.eng.relist(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := h.writer.last(pod.UID)
+	if s.Phase != corev1.PodRunning || len(s.ContainerStatuses) != 1 || s.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("after the relist: %+v", s)
+	}
+	n := len(h.writer.statuses[pod.UID])
+	h.steps(1) // the pod's sync: the same status, not handed over again
+	if got := len(h.writer.statuses[pod.UID]); got != n {
+		t.Errorf("%d statuses after the sync, want %d", got, n)
+	}
+}
