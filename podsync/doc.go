@@ -89,9 +89,10 @@
 // after the syncs in flight return. Syncs of one pod never overlap; an
 // update that arrives during a sync makes the pod due again when it ends
 // (the latest update wins). A relist that sees a pod's state change
-// publishes the pod's new status at once when no sync of it is running, so
-// a started container is reported without waiting for a free sync slot;
-// the pod's sync follows. A sync that failed is retried after
+// publishes the pod's new status at once unless a sync of it holds a slot,
+// so a started container is reported without waiting for a free slot; a
+// sync takes the pod, its observed state and its last status when it gets
+// its slot, not when it was queued. A sync that failed is retried after
 // ErrorBackoff (10s), one that waits for a back-off when it ends, others
 // after ResyncPeriod ×[1, 1.5).
 //

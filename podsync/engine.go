@@ -151,7 +151,8 @@ type worker struct {
 	grace     time.Duration
 	removed   bool // gone from its source
 	orphan    bool // no source ever had it
-	busy      bool
+	busy      bool // a sync is queued for a slot or running
+	running   bool // a sync holds a slot
 	pending   bool
 	cancel    context.CancelFunc
 	waiting   map[string]Waiting
@@ -414,7 +415,7 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error)
 		if !stateEqual(e.cache[uid], st) {
 			if w, ok := e.workers[uid]; ok {
 				e.scheduleLocked(uid, now)
-				if w.life == Syncing && !w.busy && !w.orphan && w.status != nil {
+				if w.life == Syncing && !w.running && !w.orphan && w.status != nil {
 					changed = append(changed, job{w: w, pod: w.pod, life: w.life, state: st, waiting: w.waiting, status: w.status})
 				}
 			}
@@ -525,6 +526,12 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 				return
 			}
 			defer func() { <-e.sem }()
+			// Sync on the newest observation: the relist may have
+			// published a newer status while this sync waited for a slot.
+			e.mu.Lock()
+			w.running = true
+			job.pod, job.state, job.waiting, job.status = w.pod, e.cache[uid], w.waiting, w.status
+			e.mu.Unlock()
 			e.run(wctx, job)
 		}()
 	}
@@ -680,7 +687,7 @@ func (e *Engine) run(ctx context.Context, j job) {
 		}
 		e.mu.Lock()
 		j.w.life = Done
-		j.w.busy = false
+		j.w.busy, j.w.running = false, false
 		if j.w.removed || j.w.orphan {
 			e.forgetLocked(j.w)
 		}
@@ -695,7 +702,7 @@ func (e *Engine) finish(j job, after time.Duration, _ error) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	w := j.w
-	w.busy = false
+	w.busy, w.running = false, false
 	w.cancel = nil
 	if w.pending || w.life != j.life {
 		after = 0
