@@ -1,6 +1,7 @@
 package podsync
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -195,5 +196,74 @@ func TestEngineRelistPublishesStatus(t *testing.T) {
 	h.steps(1) // the pod's sync: the same status, not handed over again
 	if got := len(h.writer.statuses[pod.UID]); got != n {
 		t.Errorf("%d statuses after the sync, want %d", got, n)
+	}
+}
+
+// blockingSyncer holds SyncPod of one pod until release is closed.
+type blockingSyncer struct {
+	*CRI
+	uid     types.UID
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingSyncer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
+	if pod.UID == b.uid {
+		close(b.entered)
+		<-b.release
+	}
+	return b.CRI.SyncPod(ctx, pod, observed)
+}
+
+// While a pod's sync waits for a slot, a relist publishes the pod's new
+// status, and the sync, once it has its slot, works from that observation
+// rather than the one it was queued with.
+func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
+	h := newHarness(t)
+	a := busyboxPod(corev1.RestartPolicyNever, "a")
+	a.UID, a.Name = "uid-a", "a"
+	b := busyboxPod(corev1.RestartPolicyAlways, "b")
+	b.UID, b.Name = "uid-b", "b"
+	bs := &blockingSyncer{CRI: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
+	var err error
+	h.eng, err = New(Options{Syncer: bs, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.add(a)
+	if s := h.writer.last(a.UID); s.Phase != corev1.PodRunning {
+		t.Fatalf("a: %+v", s)
+	}
+	id := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
+
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
+	done := make(chan error, 1)
+	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }()
+	<-bs.entered // b holds the only slot
+	h.eng.Trigger(a.UID)
+	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }() // a's sync queues for the slot
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "a's sync queued", func() bool {
+		h.eng.mu.Lock()
+		defer h.eng.mu.Unlock()
+		w := h.eng.workers[a.UID]
+		return w.busy && !w.running
+	})
+	if err := h.rt.Exit(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.eng.relist(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.writer.last(a.UID); s.Phase != corev1.PodSucceeded {
+		t.Errorf("a after the relist, its sync still queued: %+v", s)
+	}
+	close(bs.release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := h.writer.last(a.UID); s.Phase != corev1.PodSucceeded {
+		t.Errorf("a after its sync: %+v", s)
 	}
 }
