@@ -246,6 +246,14 @@ func (tr *tracer) breakdown(seen *readySeen, prefix string, starts map[string]ti
 	} {
 		fmt.Fprintf(&b, "| %s | %.3f s | %.3f s |\n", st.what, percentile(st.d, 0.5).Seconds(), percentile(st.d, 0.99).Seconds())
 	}
+	for _, st := range []struct {
+		what string
+		d    []time.Duration
+	}{{"SyncTerminatingPod (all pods of the run)", tr.stopping}, {"SyncTerminatedPod (all pods of the run)", tr.removing}} {
+		if len(st.d) > 0 {
+			fmt.Fprintf(&b, "| %s | %.3f s | %.3f s |\n", st.what, percentile(st.d, 0.5).Seconds(), percentile(st.d, 0.99).Seconds())
+		}
+	}
 	if len(tr.relists) > 0 {
 		fmt.Fprintf(&b, "| relist duration (all %d relists) | %.3f s | %.3f s |\n", len(tr.relists),
 			percentile(tr.relists, 0.5).Seconds(), percentile(tr.relists, 0.99).Seconds())

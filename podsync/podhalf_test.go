@@ -410,6 +410,8 @@ type tracer struct {
 	syncEnd   map[string]time.Time
 	readySet  map[string]time.Time
 	relists   []time.Duration
+	stopping  []time.Duration // SyncTerminatingPod
+	removing  []time.Duration // SyncTerminatedPod
 }
 
 func newTracer(s interface {
@@ -431,11 +433,21 @@ func (tr *tracer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodSta
 }
 
 func (tr *tracer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed *PodState, grace time.Duration) error {
-	return tr.syncer.SyncTerminatingPod(ctx, pod, observed, grace)
+	start := time.Now()
+	err := tr.syncer.SyncTerminatingPod(ctx, pod, observed, grace)
+	tr.mu.Lock()
+	tr.stopping = append(tr.stopping, time.Since(start))
+	tr.mu.Unlock()
+	return err
 }
 
 func (tr *tracer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error {
-	return tr.syncer.SyncTerminatedPod(ctx, pod, observed)
+	start := time.Now()
+	err := tr.syncer.SyncTerminatedPod(ctx, pod, observed)
+	tr.mu.Lock()
+	tr.removing = append(tr.removing, time.Since(start))
+	tr.mu.Unlock()
+	return err
 }
 
 func (tr *tracer) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
