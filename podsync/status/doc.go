@@ -33,7 +33,8 @@
 // pod handed to SetPodStatus (by resource version) and the pod each write
 // returns, so a write needs no read before it. A pod is read only to find a
 // static pod's mirror pod, whose UID the node does not know, and after a
-// write is refused for a UID conflict. That read is a LIST of the node's
+// write is refused because the pod under that name has another UID (the API
+// server answers 422, metadata.uid is immutable). That read is a LIST of the node's
 // pods (field selectors spec.nodeName and metadata.name): the Node
 // authorizer lets a node GET only pods it knows to be bound to it and
 // answers Forbidden, not NotFound, for one that does not exist yet.
@@ -43,7 +44,7 @@
 // kubernetes.io/config.mirror annotation holds the static pod's config hash.
 // While there is none, the writer looks again after its back-off and at
 // each reconcile. A mirror pod recreated with another UID is found again
-// through the UID conflict.
+// when a write to the old one is refused.
 //
 // The writer never moves a phase back from Succeeded or Failed, whether the
 // node recorded it or the API has it; a terminal phase turns the Ready and

@@ -238,3 +238,63 @@ func TestIntegrationMirrorPod(t *testing.T) {
 		t.Errorf("mirror pod after PodTerminated: %v", err)
 	}
 }
+
+// A pod deleted and recreated under the same name is never written: the
+// patch's UID precondition fails, and the writer finds the other UID.
+func TestIntegrationRecreatedPod(t *testing.T) {
+	const node = "podstatus-n3"
+	client, _, count := nodeClient(t, node)
+	admin := cp.AdminClient()
+	ctx := context.Background()
+	w, err := status.New(status.Options{Client: client.CoreV1()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func() *corev1.Pod {
+		t.Helper()
+		p := apiPod("again", "")
+		p.Spec.NodeName, p.Status = node, corev1.PodStatus{}
+		p, err := admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := create()
+	running := runningStatus(false)
+	w.SetPodStatus(old, running)
+	if err := w.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	if err := admin.CoreV1().Pods("default").Delete(ctx, "again", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := create()
+	count.take()
+	ready := runningStatus(true)
+	w.SetPodStatus(old, ready)
+	if err := w.SyncOnce(ctx); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	r, _ := count.take()
+	t.Logf("recreated pod: %v", r)
+	if len(r) != 2 {
+		t.Errorf("requests %v, want the refused PATCH and a read", r)
+	}
+	got, err := admin.CoreV1().Pods("default").Get(ctx, "again", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != fresh.UID || got.Status.Phase != corev1.PodPending || len(got.Status.ContainerStatuses) != 0 {
+		t.Errorf("the new pod was written: %+v", got.Status)
+	}
+	// Nothing more for the old UID.
+	w.SetPodStatus(old, running)
+	if err := w.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := count.take(); len(r) != 0 {
+		t.Errorf("requests for a replaced pod: %v", r)
+	}
+}

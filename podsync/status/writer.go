@@ -460,7 +460,7 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 		case apierrors.IsNotFound(err):
 			logger.V(3).Info("Pod is gone from the API; nothing more to write")
 			return nil, finished, nil
-		case apierrors.IsConflict(err) && attempt == 0:
+		case uidMismatch(err) && attempt == 0:
 			// The pod under this name is not the one the patch names: read
 			// it again, once.
 			var out outcome
@@ -489,6 +489,26 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 		return nil, finished, nil
 	}
 	return api, retryLater, fmt.Errorf("status: deleting terminated pod %s/%s: %w", snap.namespace, snap.name, err)
+}
+
+// uidMismatch reports whether err refuses a patch because the pod under its
+// name has another UID than the patch's precondition: the API server
+// answers 422 Invalid on metadata.uid ("field is immutable"); a 409
+// Conflict is taken the same way.
+func uidMismatch(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	var se apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &se) || se.Status().Details == nil {
+		return false
+	}
+	for _, c := range se.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
 }
 
 // read reads the pod the status goes to: a static pod's mirror pod, or the

@@ -2,7 +2,6 @@ package status_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -11,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/internal/testenv"
@@ -337,8 +338,8 @@ func TestMirrorPodStatus(t *testing.T) {
 	}
 }
 
-// uidPrecondition makes the fake API server check the patch's uid as the
-// real one does.
+// uidPrecondition makes the fake API server refuse a patch whose uid is not
+// the pod's as the real one does: 422, metadata.uid is immutable.
 func uidPrecondition(e *env) clienttesting.ReactionFunc {
 	return func(a clienttesting.Action) (bool, runtime.Object, error) {
 		p := a.(clienttesting.PatchAction)
@@ -348,7 +349,9 @@ func uidPrecondition(e *env) clienttesting.ReactionFunc {
 		}
 		want := fmt.Sprintf(`{"metadata":{"uid":%q}`, cur.(*corev1.Pod).UID)
 		if !strings.HasPrefix(string(p.GetPatch()), want) {
-			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, p.GetName(), errors.New("precondition failed: UID mismatch"))
+			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, p.GetName(), field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "uid"), "other", "field is immutable"),
+			})
 		}
 		return false, nil, nil
 	}
@@ -547,5 +550,16 @@ func TestRunWakesOnSetAndStops(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// Writers sharing a Registerer (a fleet of simulated nodes) share the
+// counters.
+func TestSharedRegisterer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for range 2 {
+		if _, err := status.New(status.Options{Registerer: reg}); err != nil {
+			t.Fatalf("New: %v", err)
+		}
 	}
 }
