@@ -1,8 +1,149 @@
-// Package podsync will make the container runtime match the desired pods and
-// write pod status back: pod workers that run one pod's sandbox and containers
-// through the runtime (init containers in order, restarts per restartPolicy,
-// crash-loop back-off), a relist of the runtime's state, and a status writer.
+// Package podsync makes a container runtime match the desired pods and
+// computes their status, as the kubelet's pod workers, kuberuntime manager
+// and status generator do, split so that each part can be used and tested
+// alone.
 //
-// It is not written yet: the package holds no code, and nothing in nodekit
-// depends on it.
+// # Parts
+//
+//   - ComputePodActions, the pure planner: desired pod + observed PodState +
+//     probe results + clock and crash-loop back-off → PodActions. No I/O.
+//   - GeneratePodStatus, the pure status generator: phase, conditions,
+//     container statuses, IPs, start time, QoS class.
+//   - PodSyncer, the pod-level seam with the kubelet's three calls (SyncPod,
+//     SyncTerminatingPod, SyncTerminatedPod), and Relister, which observes a
+//     backend. NewCRI implements both on a runtime.Runtime, kubelet-exact;
+//     podsync/podsynctest simulates pods; a virtual node plugs in its own.
+//   - Engine: one worker per pod UID fed by podsource.Update, a relist, a
+//     resync and probe result changes, handing statuses to a StatusWriter
+//     (podsync/status writes them to the API server).
+//
+// # Lifecycle
+//
+// A pod's worker is Syncing until the pod has a deletion timestamp, is
+// removed from its source, or its phase is terminal (Succeeded or Failed);
+// then Terminating (SyncTerminatingPod with the pod's grace period, until it
+// returns nil); then Terminated (SyncTerminatedPod once, a final status with
+// Terminated set, StatusWriter.PodTerminated); then Done, when later updates
+// are ignored, until REMOVE forgets the pod (StatusWriter.RemovePod). A pod
+// that becomes terminating while SyncPod runs has that sync cancelled. The
+// grace period is deletionGracePeriodSeconds, else the spec's
+// terminationGracePeriodSeconds (30 when unset), at least 1s, and only
+// shrinks. Pods that run in the backend but that no source knows (orphans)
+// are stopped with a 1s grace and removed once Options.SourcesReady reports
+// true. The CRI syncer never touches a sandbox or container without the
+// io.kubernetes.pod.uid label (containers also need io.kubernetes.container.name).
+//
+// # Action rules (ComputePodActions)
+//
+//   - A new sandbox when there is none (attempt 0), more than one is ready,
+//     the newest is not ready, its network mode differs from hostNetwork, or a
+//     pod-network sandbox has no IP (attempt = newest + 1). The pod is killed
+//     first and every container starts again: the first init container, or
+//     every regular container (under OnFailure, not those that exited 0). Not
+//     under restartPolicy Never once containers ran, nor when nothing would
+//     start.
+//   - Init containers in order: one that exited 0 is done; a failed one
+//     (non-zero exit, OOMKilled, unknown) kills the pod under Never and is
+//     restarted otherwise; a running one is waited for. Sidecars (init
+//     containers with restartPolicy Always) are started in order, the next
+//     init container only once the sidecar is running and its startup probe
+//     succeeded, and are kept running (restarted on exit, hash change,
+//     liveness or startup failure). Once a regular container has run, init
+//     containers are not run again.
+//   - Regular containers: a running one is killed and recreated when its hash
+//     changes, killed on a liveness or startup probe Failure for its own
+//     container ID (and recreated unless the policy is Never); one that is not
+//     running is started when it never ran, is created or unknown, or exited
+//     and its first matching restartPolicyRules entry says so, else its own
+//     restartPolicy, else the pod's, allows (Always; OnFailure on failure).
+//   - An exited container waits out its crash-loop back-off (10s doubling to
+//     5m, counted from its finish, forgotten 10m after the last back-off) under
+//     the key CrashLoopKey (FNV-64a of pod name, namespace, UID, container name,
+//     image and resources). The first restart after an exit is immediate.
+//   - Nothing running is kept and nothing is to start: the pod is killed.
+//   - Stray running containers (older instances, names not in the spec) are killed.
+//
+// # The container hash
+//
+// HashContainer is the kubelet's: FNV-32a over go-spew's %#v rendering of the
+// JSON {"image":…,"name":…}, in hex ("e324a2d6" for app and nginx:1.25). Only
+// the name and the image count: a change of command, env, resources or
+// probes does not recreate a running container (pods' specs are immutable
+// but for images). The hash, restart count, termination-message settings,
+// preStop handler, ports and grace periods are written as the kubelet's
+// io.kubernetes.* annotations, so a restarted engine (or a kubelet) adopts
+// what runs: same container IDs, restart counts from the annotations.
+//
+// # Threading model
+//
+// While the last relist failed, no pod is synced (the kubelet pauses its
+// sync loop while the runtime is unhealthy); syncs resume after the next
+// relist that succeeds.
+//
+// HandleUpdate, Trigger, PodStatus, PodLifecycle and State may be called
+// from any goroutine. SyncOnce relists, starts a sync for every pod that is
+// due (at most MaxParallel at once, each on its own goroutine) and waits for
+// them; Run does the same without waiting, relists RelistPeriod after the
+// last relist or at once after a sync that changed what runs, reads
+// Options.Updates and probe updates, and returns nil when its context ends,
+// after the syncs in flight return. Syncs of one pod never overlap; an
+// update that arrives during a sync makes the pod due again when it ends
+// (the latest update wins). A relist that sees a pod's state change
+// publishes the pod's new status at once unless a sync of it holds a slot,
+// so a started container is reported without waiting for a free slot; a
+// sync takes the pod, its observed state and its last status when it gets
+// its slot, not when it was queued. A sync that failed is retried after
+// ErrorBackoff (10s), one that waits for a back-off when it ends, others
+// after ResyncPeriod ×[1, 1.5).
+//
+// # The CRI syncer
+//
+// NewCRI builds sandbox and container configs as the kubelet does: labels,
+// annotations, log paths <PodLogRoot>/<ns>_<name>_<uid>/<container>/<restartCount>.log,
+// hostname, DNS (ClusterDNS/ClusterDomain or the node's resolv.conf),
+// namespaces, port mappings, cgroup parent per QoS class and driver,
+// resources (shares, quota, memory limit, oom_score_adj), security context,
+// command, args and env with $(VAR) expansion and downward-API fieldRefs the
+// node can answer, emptyDir and hostPath volumes (with the kubelet's type
+// checks) and the termination-message file. Images are pulled per
+// imagePullPolicy with the kubelet's pull back-off (key <podUID>_<image>,
+// 10s doubling to 5m), one at a time unless CRIOptions.MaxParallelImagePulls
+// says otherwise. Pod-network pods wait while the runtime reports
+// NetworkReady false (ErrNetworkNotReady, retried after 1s). Termination
+// messages come from the file mounted at terminationMessagePath (4 KiB) or,
+// under FallbackToLogsOnError after a failure, from the log's last 80 lines
+// (2 KiB). postStart hooks run after start (a failure kills the
+// container: PostStartHookError); preStop hooks run before a stop, their
+// time taken off the grace period, StopContainer getting at least 2s. A pod
+// stops its regular containers in parallel first, then its init containers
+// and sidecars one at a time in reverse order, within one grace period. It
+// records the kubelet's events through CRIOptions.Recorder and counts
+// kubelet_runtime_operations_errors_total; the Engine exports
+// kubelet_pod_start_duration_seconds, kubelet_pod_worker_duration_seconds
+// (operation_type create or sync), kubelet_running_pods and
+// kubelet_running_containers{container_state}. Unhealthy events come from
+// probe.Manager's own Recorder.
+//
+// # Differences from the kubelet
+//
+//   - No pod-level cgroups are created and no pod-level resources are
+//     enforced: the runtime creates the cgroup parent path. No admission
+//     (resources, node affinity, ports), no eviction.
+//   - Volumes: emptyDir (on disk; medium Memory is not mounted as tmpfs) and
+//     hostPath only; ConfigMap, Secret, projected and CSI volumes and env
+//     from ConfigMaps or Secrets are CreateContainerConfigError. No
+//     /etc/hosts file is written for pod-network pods.
+//   - Ephemeral containers and in-place resize are not handled; the
+//     RestartAllContainers rule action restarts only the container, and the
+//     phase follows the pod's restartPolicy alone. Pull secrets and
+//     credential providers are not used.
+//   - Old containers are removed when they are no longer the newest exited
+//     one of their name (or were created and never started), and
+//     SyncTerminatedPod removes the pod's containers and sandboxes from the
+//     runtime at once, instead of a periodic GC.
+//   - The relist fetches a container's status only when its state changed;
+//     there is no PLEG health check beyond pausing syncs after a failed relist.
+//   - Seccomp defaults to Unconfined unless CRIOptions.SeccompDefault, as the
+//     kubelet's seccompDefault; for systemd, the cgroup parent is the slice
+//     name alone.
 package podsync

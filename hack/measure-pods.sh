@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Measures the pod half (podsource's API source → podsync's Engine on a real
+# containerd with probe.Manager → podsync/status's Writer, as
+# system:node:<name> under NodeRestriction) on the test control plane:
+# start latency of MEASURE_PODS (30) pods one at a time and at once, the time
+# from deleting them with grace 0 to a runtime without sandboxes, and the
+# node's API requests and bytes per pod lifecycle. Root needed (the
+# containerd harness). No race detector: the figures are the library's.
+#
+#   hack/measure-pods.sh            # about a minute
+#   MEASURE_PODS=10 hack/measure-pods.sh
+#
+# It prints a Markdown table and the load average before and after: on a
+# shared machine the times are only as good as the machine is quiet.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+if [ -z "${KUBEBUILDER_ASSETS:-}" ]; then
+  KUBEBUILDER_ASSETS=$(hack/testbin.sh)
+fi
+export KUBEBUILDER_ASSETS
+[ "$(id -u)" = 0 ] || { echo "measure-pods: needs root (the containerd harness)" >&2; exit 1; }
+
+out=$(mktemp /tmp/nodekit-measure-pods.XXXXXX.log)
+echo "measure-pods: full output in $out" >&2
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+NODEKIT_MEASURE=1 NODEKIT_REQUIRE_ALL=1 go test -count=1 -timeout 20m \
+  -run '^TestMeasurePods$' -v ./podsync/ >"$out" 2>&1 || {
+  tail -n 40 "$out" >&2
+  exit 1
+}
+grep '^|' "$out"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,457 @@
+package podsync
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ErrConfig marks a container configuration the kubelet would refuse
+// (CreateContainerConfigError): an env var from a ConfigMap or Secret, a
+// field reference it cannot resolve, a hostPath of the wrong type.
+var ErrConfig = errors.New("container config error")
+
+// builder turns pods into CRI configs. Fields are set by NewCRISyncer.
+type builder struct {
+	podLogRoot     string
+	podRoot        string
+	cgroupDriver   string
+	cgroupRoot     string
+	clusterDNS     []string
+	clusterDomain  string
+	resolvConf     []byte
+	nodeName       string
+	hostIPs        []string
+	memoryCapacity int64
+	seccompDefault bool
+}
+
+// PodLogDir is the kubelet's log directory of a pod below root:
+// <root>/<namespace>_<name>_<uid>.
+func PodLogDir(root string, pod *corev1.Pod) string {
+	return filepath.Join(root, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+}
+
+// ContainerLogPath is the path of a container's log relative to its pod's log
+// directory: <container>/<restartCount>.log.
+func ContainerLogPath(name string, restartCount int) string {
+	return filepath.Join(name, strconv.Itoa(restartCount)+".log")
+}
+
+func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Ipc: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER}
+	if pod.Spec.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if pod.Spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	switch {
+	case pod.Spec.HostPID:
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	case pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace:
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	return ns
+}
+
+func (b *builder) seccomp(pod *corev1.Pod, c *corev1.Container) *runtimeapi.SecurityProfile {
+	var p *corev1.SeccompProfile
+	if pod.Spec.SecurityContext != nil {
+		p = pod.Spec.SecurityContext.SeccompProfile
+	}
+	if c != nil && c.SecurityContext != nil && c.SecurityContext.SeccompProfile != nil {
+		p = c.SecurityContext.SeccompProfile
+	}
+	switch {
+	case p == nil && b.seccompDefault, p != nil && p.Type == corev1.SeccompProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case p != nil && p.Type == corev1.SeccompProfileTypeLocalhost && p.LocalhostProfile != nil:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *p.LocalhostProfile}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+}
+
+// sandboxConfig is the kubelet's sandbox config of pod at attempt.
+func (b *builder) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.PodSandboxConfig {
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
+		Hostname:     podHostname(pod, b.clusterDomain),
+		LogDirectory: PodLogDir(b.podLogRoot, pod),
+		DnsConfig:    dnsConfig(pod, b.clusterDNS, b.clusterDomain, b.resolvConf),
+		Labels:       sandboxLabels(pod),
+		Annotations:  make(map[string]string, len(pod.Annotations)),
+	}
+	for k, v := range pod.Annotations {
+		cfg.Annotations[k] = v
+	}
+	for i := range pod.Spec.Containers {
+		for _, p := range pod.Spec.Containers[i].Ports {
+			proto := runtimeapi.Protocol_TCP
+			switch p.Protocol {
+			case corev1.ProtocolUDP:
+				proto = runtimeapi.Protocol_UDP
+			case corev1.ProtocolSCTP:
+				proto = runtimeapi.Protocol_SCTP
+			}
+			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP})
+		}
+	}
+	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod), Seccomp: b.seccomp(pod, nil)}
+	sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(pod)
+	for i := range pod.Spec.Containers {
+		if s := pod.Spec.Containers[i].SecurityContext; s != nil && s.Privileged != nil && *s.Privileged {
+			sc.Privileged = true
+		}
+	}
+	cfg.Linux = &runtimeapi.LinuxPodSandboxConfig{
+		CgroupParent:    PodCgroupParent(pod, b.cgroupDriver, b.cgroupRoot),
+		SecurityContext: sc,
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
+		cfg.Linux.Sysctls = make(map[string]string, len(psc.Sysctls))
+		for _, s := range psc.Sysctls {
+			cfg.Linux.Sysctls[s.Name] = s.Value
+		}
+	}
+	return cfg
+}
+
+// podIdentity is the pod security context's user, group and supplemental
+// groups (with fsGroup), for the sandbox and as defaults for containers.
+func podIdentity(pod *corev1.Pod) (user, group *runtimeapi.Int64Value, groups []int64) {
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		return nil, nil, nil
+	}
+	if psc.RunAsUser != nil {
+		user = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+	}
+	if psc.RunAsGroup != nil {
+		group = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+	}
+	groups = slices.Clone(psc.SupplementalGroups)
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
+	}
+	return user, group, groups
+}
+
+// podIPs is what the status and the downward API see of a pod's addresses.
+type podIPs struct{ pod, host []string }
+
+// containerConfig is the kubelet's container config of c at restartCount.
+func (b *builder) containerConfig(pod *corev1.Pod, c *corev1.Container, restartCount int, ips podIPs) (*runtimeapi.ContainerConfig, error) {
+	env, err := b.envVars(pod, c, ips)
+	if err != nil {
+		return nil, err
+	}
+	vars := make(map[string]string, len(env))
+	for _, kv := range env {
+		vars[kv.Key] = string(kv.Value)
+	}
+	mounts, err := b.mounts(pod, c, restartCount)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: c.Image},
+		Command:     expandAll(c.Command, vars),
+		Args:        expandAll(c.Args, vars),
+		WorkingDir:  c.WorkingDir,
+		Envs:        env,
+		Mounts:      mounts,
+		Labels:      containerLabels(pod, c),
+		Annotations: containerAnnotations(pod, c, restartCount),
+		LogPath:     ContainerLogPath(c.Name, restartCount),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       linuxResources(pod, c, b.memoryCapacity),
+			SecurityContext: b.containerSecurity(pod, c),
+		},
+	}
+	return cfg, nil
+}
+
+func (b *builder) containerSecurity(pod *corev1.Pod, c *corev1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod), Seccomp: b.seccomp(pod, c)}
+	sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(pod)
+	if csc := c.SecurityContext; csc != nil {
+		if csc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+		}
+		if csc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+		}
+		sc.Privileged = csc.Privileged != nil && *csc.Privileged
+		sc.ReadonlyRootfs = csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem
+		if csc.AllowPrivilegeEscalation != nil {
+			sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
+		}
+		if caps := csc.Capabilities; caps != nil {
+			sc.Capabilities = &runtimeapi.Capability{}
+			for _, a := range caps.Add {
+				sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, "CAP_"+strings.TrimPrefix(string(a), "CAP_"))
+			}
+			for _, d := range caps.Drop {
+				sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, "CAP_"+strings.TrimPrefix(string(d), "CAP_"))
+			}
+		}
+	}
+	if !sc.Privileged {
+		// As the kubelet: mask and make read-only the default /proc paths.
+		sc.MaskedPaths = defaultMaskedPaths
+		sc.ReadonlyPaths = defaultReadonlyPaths
+	}
+	return sc
+}
+
+var (
+	defaultMaskedPaths   = []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+)
+
+// envVars resolves the container's env in order: literal values with
+// $(VAR) expanded against the variables before them, and downward-API field
+// references the node can answer. ConfigMap, Secret and resource references
+// are an ErrConfig.
+func (b *builder) envVars(pod *corev1.Pod, c *corev1.Container, ips podIPs) ([]*runtimeapi.KeyValue, error) {
+	if len(c.EnvFrom) > 0 {
+		return nil, fmt.Errorf("%w: envFrom is not supported", ErrConfig)
+	}
+	out := make([]*runtimeapi.KeyValue, 0, len(c.Env))
+	vars := make(map[string]string, len(c.Env))
+	for _, e := range c.Env {
+		v := e.Value
+		switch vf := e.ValueFrom; {
+		case vf == nil:
+			v = expand(v, vars)
+		case vf.FieldRef != nil:
+			var err error
+			if v, err = b.fieldRef(pod, vf.FieldRef.FieldPath, ips); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("%w: env %s: only values and fieldRef are supported", ErrConfig, e.Name)
+		}
+		vars[e.Name] = v
+		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
+	}
+	return out, nil
+}
+
+func (b *builder) fieldRef(pod *corev1.Pod, path string, ips podIPs) (string, error) {
+	first := func(s []string) string {
+		if len(s) == 0 {
+			return ""
+		}
+		return s[0]
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		if pod.Spec.NodeName != "" {
+			return pod.Spec.NodeName, nil
+		}
+		return b.nodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP":
+		return first(ips.host), nil
+	case "status.hostIPs":
+		return strings.Join(ips.host, ","), nil
+	case "status.podIP":
+		return first(ips.pod), nil
+	case "status.podIPs":
+		return strings.Join(ips.pod, ","), nil
+	}
+	for prefix, m := range map[string]map[string]string{"metadata.labels": pod.Labels, "metadata.annotations": pod.Annotations} {
+		if rest, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(rest, "']") {
+			return m[strings.TrimSuffix(rest, "']")], nil
+		}
+	}
+	return "", fmt.Errorf("%w: unsupported fieldRef %q", ErrConfig, path)
+}
+
+func expandAll(in []string, vars map[string]string) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = expand(s, vars)
+	}
+	return out
+}
+
+// expand applies Kubernetes' $(VAR) syntax: $(NAME) with a known NAME
+// becomes its value, $$ a literal $, anything else stays as written.
+func expand(s string, vars map[string]string) string {
+	i := strings.IndexByte(s, '$')
+	if i < 0 {
+		return s
+	}
+	var sb strings.Builder
+	sb.WriteString(s[:i])
+	for s = s[i:]; s != ""; {
+		if s[0] != '$' || len(s) == 1 {
+			j := strings.IndexByte(s[1:], '$')
+			if j < 0 {
+				sb.WriteString(s)
+				break
+			}
+			sb.WriteString(s[:j+1])
+			s = s[j+1:]
+			continue
+		}
+		switch {
+		case s[1] == '$':
+			sb.WriteByte('$')
+			s = s[2:]
+		case s[1] == '(' && strings.IndexByte(s, ')') > 0:
+			end := strings.IndexByte(s, ')')
+			if v, ok := vars[s[2:end]]; ok {
+				sb.WriteString(v)
+			} else {
+				sb.WriteString(s[:end+1])
+			}
+			s = s[end+1:]
+		default:
+			sb.WriteByte('$')
+			s = s[1:]
+		}
+	}
+	return sb.String()
+}
+
+// podDir is where the pod's volumes and termination-message files live.
+func (b *builder) podDir(pod *corev1.Pod) string { return filepath.Join(b.podRoot, string(pod.UID)) }
+
+// mounts prepares and returns the container's mounts: emptyDir directories
+// under the pod's directory, hostPath volumes after the kubelet's type
+// checks, and the termination-message file.
+func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int) ([]*runtimeapi.Mount, error) {
+	vols := make(map[string]*corev1.Volume, len(pod.Spec.Volumes))
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var out []*runtimeapi.Mount
+	for _, vm := range c.VolumeMounts {
+		v := vols[vm.Name]
+		if v == nil {
+			return nil, fmt.Errorf("%w: volume %q not found", ErrConfig, vm.Name)
+		}
+		var host string
+		switch {
+		case v.EmptyDir != nil:
+			host = filepath.Join(b.podDir(pod), "volumes", "kubernetes.io~empty-dir", v.Name)
+			if err := os.MkdirAll(host, 0o777); err != nil {
+				return nil, err
+			}
+		case v.HostPath != nil:
+			host = v.HostPath.Path
+			if err := checkHostPath(host, v.HostPath.Type); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("%w: volume %q: only emptyDir and hostPath are supported", ErrConfig, vm.Name)
+		}
+		if vm.SubPath != "" {
+			host = filepath.Join(host, vm.SubPath)
+		}
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
+		if vm.MountPropagation != nil {
+			switch *vm.MountPropagation {
+			case corev1.MountPropagationHostToContainer:
+				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case corev1.MountPropagationBidirectional:
+				m.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			}
+		}
+		out = append(out, m)
+	}
+	if c.TerminationMessagePath != "" {
+		f := b.terminationMessageFile(pod.UID, c.Name, restartCount)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(f, nil, 0o666); err != nil {
+			return nil, err
+		}
+		out = append(out, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: f})
+	}
+	return out, nil
+}
+
+// terminationMessageFile is the host file mounted at a container's
+// terminationMessagePath: <PodRoot>/<uid>/containers/<name>/<restartCount>.
+func (b *builder) terminationMessageFile(uid types.UID, name string, restartCount int) string {
+	return filepath.Join(b.podRoot, string(uid), "containers", name, strconv.Itoa(restartCount))
+}
+
+// checkHostPath applies the kubelet's hostPath type checks, creating what
+// DirectoryOrCreate and FileOrCreate ask for.
+func checkHostPath(p string, t *corev1.HostPathType) error {
+	if t == nil || *t == corev1.HostPathUnset {
+		return nil
+	}
+	fi, err := os.Stat(p)
+	switch *t {
+	case corev1.HostPathDirectoryOrCreate:
+		if os.IsNotExist(err) {
+			return os.MkdirAll(p, 0o755)
+		}
+		if err == nil && !fi.IsDir() {
+			return fmt.Errorf("%w: hostPath %s is not a directory", ErrConfig, p)
+		}
+		return err
+	case corev1.HostPathFileOrCreate:
+		if os.IsNotExist(err) {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(p, nil, 0o644)
+		}
+		if err == nil && fi.IsDir() {
+			return fmt.Errorf("%w: hostPath %s is a directory", ErrConfig, p)
+		}
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w: hostPath type check failed: %s is not a %s", ErrConfig, p, *t)
+	}
+	mode := fi.Mode()
+	ok := false
+	switch *t {
+	case corev1.HostPathDirectory:
+		ok = mode.IsDir()
+	case corev1.HostPathFile:
+		ok = mode.IsRegular()
+	case corev1.HostPathSocket:
+		ok = mode&os.ModeSocket != 0
+	case corev1.HostPathCharDev:
+		ok = mode&os.ModeCharDevice != 0
+	case corev1.HostPathBlockDev:
+		ok = mode&os.ModeDevice != 0 && mode&os.ModeCharDevice == 0
+	}
+	if !ok {
+		return fmt.Errorf("%w: hostPath type check failed: %s is not a %s", ErrConfig, p, *t)
+	}
+	return nil
+}

@@ -1,0 +1,911 @@
+package podsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/probe"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// CRIOptions configure the CRI-backed PodSyncer. The zero value of each field
+// means its default.
+type CRIOptions struct {
+	// Runtime runs the pods. Required.
+	Runtime runtime.Runtime
+	// RuntimeHandler is passed to RunPodSandbox. Default "" (the runtime's default).
+	RuntimeHandler string
+	// Probes gives liveness and startup results to the planner. Default nil: none.
+	Probes ProbeResults
+	// Clock times back-offs and hooks. Default clock.RealClock{}.
+	Clock clock.Clock
+	// Recorder receives the kubelet's events (Pulling, Pulled, Created,
+	// Started, Killing, BackOff, Failed, FailedCreatePodSandBox,
+	// FailedPostStartHook, FailedPreStopHook). Default nil: none.
+	Recorder record.EventRecorder
+	// PodLogRoot holds the pods' log directories. Default "/var/log/pods".
+	PodLogRoot string
+	// PodRoot holds each pod's directory (<PodRoot>/<uid>: emptyDir volumes,
+	// termination-message files). Default "/var/lib/nodekit/pods".
+	PodRoot string
+	// CgroupDriver is CgroupfsDriver or SystemdDriver. Default CgroupfsDriver.
+	CgroupDriver string
+	// CgroupRoot is the cgroupfs path kubepods lives under. Default "/".
+	CgroupRoot string
+	// ClusterDNS and ClusterDomain are the kubelet's flags of the same names.
+	// Default none: ClusterFirst pods get the node's resolver.
+	ClusterDNS    []string
+	ClusterDomain string
+	// ResolvConf is the node's resolver configuration file. Default
+	// "/etc/resolv.conf"; "-" for none.
+	ResolvConf string
+	// NodeName answers spec.nodeName for pods that lack it.
+	NodeName string
+	// HostIPs are the node's addresses: status.hostIP(s), and pod IPs on the
+	// host network.
+	HostIPs []string
+	// MemoryCapacity (bytes) sets Burstable containers' oom_score_adj.
+	// Default 0: 999.
+	MemoryCapacity int64
+	// SeccompDefault gives containers without a seccomp profile the
+	// runtime's default one (the kubelet's seccompDefault). Default false:
+	// Unconfined.
+	SeccompDefault bool
+	// CrashLoopInitial and CrashLoopMax bound the crash-loop back-off.
+	// Defaults 10s and 5m; Initial in [1ms, Max], Max in [Initial, 1h]. A key
+	// is forgotten 2×Max after its last back-off (10m).
+	CrashLoopInitial, CrashLoopMax time.Duration
+	// MaxParallelImagePulls bounds the image pulls at once. Default 1: pulls
+	// are serialized, as the kubelet's serializeImagePulls; between 1 and 1000.
+	MaxParallelImagePulls int
+	// ImagePullInitial and ImagePullMax bound the image pull back-off.
+	// Defaults 10s and 5m.
+	ImagePullInitial, ImagePullMax time.Duration
+	// Registerer receives kubelet_runtime_operations_errors_total (shared,
+	// idempotently, with the engine's metrics). Default nil: none.
+	Registerer prometheus.Registerer
+}
+
+// ErrNetworkNotReady is SyncPod's error for a pod-network pod while the
+// runtime reports NetworkReady false; the pod is retried after 1s.
+var ErrNetworkNotReady = errors.New("network is not ready: container runtime network not ready")
+
+// CRI is the kubelet-exact PodSyncer and Relister on a runtime.Runtime.
+type CRI struct {
+	rt       runtime.Runtime
+	handler  string
+	probes   ProbeResults
+	clock    clock.Clock
+	recorder record.EventRecorder
+	hooks    *probe.Handlers
+	pulls    chan struct{}
+	b        builder
+	metrics  *metrics
+
+	mu        sync.Mutex
+	crashLoop backoff.Map[string]
+	pull      backoff.Map[string]
+	name      string // runtime name, for container IDs
+	netReady  bool   // NetworkReady at the last relist
+	sandboxes map[string]*sandboxCache
+	ctrs      map[string]*ContainerState
+}
+
+type sandboxCache struct {
+	state runtimeapi.PodSandboxState
+	s     *SandboxState
+}
+
+var (
+	_ PodSyncer = (*CRI)(nil)
+	_ Relister  = (*CRI)(nil)
+)
+
+// NewCRI returns the CRI-backed PodSyncer.
+func NewCRI(o CRIOptions) (*CRI, error) {
+	if o.Runtime == nil {
+		return nil, errors.New("podsync: CRIOptions.Runtime is required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.CrashLoopInitial, 10*time.Second)
+	def(&o.CrashLoopMax, 5*time.Minute)
+	def(&o.ImagePullInitial, 10*time.Second)
+	def(&o.ImagePullMax, 5*time.Minute)
+	for _, c := range []struct {
+		what      string
+		init, max time.Duration
+	}{{"CrashLoop", o.CrashLoopInitial, o.CrashLoopMax}, {"ImagePull", o.ImagePullInitial, o.ImagePullMax}} {
+		if err := backoff.Check("podsync: CRIOptions."+c.what+"Max", c.max, time.Millisecond, time.Hour); err != nil {
+			return nil, err
+		}
+		if err := backoff.Check("podsync: CRIOptions."+c.what+"Initial", c.init, time.Millisecond, c.max); err != nil {
+			return nil, err
+		}
+	}
+	if o.MaxParallelImagePulls == 0 {
+		o.MaxParallelImagePulls = 1
+	}
+	if o.MaxParallelImagePulls < 1 || o.MaxParallelImagePulls > 1000 {
+		return nil, fmt.Errorf("podsync: CRIOptions.MaxParallelImagePulls %d must be in [1, 1000]", o.MaxParallelImagePulls)
+	}
+	if o.PodLogRoot == "" {
+		o.PodLogRoot = "/var/log/pods"
+	}
+	if o.PodRoot == "" {
+		o.PodRoot = "/var/lib/nodekit/pods"
+	}
+	switch o.CgroupDriver {
+	case "":
+		o.CgroupDriver = CgroupfsDriver
+	case CgroupfsDriver, SystemdDriver:
+	default:
+		return nil, fmt.Errorf("podsync: CRIOptions.CgroupDriver %q must be %q or %q", o.CgroupDriver, CgroupfsDriver, SystemdDriver)
+	}
+	var resolv []byte
+	switch o.ResolvConf {
+	case "-":
+	case "":
+		resolv, _ = os.ReadFile("/etc/resolv.conf")
+	default:
+		var err error
+		if resolv, err = os.ReadFile(o.ResolvConf); err != nil {
+			return nil, fmt.Errorf("podsync: CRIOptions.ResolvConf: %w", err)
+		}
+	}
+	hooks, err := probe.New(probe.Options{Execer: o.Runtime})
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("podsync: %w", err)
+	}
+	c := &CRI{rt: o.Runtime, handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
+		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
+			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
+			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault},
+		crashLoop: backoff.Map[string]{Initial: o.CrashLoopInitial, Max: o.CrashLoopMax},
+		pull:      backoff.Map[string]{Initial: o.ImagePullInitial, Max: o.ImagePullMax},
+		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*ContainerState{}, netReady: true,
+	}
+	return c, nil
+}
+
+// RuntimeName is the runtime's name as Version reported it at the first
+// relist ("containerd"), the prefix of container IDs in statuses.
+func (c *CRI) RuntimeName() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.name
+}
+
+func (c *CRI) event(pod *corev1.Pod, typ, reason, format string, args ...any) {
+	if c.recorder != nil && pod != nil {
+		c.recorder.Eventf(pod, typ, reason, format, args...)
+	}
+}
+
+func (c *CRI) opError(op string, err error) error {
+	if err != nil {
+		c.metrics.runtimeErrors.WithLabelValues(op).Inc()
+	}
+	return err
+}
+
+// Relist lists the runtime's sandboxes and containers that carry the
+// kubelet's pod labels and returns them by pod UID. Anything without
+// io.kubernetes.pod.uid is not a pod's and is left out. Sandbox and
+// container statuses are fetched only for objects new or changed since the
+// last relist.
+func (c *CRI) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
+	if c.RuntimeName() == "" {
+		v, err := c.rt.Version(ctx)
+		if err != nil {
+			return nil, c.opError("version", err)
+		}
+		c.mu.Lock()
+		c.name = v.RuntimeName
+		c.mu.Unlock()
+	}
+	if st, err := c.rt.Status(ctx, false); err == nil {
+		ready := false
+		for _, cond := range st.GetStatus().GetConditions() {
+			if cond.Type == runtimeapi.NetworkReady {
+				ready = cond.Status
+			}
+		}
+		c.mu.Lock()
+		c.netReady = ready
+		c.mu.Unlock()
+	}
+	sbs, err := c.rt.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return nil, c.opError("list_podsandbox", err)
+	}
+	ctrs, err := c.rt.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, c.opError("list_containers", err)
+	}
+	pods := make(map[types.UID]*PodState)
+	pod := func(l map[string]string) *PodState {
+		uid := types.UID(l[LabelPodUID])
+		if uid == "" {
+			return nil
+		}
+		p := pods[uid]
+		if p == nil {
+			p = &PodState{UID: uid, Name: l[LabelPodName], Namespace: l[LabelPodNamespace]}
+			pods[uid] = p
+		}
+		return p
+	}
+	seenSB := make(map[string]bool, len(sbs))
+	for _, sb := range sbs {
+		p := pod(sb.Labels)
+		if p == nil {
+			continue
+		}
+		seenSB[sb.Id] = true
+		s, err := c.sandboxState(ctx, sb)
+		if err != nil {
+			if runtime.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		p.Sandboxes = append(p.Sandboxes, s)
+	}
+	seenC := make(map[string]bool, len(ctrs))
+	for _, ct := range ctrs {
+		p := pod(ct.Labels)
+		if p == nil || ct.Labels[LabelContainerName] == "" {
+			continue
+		}
+		seenC[ct.Id] = true
+		s, err := c.containerState(ctx, ct)
+		if err != nil {
+			if runtime.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		p.Containers = append(p.Containers, s)
+	}
+	c.mu.Lock()
+	for id := range c.sandboxes {
+		if !seenSB[id] {
+			delete(c.sandboxes, id)
+		}
+	}
+	for id := range c.ctrs {
+		if !seenC[id] {
+			delete(c.ctrs, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range pods {
+		sort.SliceStable(p.Sandboxes, func(i, j int) bool {
+			a, b := p.Sandboxes[i], p.Sandboxes[j]
+			if a.Attempt != b.Attempt {
+				return a.Attempt > b.Attempt
+			}
+			return a.CreatedAt.After(b.CreatedAt)
+		})
+		sort.SliceStable(p.Containers, func(i, j int) bool {
+			a, b := p.Containers[i], p.Containers[j]
+			if !a.CreatedAt.Equal(b.CreatedAt) {
+				return a.CreatedAt.After(b.CreatedAt)
+			}
+			return a.RestartCount > b.RestartCount
+		})
+	}
+	return pods, nil
+}
+
+func (c *CRI) sandboxState(ctx context.Context, sb *runtimeapi.PodSandbox) (*SandboxState, error) {
+	c.mu.Lock()
+	cached := c.sandboxes[sb.Id]
+	c.mu.Unlock()
+	if cached != nil && cached.state == sb.State {
+		return cached.s, nil
+	}
+	resp, err := c.rt.PodSandboxStatus(ctx, sb.Id, false)
+	if err != nil {
+		return nil, c.opError("podsandbox_status", err)
+	}
+	st := resp.GetStatus()
+	s := &SandboxState{ID: sb.Id, State: sb.State, CreatedAt: time.Unix(0, sb.CreatedAt)}
+	if md := sb.Metadata; md != nil {
+		s.Attempt = md.Attempt
+	}
+	if ns := st.GetLinux().GetNamespaces().GetOptions(); ns != nil {
+		s.HostNetwork = ns.Network == runtimeapi.NamespaceMode_NODE
+	}
+	if n := st.GetNetwork(); n != nil && n.Ip != "" {
+		s.IPs = append(s.IPs, n.Ip)
+		for _, ip := range n.AdditionalIps {
+			s.IPs = append(s.IPs, ip.Ip)
+		}
+	}
+	c.mu.Lock()
+	c.sandboxes[sb.Id] = &sandboxCache{state: sb.State, s: s}
+	c.mu.Unlock()
+	return s, nil
+}
+
+func (c *CRI) containerState(ctx context.Context, ct *runtimeapi.Container) (*ContainerState, error) {
+	c.mu.Lock()
+	cached := c.ctrs[ct.Id]
+	c.mu.Unlock()
+	if cached != nil && cached.State == ct.State {
+		return cached, nil
+	}
+	resp, err := c.rt.ContainerStatus(ctx, ct.Id, false)
+	if err != nil {
+		return nil, c.opError("container_status", err)
+	}
+	st := resp.GetStatus()
+	s := &ContainerState{ID: ct.Id, SandboxID: ct.PodSandboxId, Name: ct.Labels[LabelContainerName], State: st.GetState(),
+		Image: st.GetImage().GetImage(), ImageRef: st.GetImageRef(), Hash: ct.Annotations[AnnotationContainerHash],
+		CreatedAt: time.Unix(0, st.GetCreatedAt()), ExitCode: st.GetExitCode(), Reason: st.GetReason(), Message: st.GetMessage()}
+	s.RestartCount, _ = strconv.Atoi(ct.Annotations[AnnotationContainerRestartCount])
+	if s.Exited() && s.Message == "" && ct.Annotations[AnnotationContainerTerminationMessagePath] != "" {
+		s.Message = c.terminationMessage(ct.Labels[LabelPodUID], s.Name, s.RestartCount)
+	}
+	if s.Exited() && s.Message == "" && s.ExitCode != 0 &&
+		ct.Annotations[AnnotationContainerTerminationMessagePolicy] == string(corev1.TerminationMessageFallbackToLogsOnError) {
+		s.Message = logTail(st.GetLogPath())
+	}
+	if t := st.GetStartedAt(); t > 0 {
+		s.StartedAt = time.Unix(0, t)
+	}
+	if t := st.GetFinishedAt(); t > 0 {
+		s.FinishedAt = time.Unix(0, t)
+	}
+	c.mu.Lock()
+	c.ctrs[ct.Id] = s
+	c.mu.Unlock()
+	return s, nil
+}
+
+// maxTerminationMessage is the kubelet's limit on a termination message.
+const maxTerminationMessage = 4096
+
+// terminationMessage reads what an exited container wrote to its
+// termination-message file (the file its terminationMessagePath mounts).
+func (c *CRI) terminationMessage(uid, name string, restartCount int) string {
+	f, err := os.Open(c.b.terminationMessageFile(types.UID(uid), name, restartCount))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, maxTerminationMessage)
+	n, _ := io.ReadFull(f, buf)
+	return string(buf[:n])
+}
+
+// Limits of a termination message taken from the log, as the kubelet's.
+const (
+	logTailLines = 80
+	logTailBytes = 2048
+)
+
+// logTail returns the last lines of a container log in the CRI format
+// ("<time> <stream> <P|F> <text>"), at most 80 lines and 2 KiB.
+func logTail(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const window = 64 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		_, _ = f.Seek(fi.Size()-window, io.SeekStart)
+	}
+	data, _ := io.ReadAll(io.LimitReader(f, window))
+	var lines []string
+	var partial strings.Builder
+	for _, l := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(l, " ", 4)
+		if len(parts) < 4 {
+			continue
+		}
+		partial.WriteString(parts[3])
+		if parts[2] == "F" {
+			lines = append(lines, partial.String())
+			partial.Reset()
+		}
+	}
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	out := strings.Join(lines, "\n")
+	if len(lines) > 0 {
+		out += "\n"
+	}
+	if len(out) > logTailBytes {
+		out = out[len(out)-logTailBytes:]
+	}
+	return out
+}
+
+// crashLoopWait is the planner's view of the crash-loop back-off.
+func (c *CRI) crashLoopWait(key string, finishedAt time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.crashLoop.Wait(key, finishedAt)
+}
+
+// SyncPod plans with ComputePodActions and carries the actions out.
+func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
+	now := c.clock.Now()
+	a := ComputePodActions(PlanInput{Pod: pod, State: observed, Probes: c.probes, Now: now, CrashLoopWait: c.crashLoopWait})
+	res := a.BackOffResult(now)
+	for _, b := range a.BackOff {
+		c.event(pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", b.Name, pod.Name, pod.Namespace, pod.UID)
+	}
+	if a.Empty() {
+		return res, nil
+	}
+	c.mu.Lock()
+	netReady := c.netReady
+	c.mu.Unlock()
+	if !netReady && !pod.Spec.HostNetwork {
+		// As the kubelet: pod-network pods wait for the network, retried each second.
+		res.RequeueWithin(time.Second)
+		return res, ErrNetworkNotReady
+	}
+	res.Changed = true
+	if a.KillPod {
+		if err := c.killPod(ctx, pod, observed, 0); err != nil {
+			return res, err
+		}
+		if !a.CreateSandbox {
+			return res, nil
+		}
+	}
+	sandboxID := a.SandboxID
+	sbConfig := c.b.sandboxConfig(pod, a.Attempt)
+	if a.CreateSandbox {
+		if err := os.MkdirAll(sbConfig.LogDirectory, 0o755); err != nil {
+			return res, err
+		}
+		id, err := c.rt.RunPodSandbox(ctx, sbConfig, c.handler)
+		if err != nil {
+			c.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			return res, c.opError("run_podsandbox", err)
+		}
+		sandboxID = id
+		// Init containers of the old sandbox must not count as done.
+		if observed != nil {
+			for _, ct := range observed.Containers {
+				if isInitName(pod, ct.Name) {
+					_ = c.rt.RemoveContainer(ctx, ct.ID)
+				}
+			}
+		}
+	}
+	ips := podIPs{host: c.b.hostIPs}
+	if pod.Spec.HostNetwork {
+		ips.pod = c.b.hostIPs
+	} else if st, err := c.rt.PodSandboxStatus(ctx, sandboxID, false); err == nil && st.GetStatus().GetNetwork().GetIp() != "" {
+		ips.pod = []string{st.Status.Network.Ip}
+	}
+	for _, k := range a.Kill {
+		spec := specByName(pod, k.Name)
+		grace := containerGrace(pod, spec, k.Probe)
+		var ct *ContainerState
+		if observed != nil {
+			for _, o := range observed.Containers {
+				if o.ID == k.ID {
+					ct = o
+				}
+			}
+		}
+		if err := c.killContainer(ctx, pod, spec, ct, k.ID, grace, k.Reason); err != nil {
+			return res, err
+		}
+	}
+	var firstErr error
+	for _, ref := range a.Start {
+		spec := ref.Spec(pod)
+		if reason, msg, err := c.startContainer(ctx, pod, spec, observed, sandboxID, sbConfig, ips); err != nil {
+			res.SetWaiting(spec.Name, reason, msg)
+			if firstErr == nil {
+				firstErr = err
+			}
+			res.RequeueWithin(c.pullBackOffLeft(pod, spec))
+		}
+	}
+	c.gc(ctx, observed)
+	return res, firstErr
+}
+
+func isInitName(pod *corev1.Pod, name string) bool {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name && !isSidecar(&pod.Spec.InitContainers[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func specByName(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return nil
+}
+
+// containerGrace is the kubelet's grace for killing one container outside
+// a pod kill: deletionGracePeriodSeconds, else the failed probe's
+// terminationGracePeriodSeconds, else the pod's, else 2s.
+func containerGrace(pod *corev1.Pod, spec *corev1.Container, pr *corev1.Probe) time.Duration {
+	switch {
+	case pod.DeletionGracePeriodSeconds != nil:
+		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	case pr != nil && pr.TerminationGracePeriodSeconds != nil:
+		return time.Duration(*pr.TerminationGracePeriodSeconds) * time.Second
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return minGrace
+}
+
+const minGrace = 2 * time.Second
+
+// startContainer pulls the image as the policy says, creates and starts the
+// container, and runs its postStart hook. On failure it returns the waiting
+// reason and message.
+func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, observed *PodState, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, ips podIPs) (string, string, error) {
+	now := c.clock.Now()
+	prev := observed.Latest(spec.Name)
+	restartCount := 0
+	if prev != nil {
+		restartCount = prev.RestartCount + 1
+	} else {
+		restartCount = nextLogIndex(filepath.Join(sbConfig.LogDirectory, spec.Name))
+	}
+	if prev != nil && prev.Exited() {
+		c.mu.Lock()
+		c.crashLoop.Next(CrashLoopKey(pod, spec), now)
+		c.mu.Unlock()
+	}
+	if reason, msg, err := c.ensureImage(ctx, pod, spec, sbConfig); err != nil {
+		return reason, msg, err
+	}
+	cfg, err := c.b.containerConfig(pod, spec, restartCount, ips)
+	if err != nil {
+		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return ReasonCreateContainerConfigError, err.Error(), err
+	}
+	id, err := c.rt.CreateContainer(ctx, sandboxID, cfg, sbConfig)
+	if err != nil {
+		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return ReasonCreateContainerError, err.Error(), c.opError("create_container", err)
+	}
+	c.event(pod, corev1.EventTypeNormal, "Created", "Created container %s", spec.Name)
+	if err := c.rt.StartContainer(ctx, id); err != nil {
+		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+		return ReasonRunContainerError, err.Error(), c.opError("start_container", err)
+	}
+	c.event(pod, corev1.EventTypeNormal, "Started", "Started container %s", spec.Name)
+	if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
+		if msg, ok := c.runHook(ctx, pod, spec, id, spec.Lifecycle.PostStart, ips, containerGrace(pod, spec, nil)); !ok {
+			c.event(pod, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %s", msg)
+			_ = c.killContainer(ctx, pod, spec, nil, id, containerGrace(pod, spec, nil), "FailedPostStartHook")
+			return ReasonPostStartHookError, msg, fmt.Errorf("postStart hook of %s: %s", spec.Name, msg)
+		}
+	}
+	return "", "", nil
+}
+
+// nextLogIndex is 1 + the highest N of N.log in dir, 0 if none: the
+// restart count of a container whose earlier instances are gone.
+func nextLogIndex(dir string) int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	next := 0
+	for _, e := range ents {
+		if n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".log")); err == nil && strings.HasSuffix(e.Name(), ".log") && n+1 > next {
+			next = n + 1
+		}
+	}
+	return next
+}
+
+func (c *CRI) pullKey(pod *corev1.Pod, spec *corev1.Container) string {
+	return string(pod.UID) + "_" + spec.Image
+}
+
+func (c *CRI) pullBackOffLeft(pod *corev1.Pod, spec *corev1.Container) time.Duration {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if until, ok := c.pull.Until(c.pullKey(pod, spec), now); ok {
+		return until.Sub(now)
+	}
+	return 0
+}
+
+// ensureImage applies imagePullPolicy with the image pull back-off.
+func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, sbConfig *runtimeapi.PodSandboxConfig) (string, string, error) {
+	if spec.Image == "" {
+		return ReasonInvalidImageName, "image is empty", errors.New("empty image")
+	}
+	img := &runtimeapi.ImageSpec{Image: spec.Image}
+	policy := spec.ImagePullPolicy
+	if policy == "" {
+		policy = corev1.PullIfNotPresent
+	}
+	if policy != corev1.PullAlways {
+		st, err := c.rt.ImageStatus(ctx, img, false)
+		if err != nil {
+			return ReasonErrImagePull, err.Error(), c.opError("image_status", err)
+		}
+		if st.GetImage() != nil {
+			return "", "", nil
+		}
+		if policy == corev1.PullNever {
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", spec.Image)
+			c.event(pod, corev1.EventTypeWarning, "ErrImageNeverPull", "%s", msg)
+			return ReasonErrImageNeverPull, msg, errors.New(msg)
+		}
+	}
+	key := c.pullKey(pod, spec)
+	now := c.clock.Now()
+	c.mu.Lock()
+	_, backingOff := c.pull.Until(key, now)
+	c.mu.Unlock()
+	if backingOff {
+		msg := fmt.Sprintf("Back-off pulling image %q", spec.Image)
+		c.event(pod, corev1.EventTypeNormal, "BackOff", "%s", msg)
+		return ReasonImagePullBackOff, msg, errors.New(msg)
+	}
+	select {
+	case c.pulls <- struct{}{}:
+	case <-ctx.Done():
+		return ReasonErrImagePull, ctx.Err().Error(), ctx.Err()
+	}
+	c.event(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", spec.Image)
+	start := c.clock.Now()
+	_, err := c.rt.PullImage(ctx, img, nil, sbConfig)
+	<-c.pulls
+	if err != nil {
+		c.mu.Lock()
+		c.pull.Next(key, c.clock.Now())
+		c.mu.Unlock()
+		c.event(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", spec.Image, err)
+		return ReasonErrImagePull, err.Error(), c.opError("pull_image", err)
+	}
+	c.mu.Lock()
+	c.pull.Forget(key)
+	c.mu.Unlock()
+	c.event(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v", spec.Image, c.clock.Since(start))
+	return "", "", nil
+}
+
+// runHook runs a lifecycle handler (exec or httpGet) and reports its
+// message and whether it succeeded.
+func (c *CRI) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, id string, h *corev1.LifecycleHandler, ips podIPs, timeout time.Duration) (string, bool) {
+	target := probe.Target{Pod: pod, Container: spec, ContainerID: id}
+	if len(ips.pod) > 0 {
+		target.PodIP = ips.pod[0]
+	}
+	var out probe.Outcome
+	switch {
+	case h.Exec != nil:
+		out = c.hooks.Exec(ctx, h.Exec, target, timeout)
+	case h.HTTPGet != nil:
+		out = c.hooks.HTTPGet(ctx, h.HTTPGet, target, timeout)
+	case h.Sleep != nil:
+		t := c.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+		}
+		return "", true
+	default:
+		return "", true
+	}
+	if out.Err != nil {
+		return out.Err.Error(), false
+	}
+	return out.Message, out.Result == probe.Success
+}
+
+// killContainer runs the preStop hook (its time taken off grace) and stops
+// the container with what is left, at least 2s.
+func (c *CRI) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, ct *ContainerState, id string, grace time.Duration, reason string) error {
+	name := id
+	if spec != nil {
+		name = spec.Name
+		c.event(pod, corev1.EventTypeNormal, "Killing", "Stopping container %s", spec.Name)
+	}
+	running := ct == nil || ct.Running()
+	if spec != nil && running && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+		start := c.clock.Now()
+		ips := podIPs{pod: c.b.hostIPs}
+		hctx, cancel := context.WithTimeout(ctx, grace)
+		if msg, ok := c.runHook(hctx, pod, spec, id, spec.Lifecycle.PreStop, ips, grace); !ok {
+			c.event(pod, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %s", msg)
+			klog.FromContext(ctx).V(2).Info("preStop hook failed", "container", name, "message", msg)
+		}
+		cancel()
+		grace -= c.clock.Since(start)
+	}
+	if err := c.rt.StopContainer(ctx, id, max(grace, minGrace)); err != nil && !runtime.IsNotFound(err) {
+		return c.opError("stop_container", fmt.Errorf("stopping container %s: %w", name, err))
+	}
+	_ = reason
+	return nil
+}
+
+// killPod stops every live container within grace (0: each container's
+// own), as the kubelet orders it: regular containers in parallel first, then
+// init containers and sidecars one at a time in reverse order of the spec,
+// each with what is left of grace (at least 2s); then every sandbox.
+func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, grace time.Duration) error {
+	if observed == nil {
+		return nil
+	}
+	initIdx := make(map[string]int, len(pod.Spec.InitContainers))
+	for i := range pod.Spec.InitContainers {
+		initIdx[pod.Spec.InitContainers[i].Name] = i
+	}
+	waves := make([][]*ContainerState, 1+len(pod.Spec.InitContainers))
+	for _, ct := range observed.Containers {
+		if ct.Exited() {
+			continue
+		}
+		w := 0
+		if i, ok := initIdx[ct.Name]; ok {
+			w = len(pod.Spec.InitContainers) - i // the last init container stops first
+		}
+		waves[w] = append(waves[w], ct)
+	}
+	deadline := c.clock.Now().Add(grace)
+	var errs []error
+	for _, wave := range waves {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for _, ct := range wave {
+			spec := specByName(pod, ct.Name)
+			g := containerGrace(pod, spec, nil)
+			if grace > 0 {
+				g = max(deadline.Sub(c.clock.Now()), minGrace)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.killContainer(ctx, pod, spec, ct, ct.ID, g, "pod is stopping"); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, sb := range observed.Sandboxes {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			if err := c.rt.StopPodSandbox(ctx, sb.ID); err != nil {
+				return c.opError("stop_podsandbox", err)
+			}
+		}
+	}
+	return nil
+}
+
+// gc removes exited containers but the newest exited one of each name (the
+// last state of its successor), as the kubelet's container GC keeps one dead
+// container per container, and sandboxes that are not ready, not the newest,
+// and hold no container.
+func (c *CRI) gc(ctx context.Context, observed *PodState) {
+	if observed == nil {
+		return
+	}
+	count := map[string]int{}
+	seen := map[string]bool{}
+	used := map[string]bool{}
+	for _, ct := range observed.Containers {
+		newest := !seen[ct.Name]
+		seen[ct.Name] = true
+		if ct.Exited() {
+			count[ct.Name]++
+		}
+		stale := ct.State == runtimeapi.ContainerState_CONTAINER_CREATED && !newest // created, never started, superseded
+		if stale || (count[ct.Name] > 1 && ct.Exited()) {
+			_ = c.rt.RemoveContainer(ctx, ct.ID)
+			continue
+		}
+		used[ct.SandboxID] = true
+	}
+	for i, sb := range observed.Sandboxes {
+		if i > 0 && !sb.Ready() && !used[sb.ID] {
+			_ = c.rt.RemovePodSandbox(ctx, sb.ID)
+		}
+	}
+}
+
+// SyncTerminatingPod stops the pod's containers within gracePeriod and its
+// sandboxes.
+func (c *CRI) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed *PodState, gracePeriod time.Duration) error {
+	return c.killPod(ctx, pod, observed, gracePeriod)
+}
+
+// SyncTerminatedPod removes the pod's containers and sandboxes from the
+// runtime, and its directory under PodRoot. Logs stay.
+func (c *CRI) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error {
+	if observed != nil {
+		for _, ct := range observed.Containers {
+			if err := c.rt.RemoveContainer(ctx, ct.ID); err != nil {
+				return c.opError("remove_container", err)
+			}
+		}
+		for _, sb := range observed.Sandboxes {
+			if err := c.rt.RemovePodSandbox(ctx, sb.ID); err != nil {
+				return c.opError("remove_podsandbox", err)
+			}
+		}
+	}
+	if pod != nil && pod.UID != "" {
+		if err := os.RemoveAll(c.b.podDir(pod)); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	if pod != nil {
+		for i := range pod.Spec.Containers {
+			c.crashLoop.Forget(CrashLoopKey(pod, &pod.Spec.Containers[i]))
+		}
+		for i := range pod.Spec.InitContainers {
+			c.crashLoop.Forget(CrashLoopKey(pod, &pod.Spec.InitContainers[i]))
+		}
+	}
+	c.crashLoop.GC(c.clock.Now())
+	c.pull.GC(c.clock.Now())
+	c.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,716 @@
+package podsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/timerheap"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/probe"
+)
+
+// Defaults and bounds of Options.
+const (
+	DefaultRelistPeriod = time.Second
+	DefaultResyncPeriod = time.Minute
+	DefaultErrorBackoff = 10 * time.Second
+	DefaultMaxParallel  = 16
+	// OrphanGracePeriod is the grace of pods that run but no source knows.
+	OrphanGracePeriod = time.Second
+)
+
+// Options configure an Engine. The zero value of each field means its
+// default.
+type Options struct {
+	// Syncer runs the pods. Required.
+	Syncer PodSyncer
+	// Relister observes them. Default: Syncer, if it is a Relister; else required.
+	Relister Relister
+	// Writer receives every status the engine computes, PodTerminated and
+	// RemovePod. Default nil: none.
+	Writer StatusWriter
+	// Probes is told about pods (AddPod, SetPodStatus, RemovePod), fills
+	// Started and Ready, and wakes pods whose probe results change. Default
+	// nil: containers are started and ready once running.
+	Probes *probe.Manager
+	// Updates is the merged pod stream Run reads (podsource.Merger.Updates).
+	// Default nil: only HandleUpdate feeds the engine.
+	Updates <-chan podsource.Update
+	// SourcesReady reports whether every pod source has sent its first set;
+	// runtime pods that no source knows are killed only after that. Default:
+	// always ready.
+	SourcesReady func() bool
+	// HostIPs are the node's addresses (status.hostIP(s), pod IPs on the host network).
+	HostIPs []string
+	// RuntimeName prefixes container IDs in statuses. Default: the Syncer's
+	// RuntimeName() if it has one after a relist, else "containerd".
+	RuntimeName string
+	// Clock drives relists, resyncs and back-offs. Default clock.RealClock{}.
+	Clock clock.WithTicker
+	// Registerer receives the kubelet's pod metrics. Default nil: none.
+	Registerer prometheus.Registerer
+	// Recorder receives Killing events for orphaned pods. Default nil: none.
+	Recorder record.EventRecorder
+	// Rand jitters resyncs (×[1, 1.5)). Default: a seeded generator.
+	Rand *rand.Rand
+	// RelistPeriod: the runtime is relisted this long after the last relist.
+	// Default 1s; between 10ms and 1m.
+	RelistPeriod time.Duration
+	// ResyncPeriod: a pod with nothing to wait for is synced again this
+	// often. Default 1m; between 1s and 1h.
+	ResyncPeriod time.Duration
+	// ErrorBackoff: a pod whose sync failed is synced again after this (or
+	// sooner, when the sync asked). Default 10s; between 10ms and 1m.
+	ErrorBackoff time.Duration
+	// MaxParallel bounds the pods synced at once. Default 16; between 1 and 10000.
+	MaxParallel int
+}
+
+func (o *Options) defaults() error {
+	if o.Syncer == nil {
+		return errors.New("podsync: Options.Syncer is required")
+	}
+	if o.Relister == nil {
+		r, ok := o.Syncer.(Relister)
+		if !ok {
+			return errors.New("podsync: Options.Relister is required when the Syncer is not a Relister")
+		}
+		o.Relister = r
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Rand == nil {
+		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if o.SourcesReady == nil {
+		o.SourcesReady = func() bool { return true }
+	}
+	for _, d := range []struct {
+		what     string
+		v        *time.Duration
+		def      time.Duration
+		min, max time.Duration
+	}{
+		{"RelistPeriod", &o.RelistPeriod, DefaultRelistPeriod, 10 * time.Millisecond, time.Minute},
+		{"ResyncPeriod", &o.ResyncPeriod, DefaultResyncPeriod, time.Second, time.Hour},
+		{"ErrorBackoff", &o.ErrorBackoff, DefaultErrorBackoff, 10 * time.Millisecond, time.Minute},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if err := backoff.Check("podsync: Options."+d.what, *d.v, d.min, d.max); err != nil {
+			return err
+		}
+	}
+	if o.MaxParallel == 0 {
+		o.MaxParallel = DefaultMaxParallel
+	}
+	if o.MaxParallel < 1 || o.MaxParallel > 10000 {
+		return fmt.Errorf("podsync: Options.MaxParallel %d must be in [1, 10000]", o.MaxParallel)
+	}
+	return nil
+}
+
+// Lifecycle is where a pod worker is in the kubelet's lifecycle.
+type Lifecycle int
+
+// The lifecycle stages, in order.
+const (
+	Syncing Lifecycle = iota
+	Terminating
+	Terminated
+	// Done: SyncTerminatedPod finished; later updates are ignored.
+	Done
+)
+
+// String returns the stage's name.
+func (l Lifecycle) String() string {
+	return [...]string{"Syncing", "Terminating", "Terminated", "Done"}[l]
+}
+
+type worker struct {
+	uid       types.UID
+	pod       *corev1.Pod
+	life      Lifecycle
+	grace     time.Duration
+	removed   bool // gone from its source
+	orphan    bool // no source ever had it
+	busy      bool // a sync is queued for a slot or running
+	running   bool // a sync holds a slot
+	pending   bool
+	cancel    context.CancelFunc
+	waiting   map[string]Waiting
+	status    *corev1.PodStatus
+	firstSeen time.Time
+	started   bool
+	synced    bool
+}
+
+// Engine runs one pod worker per pod UID: the latest update wins, at most
+// MaxParallel pods sync at once, and each pod goes Syncing → Terminating →
+// Terminated → Done through the PodSyncer. A relist of the backend observes
+// what runs. SyncOnce is one synchronous step; Run loops it.
+type Engine struct {
+	o       Options
+	metrics *metrics
+	sem     chan struct{}
+	wake    chan struct{}
+
+	mu         sync.Mutex
+	workers    map[types.UID]*worker
+	due        timerheap.Heap[types.UID]
+	cache      map[types.UID]*PodState
+	nextRelist time.Time
+	relistNow  bool
+	relistErr  error // the last relist's: syncs wait while the backend cannot be observed
+}
+
+// New returns an Engine with no pods.
+func New(o Options) (*Engine, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("podsync: %w", err)
+	}
+	return &Engine{o: o, metrics: m, sem: make(chan struct{}, o.MaxParallel), wake: make(chan struct{}, 1),
+		workers: map[types.UID]*worker{}, cache: map[types.UID]*PodState{}}, nil
+}
+
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// scheduleLocked makes w due at t (or earlier, if it is due sooner).
+func (e *Engine) scheduleLocked(uid types.UID, t time.Time) {
+	if d, ok := e.due.Due(uid); ok && !t.Before(d) {
+		return
+	}
+	e.due.Set(uid, t)
+}
+
+// Trigger makes the pod sync at the next step.
+func (e *Engine) Trigger(uid types.UID) {
+	e.mu.Lock()
+	if _, ok := e.workers[uid]; ok {
+		e.scheduleLocked(uid, e.o.Clock.Now())
+	}
+	e.mu.Unlock()
+	e.poke()
+}
+
+// HandleUpdate applies one update of the merged pod stream.
+func (e *Engine) HandleUpdate(u podsource.Update) {
+	now := e.o.Clock.Now()
+	e.mu.Lock()
+	for _, pod := range u.Pods {
+		if pod == nil || podsource.IsMirrorPod(pod) {
+			continue
+		}
+		w := e.workers[pod.UID]
+		if w == nil {
+			if u.Op == podsource.OpRemove {
+				continue
+			}
+			w = &worker{uid: pod.UID, firstSeen: now}
+			e.workers[pod.UID] = w
+			if e.o.Probes != nil {
+				e.o.Probes.AddPod(pod)
+			}
+		}
+		if w.life == Done {
+			if u.Op == podsource.OpRemove {
+				e.forgetLocked(w)
+			}
+			continue
+		}
+		w.pod = pod
+		switch {
+		case u.Op == podsource.OpRemove:
+			w.removed = true
+			e.terminateLocked(w, PodGracePeriod(pod))
+		case pod.DeletionTimestamp != nil:
+			e.terminateLocked(w, PodGracePeriod(pod))
+		}
+		e.scheduleLocked(pod.UID, now)
+		if w.busy {
+			w.pending = true
+		}
+	}
+	e.mu.Unlock()
+	e.poke()
+}
+
+// terminateLocked moves w to Terminating with grace, which only shrinks,
+// and cancels a SyncPod in flight.
+func (e *Engine) terminateLocked(w *worker, grace time.Duration) {
+	switch w.life {
+	case Syncing:
+		w.life, w.grace = Terminating, grace
+		if w.cancel != nil {
+			w.cancel()
+		}
+	case Terminating:
+		if grace < w.grace {
+			// A shorter grace restarts the termination with it.
+			w.grace = grace
+			if w.cancel != nil {
+				w.cancel()
+			}
+		}
+	}
+}
+
+func (e *Engine) forgetLocked(w *worker) {
+	delete(e.workers, w.uid)
+	e.due.Remove(w.uid)
+	if e.o.Writer != nil && !w.orphan {
+		e.o.Writer.RemovePod(w.uid)
+	}
+}
+
+// PodStatus returns the status last computed for the pod.
+func (e *Engine) PodStatus(uid types.UID) (corev1.PodStatus, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w := e.workers[uid]; w != nil && w.status != nil {
+		return *w.status, true
+	}
+	return corev1.PodStatus{}, false
+}
+
+// PodLifecycle returns where the pod's worker is, and false if there is none.
+func (e *Engine) PodLifecycle(uid types.UID) (Lifecycle, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w := e.workers[uid]; w != nil {
+		return w.life, true
+	}
+	return 0, false
+}
+
+// State returns what the last relist saw of the pod.
+func (e *Engine) State(uid types.UID) *PodState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.cache[uid]
+}
+
+// SyncOnce is one step: relist, then sync every pod that is due and wait
+// for those syncs. It returns when the engine next wants to step.
+func (e *Engine) SyncOnce(ctx context.Context) (time.Time, error) {
+	err := e.relist(ctx)
+	var wg sync.WaitGroup
+	e.dispatch(ctx, &wg)
+	wg.Wait()
+	return e.next(), err
+}
+
+func (e *Engine) next() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	next := e.nextRelist
+	if e.relistNow {
+		next = e.o.Clock.Now()
+	}
+	if _, t, ok := e.due.Peek(); ok && t.Before(next) && e.relistErr == nil {
+		next = t
+	}
+	return next
+}
+
+// Run steps until ctx ends, reading Options.Updates and probe result
+// changes, then waits for the syncs in flight and returns nil.
+func (e *Engine) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	logger := klog.FromContext(ctx)
+	var probeCh <-chan probe.Update
+	if e.o.Probes != nil {
+		probeCh = e.o.Probes.Subscribe(ctx, 256)
+	}
+	updates := e.o.Updates
+	for {
+		now := e.o.Clock.Now()
+		e.mu.Lock()
+		relist := e.relistNow || !now.Before(e.nextRelist)
+		e.mu.Unlock()
+		if relist {
+			if err := e.relist(ctx); err != nil && ctx.Err() == nil {
+				logger.Error(err, "Relist failed")
+			}
+		}
+		e.dispatch(ctx, &wg)
+		t := e.o.Clock.NewTimer(max(e.next().Sub(e.o.Clock.Now()), 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case u, ok := <-updates:
+			if !ok {
+				updates = nil
+			} else {
+				e.HandleUpdate(u)
+			}
+		case pu, ok := <-probeCh:
+			if ok {
+				e.Trigger(pu.PodUID)
+			}
+		case <-e.wake:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// relist observes the backend, wakes pods whose state changed, publishes
+// the new status of those that are not syncing (so a started container is
+// reported without waiting for a free sync slot) and starts terminating
+// orphans.
+func (e *Engine) relist(ctx context.Context) error {
+	pods, err := e.o.Relister.Relist(ctx)
+	changed, err := e.observe(pods, err)
+	// Dispatch runs on this goroutine after relist, so none of these
+	// workers starts a sync before its status is published.
+	for _, j := range changed {
+		e.publish(j, e.status(j, false))
+	}
+	return err
+}
+
+func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error) {
+	now := e.o.Clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nextRelist, e.relistNow, e.relistErr = now.Add(e.o.RelistPeriod), false, err
+	if err != nil {
+		return nil, err
+	}
+	var changed []job
+	for uid, st := range pods {
+		if !stateEqual(e.cache[uid], st) {
+			if w, ok := e.workers[uid]; ok {
+				e.scheduleLocked(uid, now)
+				if w.life == Syncing && !w.running && !w.orphan && w.status != nil {
+					changed = append(changed, job{w: w, pod: w.pod, life: w.life, state: st, waiting: w.waiting, status: w.status})
+				}
+			}
+		}
+	}
+	for uid := range e.cache {
+		if _, ok := pods[uid]; !ok {
+			if _, ok := e.workers[uid]; ok {
+				e.scheduleLocked(uid, now)
+			}
+		}
+	}
+	e.cache = pods
+	if e.o.SourcesReady() {
+		for uid, st := range pods {
+			if _, ok := e.workers[uid]; ok {
+				continue
+			}
+			pod := &corev1.Pod{}
+			pod.Name, pod.Namespace, pod.UID = st.Name, st.Namespace, uid
+			w := &worker{uid: uid, pod: pod, life: Terminating, grace: OrphanGracePeriod, orphan: true, firstSeen: now}
+			e.workers[uid] = w
+			e.scheduleLocked(uid, now)
+			if e.o.Recorder != nil {
+				e.o.Recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping orphaned pod %s/%s", st.Namespace, st.Name)
+			}
+		}
+	}
+	e.updateGauges(pods)
+	return changed, nil
+}
+
+func (e *Engine) updateGauges(pods map[types.UID]*PodState) {
+	running := 0
+	states := map[runtimeapi.ContainerState]int{}
+	for _, p := range pods {
+		if sb := p.newestSandbox(); sb != nil && sb.Ready() {
+			running++
+		}
+		for _, c := range p.Containers {
+			states[c.State]++
+		}
+	}
+	e.metrics.runningPods.Set(float64(running))
+	for s, name := range map[runtimeapi.ContainerState]string{
+		runtimeapi.ContainerState_CONTAINER_CREATED: "created", runtimeapi.ContainerState_CONTAINER_RUNNING: "running",
+		runtimeapi.ContainerState_CONTAINER_EXITED: "exited", runtimeapi.ContainerState_CONTAINER_UNKNOWN: "unknown",
+	} {
+		e.metrics.runningContainers.WithLabelValues(name).Set(float64(states[s]))
+	}
+}
+
+func stateEqual(a, b *PodState) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if len(a.Sandboxes) != len(b.Sandboxes) || len(a.Containers) != len(b.Containers) {
+		return false
+	}
+	for i, s := range a.Sandboxes {
+		if o := b.Sandboxes[i]; s.ID != o.ID || s.State != o.State {
+			return false
+		}
+	}
+	for i, c := range a.Containers {
+		if o := b.Containers[i]; c.ID != o.ID || c.State != o.State {
+			return false
+		}
+	}
+	return true
+}
+
+// dispatch starts a sync for every due pod that is not syncing already.
+func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
+	now := e.o.Clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.relistErr != nil {
+		// As the kubelet pauses while the runtime is unhealthy: no sync acts
+		// on a state that could not be observed.
+		return
+	}
+	for {
+		uid, ok := e.due.PopDue(now)
+		if !ok {
+			return
+		}
+		w := e.workers[uid]
+		if w == nil || w.life == Done {
+			continue
+		}
+		if w.busy {
+			w.pending = true
+			continue
+		}
+		w.busy = true
+		wctx, cancel := context.WithCancel(ctx)
+		w.cancel = cancel
+		job := job{w: w, pod: w.pod, life: w.life, grace: w.grace, state: e.cache[uid], waiting: w.waiting, status: w.status}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			select {
+			case e.sem <- struct{}{}:
+			case <-wctx.Done():
+				e.finish(job, 0, errors.Join(wctx.Err()))
+				return
+			}
+			defer func() { <-e.sem }()
+			// Sync on the newest observation: the relist may have
+			// published a newer status while this sync waited for a slot.
+			e.mu.Lock()
+			w.running = true
+			job.pod, job.state, job.waiting, job.status = w.pod, e.cache[uid], w.waiting, w.status
+			e.mu.Unlock()
+			e.run(wctx, job)
+		}()
+	}
+}
+
+// job is a snapshot of a worker for one sync.
+type job struct {
+	w       *worker
+	pod     *corev1.Pod
+	life    Lifecycle
+	grace   time.Duration
+	state   *PodState
+	waiting map[string]Waiting
+	status  *corev1.PodStatus
+}
+
+func (e *Engine) runtimeName() string {
+	if e.o.RuntimeName != "" {
+		return e.o.RuntimeName
+	}
+	if n, ok := e.o.Syncer.(interface{ RuntimeName() string }); ok && n.RuntimeName() != "" {
+		return n.RuntimeName()
+	}
+	return "containerd"
+}
+
+// status computes the pod's status from the job's snapshot.
+func (e *Engine) status(j job, terminated bool) corev1.PodStatus {
+	pod := j.pod
+	if j.status != nil {
+		p := *pod
+		p.Status = *j.status
+		// Conditions others own come from the API.
+		for _, c := range pod.Status.Conditions {
+			found := false
+			for _, o := range p.Status.Conditions {
+				found = found || o.Type == c.Type
+			}
+			if !found {
+				p.Status.Conditions = append(p.Status.Conditions, c)
+			}
+		}
+		if isTerminal(pod.Status.Phase) {
+			p.Status.Phase = pod.Status.Phase
+		}
+		pod = &p
+	}
+	var pr ProbeResults
+	if e.o.Probes != nil {
+		pr = e.o.Probes
+	}
+	return GeneratePodStatus(StatusInput{Pod: pod, State: j.state, Waiting: j.waiting, Probes: pr, RuntimeName: e.runtimeName(),
+		HostIPs: e.o.HostIPs, Now: e.o.Clock.Now(), Terminated: terminated})
+}
+
+func (e *Engine) publish(j job, s corev1.PodStatus) {
+	e.mu.Lock()
+	changed := j.w.status == nil || !equality.Semantic.DeepEqual(*j.w.status, s)
+	j.w.status = &s
+	if !j.w.started && s.Phase == corev1.PodRunning {
+		j.w.started = true
+		e.metrics.podStart.Observe(e.o.Clock.Since(j.w.firstSeen).Seconds())
+	}
+	e.mu.Unlock()
+	if j.w.orphan {
+		return
+	}
+	if e.o.Probes != nil {
+		e.o.Probes.SetPodStatus(j.pod.UID, &s)
+	}
+	if changed && e.o.Writer != nil {
+		e.o.Writer.SetPodStatus(j.pod, s)
+	}
+}
+
+// run carries out one sync of a worker per its lifecycle stage.
+func (e *Engine) run(ctx context.Context, j job) {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(j.pod), "podUID", j.pod.UID)
+	ctx = klog.NewContext(ctx, logger)
+	start := e.o.Clock.Now()
+	switch j.life {
+	case Syncing:
+		s := e.status(j, false)
+		e.publish(j, s)
+		if isTerminal(s.Phase) {
+			e.mu.Lock()
+			e.terminateLocked(j.w, PodGracePeriod(j.pod))
+			e.mu.Unlock()
+			e.finish(j, 0, nil)
+			return
+		}
+		res, err := e.o.Syncer.SyncPod(ctx, j.pod, j.state)
+		op := "sync"
+		if !j.w.synced {
+			op = "create"
+		}
+		e.metrics.workerDuration.WithLabelValues(op).Observe(e.o.Clock.Since(start).Seconds())
+		e.mu.Lock()
+		j.w.waiting, j.w.synced = res.Waiting, true
+		if res.Changed {
+			e.relistNow = true
+		}
+		e.mu.Unlock()
+		if !maps.Equal(res.Waiting, j.waiting) && ctx.Err() == nil {
+			// Show the new waiting reasons (CrashLoopBackOff, ErrImagePull) now.
+			j.waiting = res.Waiting
+			e.publish(j, e.status(j, false))
+		}
+		if err != nil && ctx.Err() == nil {
+			logger.Error(err, "Error syncing pod, skipping")
+		}
+		after := res.RequeueAfter
+		if err != nil {
+			if after == 0 || after > e.o.ErrorBackoff {
+				after = e.o.ErrorBackoff
+			}
+		} else if after == 0 {
+			e.mu.Lock() // Options.Rand is not safe for concurrent use
+			after = time.Duration(float64(e.o.ResyncPeriod) * (1 + 0.5*e.o.Rand.Float64()))
+			e.mu.Unlock()
+		}
+		e.finish(j, after, nil)
+	case Terminating:
+		err := e.o.Syncer.SyncTerminatingPod(ctx, j.pod, j.state, j.grace)
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.Error(err, "Error terminating pod")
+			}
+			e.finish(j, time.Second, err)
+			return
+		}
+		e.mu.Lock()
+		j.w.life = Terminated
+		e.relistNow = true
+		e.mu.Unlock()
+		e.finish(j, 0, nil)
+	case Terminated:
+		if err := e.o.Syncer.SyncTerminatedPod(ctx, j.pod, j.state); err != nil {
+			if ctx.Err() == nil {
+				logger.Error(err, "Error cleaning up terminated pod")
+			}
+			e.finish(j, e.o.ErrorBackoff, err)
+			return
+		}
+		if !j.w.orphan {
+			e.publish(j, e.status(j, true))
+			if e.o.Writer != nil {
+				e.o.Writer.PodTerminated(j.pod)
+			}
+		}
+		if e.o.Probes != nil && !j.w.orphan {
+			e.o.Probes.RemovePod(j.pod.UID)
+		}
+		e.mu.Lock()
+		j.w.life = Done
+		j.w.busy, j.w.running = false, false
+		if j.w.removed || j.w.orphan {
+			e.forgetLocked(j.w)
+		}
+		e.mu.Unlock()
+		e.poke()
+	}
+}
+
+// finish ends a sync: the worker is free again and due after after (at once
+// if an update came in meanwhile, or it changed stage).
+func (e *Engine) finish(j job, after time.Duration, _ error) {
+	now := e.o.Clock.Now()
+	e.mu.Lock()
+	w := j.w
+	w.busy, w.running = false, false
+	w.cancel = nil
+	if w.pending || w.life != j.life {
+		after = 0
+	}
+	w.pending = false
+	if e.workers[w.uid] == w && w.life != Done {
+		e.scheduleLocked(w.uid, now.Add(after))
+	}
+	e.mu.Unlock()
+	e.poke()
+}

@@ -1,0 +1,269 @@
+package podsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/probe"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+func TestEngineLivenessFailureRestarts(t *testing.T) {
+	h := newHarness(t)
+	prober, err := probe.New(probe.Options{Execer: h.rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := probe.NewManager(probe.ManagerOptions{Prober: prober, Clock: h.clock, NoStartJitter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h.cri, _ = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Probes: pm})
+	h.eng, _ = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Probes: pm})
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check"}}},
+		TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 1}
+	h.add(pod)
+	first := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(first) != 1 {
+		t.Fatalf("running %v", first)
+	}
+	h.rt.ScriptExec(first[0].Id, []string{"check"}, runtimetest.ExecScript{ExitCode: 1})
+	for range 3 {
+		h.clock.Step(10 * time.Second)
+		if err := pm.SyncOnce(h.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u, ok := pm.Latest(pod.UID, "a", probe.Liveness); !ok || u.Result != probe.Failure {
+		t.Fatalf("liveness %+v %v", u, ok)
+	}
+	h.eng.Trigger(pod.UID)
+	h.steps(3)
+	now := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(now) != 1 || now[0].Id == first[0].Id {
+		t.Fatalf("not restarted: %v", now)
+	}
+	if rc := h.writer.last(pod.UID).ContainerStatuses[0].RestartCount; rc != 1 {
+		t.Errorf("restartCount %d", rc)
+	}
+}
+
+func TestEngineImagePull(t *testing.T) {
+	h := newHarness(t)
+	never := busyboxPod(corev1.RestartPolicyAlways, "a")
+	never.Spec.Containers[0].Image, never.Spec.Containers[0].ImagePullPolicy = "example.com/missing:1", corev1.PullNever
+	h.add(never)
+	if w := h.writer.last(never.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonErrImageNeverPull {
+		t.Errorf("PullNever of a missing image: %+v", w)
+	}
+
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.UID, pod.Name = "uid-2", "pull"
+	pod.Spec.Containers[0].Image = "example.com/app:2"
+	h.rt.InjectError("PullImage", errors.New("registry unavailable"))
+	h.add(pod)
+	if !h.writer.sawWaiting(pod.UID, ReasonErrImagePull) {
+		t.Error("no ErrImagePull status")
+	}
+	next, _ := h.eng.SyncOnce(h.ctx)
+	if d := next.Sub(h.clock.Now()); d <= 0 || d > 10*time.Second {
+		t.Errorf("next step in %v", d)
+	}
+	h.clock.Step(5 * time.Second)
+	h.eng.Trigger(pod.UID)
+	h.steps(1)
+	if w := h.writer.last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonImagePullBackOff {
+		t.Fatalf("during back-off: %+v", w)
+	}
+	h.clock.Step(5 * time.Second)
+	h.steps(2)
+	if s := h.writer.last(pod.UID); s.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("after back-off: %+v", s.ContainerStatuses[0])
+	}
+}
+
+func TestEngineEventsAndMetrics(t *testing.T) {
+	h := newHarness(t)
+	reg := prometheus.NewRegistry()
+	rec := record.NewFakeRecorder(100)
+	dir := t.TempDir()
+	var err error
+	if h.cri, err = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Recorder: rec, Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	// A second engine on the same registerer shares the metrics.
+	if _, err := New(Options{Syncer: h.cri, Clock: h.clock, Registerer: reg}); err != nil {
+		t.Fatalf("second registration: %v", err)
+	}
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
+	h.add(pod)
+	h.rt.InjectError("RunPodSandbox", errors.New("no network"))
+	other := busyboxPod(corev1.RestartPolicyAlways, "b")
+	other.UID, other.Name = "uid-2", "other"
+	h.add(other)
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{other}})
+	h.steps(3)
+
+	var events []string
+	for len(rec.Events) > 0 {
+		events = append(events, strings.Join(strings.Fields(<-rec.Events)[:2], " "))
+	}
+	for _, want := range []string{"Normal Pulling", "Normal Pulled", "Normal Created", "Normal Started", "Warning FailedCreatePodSandBox"} {
+		found := false
+		for _, e := range events {
+			found = found || e == want
+		}
+		if !found {
+			t.Errorf("no %q event in %v", want, events)
+		}
+	}
+	m := testenv.Metrics(t, reg)
+	if m["kubelet_pod_worker_duration_seconds"] == 0 || m["kubelet_pod_start_duration_seconds"] != 1 || m["kubelet_runtime_operations_errors_total"] != 1 {
+		t.Errorf("metrics %v", m)
+	}
+	if n := testutil.ToFloat64(h.eng.metrics.runningPods); n != 1 {
+		t.Errorf("kubelet_running_pods %v", n)
+	}
+	if n := testutil.ToFloat64(h.eng.metrics.runningContainers.WithLabelValues("running")); n != 1 {
+		t.Errorf("running containers %v", n)
+	}
+}
+
+// TestEngineManyPods syncs many pods in parallel (bounded by MaxParallel)
+// and removes them, for the race detector.
+func TestEngineManyPods(t *testing.T) {
+	h := newHarness(t)
+	var err error
+	if h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, MaxParallel: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range 20 {
+		p := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
+		p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+		pods = append(pods, p)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: pods})
+	h.steps(3)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 40 {
+		t.Fatalf("%d running, want 40", n)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: pods})
+	h.steps(4)
+	if all, _ := h.rt.ListContainers(h.ctx, nil); len(all) != 0 {
+		t.Fatalf("%d containers left", len(all))
+	}
+}
+
+// A relist that sees a pod's containers start publishes the pod's status at
+// once, before (and without) a sync of the pod: a pod that started is
+// reported Running even while every sync slot is taken.
+func TestEngineRelistPublishesStatus(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.steps(1) // relist, then the first sync: Pending published, containers started
+	if s := h.writer.last(pod.UID); s.Phase != corev1.PodPending {
+		t.Fatalf("after the first sync: %+v", s)
+	}
+	if err := h.eng.relist(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := h.writer.last(pod.UID)
+	if s.Phase != corev1.PodRunning || len(s.ContainerStatuses) != 1 || s.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("after the relist: %+v", s)
+	}
+	n := len(h.writer.statuses[pod.UID])
+	h.steps(1) // the pod's sync: the same status, not handed over again
+	if got := len(h.writer.statuses[pod.UID]); got != n {
+		t.Errorf("%d statuses after the sync, want %d", got, n)
+	}
+}
+
+// blockingSyncer holds SyncPod of one pod until release is closed.
+type blockingSyncer struct {
+	*CRI
+	uid     types.UID
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingSyncer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
+	if pod.UID == b.uid {
+		close(b.entered)
+		<-b.release
+	}
+	return b.CRI.SyncPod(ctx, pod, observed)
+}
+
+// While a pod's sync waits for a slot, a relist publishes the pod's new
+// status, and the sync, once it has its slot, works from that observation
+// rather than the one it was queued with.
+func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
+	h := newHarness(t)
+	a := busyboxPod(corev1.RestartPolicyNever, "a")
+	a.UID, a.Name = "uid-a", "a"
+	b := busyboxPod(corev1.RestartPolicyAlways, "b")
+	b.UID, b.Name = "uid-b", "b"
+	bs := &blockingSyncer{CRI: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
+	var err error
+	h.eng, err = New(Options{Syncer: bs, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.add(a)
+	if s := h.writer.last(a.UID); s.Phase != corev1.PodRunning {
+		t.Fatalf("a: %+v", s)
+	}
+	id := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
+
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
+	done := make(chan error, 1)
+	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }()
+	<-bs.entered // b holds the only slot
+	h.eng.Trigger(a.UID)
+	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }() // a's sync queues for the slot
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "a's sync queued", func() bool {
+		h.eng.mu.Lock()
+		defer h.eng.mu.Unlock()
+		w := h.eng.workers[a.UID]
+		return w.busy && !w.running
+	})
+	if err := h.rt.Exit(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.eng.relist(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.writer.last(a.UID); s.Phase != corev1.PodSucceeded {
+		t.Errorf("a after the relist, its sync still queued: %+v", s)
+	}
+	close(bs.release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := h.writer.last(a.UID); s.Phase != corev1.PodSucceeded {
+		t.Errorf("a after its sync: %+v", s)
+	}
+}

@@ -1,0 +1,378 @@
+package podsync
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// recordingWriter is a StatusWriter that keeps what it was given.
+type recordingWriter struct {
+	mu         sync.Mutex
+	statuses   map[types.UID][]corev1.PodStatus
+	terminated []types.UID
+	removed    []types.UID
+}
+
+func (r *recordingWriter) SetPodStatus(pod *corev1.Pod, s corev1.PodStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.statuses == nil {
+		r.statuses = map[types.UID][]corev1.PodStatus{}
+	}
+	r.statuses[pod.UID] = append(r.statuses[pod.UID], s)
+}
+func (r *recordingWriter) PodTerminated(pod *corev1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.terminated = append(r.terminated, pod.UID)
+}
+func (r *recordingWriter) RemovePod(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removed = append(r.removed, uid)
+}
+
+// sawWaiting reports whether any status written for uid had its first
+// container waiting for reason.
+func (r *recordingWriter) sawWaiting(uid types.UID, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.statuses[uid] {
+		if w := s.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *recordingWriter) last(uid types.UID) corev1.PodStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.statuses[uid]
+	if len(s) == 0 {
+		return corev1.PodStatus{}
+	}
+	return s[len(s)-1]
+}
+
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	clock  *clocktesting.FakeClock
+	rt     *runtimetest.Runtime
+	cri    *CRI
+	eng    *Engine
+	writer *recordingWriter
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, ctx: context.Background(), clock: clocktesting.NewFakeClock(t0), writer: &recordingWriter{}}
+	h.rt = runtimetest.New(runtimetest.Options{Clock: h.clock})
+	h.newEngine()
+	return h
+}
+
+func (h *harness) newEngine() {
+	dir := h.t.TempDir()
+	var err error
+	h.cri, err = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir + "/logs", PodRoot: dir + "/pods", ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// add hands the engine pod and runs two steps (sync, relist and sync).
+func (h *harness) add(pod *corev1.Pod) {
+	h.t.Helper()
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.steps(2)
+}
+
+// steps runs n engine steps.
+func (h *harness) steps(n int) {
+	h.t.Helper()
+	for range n {
+		if _, err := h.eng.SyncOnce(h.ctx); err != nil {
+			h.t.Fatalf("SyncOnce: %v", err)
+		}
+	}
+}
+
+func (h *harness) containers(state runtimeapi.ContainerState) []*runtimeapi.Container {
+	cs, err := h.rt.ListContainers(h.ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: state}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return cs
+}
+
+func busyboxPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
+	p := testPod(policy, names...)
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Image = runtimetest.BusyboxImage
+		p.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	for i := range p.Spec.InitContainers {
+		p.Spec.InitContainers[i].Image = runtimetest.BusyboxImage
+	}
+	return p
+}
+
+func TestEngineRunsPod(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.steps(3)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
+		t.Fatalf("%d running containers, want 2", n)
+	}
+	s := h.writer.last(pod.UID)
+	if s.Phase != corev1.PodRunning || cond(s, corev1.PodReady) != "True/" || s.PodIP != "192.0.2.1" {
+		t.Fatalf("status %+v", s)
+	}
+	cs := s.ContainerStatuses[0]
+	if cs.ContainerID == "" || cs.ImageID == "" || cs.State.Running == nil {
+		t.Errorf("container status %+v", cs)
+	}
+	// Nothing more to do: a further step makes no runtime call but lists.
+	h.rt.ResetCalls()
+	h.steps(1)
+	for _, c := range h.rt.Calls() {
+		if c.Method != "ListPodSandbox" && c.Method != "ListContainers" && c.Method != "Status" {
+			t.Errorf("unexpected call %s", c.Method)
+		}
+	}
+}
+
+func TestEngineCrashLoop(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.add(pod)
+	waits := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second}
+	for i, wait := range waits {
+		running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+		if len(running) != 1 {
+			t.Fatalf("round %d: %d running", i, len(running))
+		}
+		if err := h.rt.Exit(running[0].Id, 1); err != nil {
+			t.Fatal(err)
+		}
+		h.steps(2)
+		if wait > 0 {
+			if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+				t.Fatalf("round %d: restarted during back-off", i)
+			}
+			s := h.writer.last(pod.UID)
+			if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonCrashLoopBackOff {
+				t.Fatalf("round %d: status %+v", i, s.ContainerStatuses[0])
+			}
+			next, _ := h.eng.SyncOnce(h.ctx)
+			if d := next.Sub(h.clock.Now()); d <= 0 || d > wait {
+				t.Fatalf("round %d: next step in %v, want within %v", i, d, wait)
+			}
+			h.clock.Step(wait)
+			h.steps(2)
+		}
+		s := h.writer.last(pod.UID)
+		if got := s.ContainerStatuses[0].RestartCount; got != int32(i+1) {
+			t.Fatalf("round %d: restartCount %d, status %+v", i, got, s.ContainerStatuses[0])
+		}
+		if lt := s.ContainerStatuses[0].LastTerminationState.Terminated; lt == nil || lt.ExitCode != 1 {
+			t.Fatalf("round %d: last state %+v", i, s.ContainerStatuses[0].LastTerminationState)
+		}
+	}
+	// Old instances are removed: at most two per container.
+	if all, _ := h.rt.ListContainers(h.ctx, nil); len(all) > 2 {
+		t.Errorf("%d containers kept", len(all))
+	}
+}
+
+func TestEngineInitContainersAndNever(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyNever, "a")
+	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: runtimetest.BusyboxImage}}
+	h.add(pod)
+	running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(running) != 1 || running[0].Metadata.Name != "init" {
+		t.Fatalf("running %v, want init alone", running)
+	}
+	if s := h.writer.last(pod.UID); s.Phase != corev1.PodPending || s.ContainerStatuses[0].State.Waiting.Reason != ReasonPodInitializing {
+		t.Fatalf("status %+v", s)
+	}
+	_ = h.rt.Exit(running[0].Id, 0)
+	h.steps(2)
+	running = h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(running) != 1 || running[0].Metadata.Name != "a" {
+		t.Fatalf("running %v, want a", running)
+	}
+	_ = h.rt.Exit(running[0].Id, 3)
+	h.steps(6)
+	s := h.writer.last(pod.UID)
+	if s.Phase != corev1.PodFailed || s.ContainerStatuses[0].State.Terminated.ExitCode != 3 {
+		t.Fatalf("status %+v", s)
+	}
+	if l, _ := h.eng.PodLifecycle(pod.UID); l != Done {
+		t.Fatalf("lifecycle %s", l)
+	}
+	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+		t.Errorf("sandboxes left: %v", sbs)
+	}
+	if len(h.writer.terminated) != 1 {
+		t.Errorf("PodTerminated calls %v", h.writer.terminated)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	if _, ok := h.eng.PodLifecycle(pod.UID); ok || len(h.writer.removed) != 1 {
+		t.Errorf("worker kept after REMOVE")
+	}
+}
+
+func TestEngineImageChangeRecreates(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
+	h.add(pod)
+	before := map[string]string{}
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		before[c.Metadata.Name] = c.Id
+	}
+	h.rt.AddImage("docker.io/library/busybox:1.37", 100)
+	upd := pod.DeepCopy()
+	upd.Spec.Containers[1].Image = "docker.io/library/busybox:1.37"
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Pods: []*corev1.Pod{upd}})
+	h.steps(2)
+	after := map[string]string{}
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		after[c.Metadata.Name] = c.Id
+	}
+	if after["a"] != before["a"] || after["b"] == before["b"] || after["b"] == "" {
+		t.Fatalf("before %v after %v: want b alone recreated", before, after)
+	}
+}
+
+func TestEngineDeleteAndOrphans(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo bye"}}}}
+	h.add(pod)
+	// An orphan: a labelled sandbox no source knows; and an unlabelled one.
+	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "old", Namespace: "default", Uid: "uid-old"},
+		Labels: map[string]string{LabelPodUID: "uid-old", LabelPodName: "old", LabelPodNamespace: "default"}}
+	if _, err := h.rt.RunPodSandbox(h.ctx, cfg, ""); err != nil {
+		t.Fatal(err)
+	}
+	foreign, _ := h.rt.RunPodSandbox(h.ctx, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "x", Namespace: "y", Uid: "z"}}, "")
+	del := pod.DeepCopy()
+	now := metav1.NewTime(h.clock.Now())
+	grace := int64(5)
+	del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &grace
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
+	h.steps(4)
+	sbs, _ := h.rt.ListPodSandbox(h.ctx, nil)
+	if len(sbs) != 1 || sbs[0].Id != foreign {
+		t.Fatalf("sandboxes %v, want the foreign one alone", sbs)
+	}
+	var execs, stops int
+	for _, c := range h.rt.Calls() {
+		switch c.Method {
+		case "ExecSync":
+			execs++
+		case "StopContainer":
+			stops++
+		}
+	}
+	if execs != 1 || stops == 0 {
+		t.Errorf("preStop execs %d stops %d", execs, stops)
+	}
+	if s := h.writer.last(pod.UID); s.Phase != corev1.PodFailed && s.Phase != corev1.PodSucceeded {
+		t.Errorf("final phase %s", s.Phase)
+	}
+}
+
+func TestEngineAdoption(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.add(pod)
+	r := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	_ = h.rt.Exit(r[0].Id, 1)
+	h.steps(2) // restarted once: restartCount 1
+	before := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	h.newEngine()
+	h.rt.ResetCalls()
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.steps(3)
+	after := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(after) != 1 || after[0].Id != before[0].Id {
+		t.Fatalf("not adopted: before %v after %v", before, after)
+	}
+	for _, c := range h.rt.Calls() {
+		switch c.Method {
+		case "RunPodSandbox", "CreateContainer", "StopContainer", "StopPodSandbox":
+			t.Errorf("new engine called %s", c.Method)
+		}
+	}
+	if rc := h.writer.last(pod.UID).ContainerStatuses[0].RestartCount; rc != 1 {
+		t.Errorf("restartCount %d after adoption", rc)
+	}
+}
+
+func TestEngineRun(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the containerd harness runs beside the tests
+	h := newHarness(t)
+	updates := make(chan podsource.Update, 1)
+	var err error
+	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Updates: updates, HostIPs: []string{"192.0.2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- h.eng.Run(ctx) }()
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	updates <- podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}}
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "pod Running", func() bool {
+		h.clock.Step(100 * time.Millisecond)
+		return h.writer.last(pod.UID).Phase == corev1.PodRunning
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	s := SyncerFuncs{}
+	if _, err := New(Options{Syncer: s}); err == nil {
+		t.Error("no Relister accepted")
+	}
+	rl := relisterFunc(func(context.Context) (map[types.UID]*PodState, error) { return nil, nil })
+	if _, err := New(Options{Syncer: s, Relister: rl, RelistPeriod: 10}); err == nil {
+		t.Error("RelistPeriod 10ns accepted")
+	}
+	if _, err := New(Options{Syncer: s, Relister: rl, MaxParallel: -1}); err == nil {
+		t.Error("MaxParallel -1 accepted")
+	}
+	if _, err := NewCRI(CRIOptions{Runtime: runtimetest.New(runtimetest.Options{}), CrashLoopInitial: time.Hour}); err == nil {
+		t.Error("CrashLoopInitial above Max accepted")
+	}
+}
+
+type relisterFunc func(context.Context) (map[types.UID]*PodState, error)
+
+func (f relisterFunc) Relist(ctx context.Context) (map[types.UID]*PodState, error) { return f(ctx) }

@@ -1,0 +1,140 @@
+package podsync
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+func TestPostStartFailureKillsContainer(t *testing.T) {
+	h := newHarness(t)
+	h.rt.ScriptExec("", []string{"setup"}, runtimetest.ExecScript{ExitCode: 1, Stderr: "setup failed"})
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"setup"}}}}
+	h.add(pod)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+		t.Fatalf("%d running after a failed postStart", n)
+	}
+	if !h.writer.sawWaiting(pod.UID, ReasonPostStartHookError) {
+		t.Error("no PostStartHookError status")
+	}
+}
+
+func TestSidecarsStartInOrderAndStopLast(t *testing.T) {
+	h := newHarness(t)
+	pod := withInit(busyboxPod(corev1.RestartPolicyAlways, "app"), true, "proxy", "logger")
+	for i := range pod.Spec.InitContainers {
+		pod.Spec.InitContainers[i].Image = runtimetest.BusyboxImage
+	}
+	h.add(pod)
+	h.steps(2)
+	names := map[string]bool{}
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		names[c.Metadata.Name] = true
+	}
+	if !names["proxy"] || !names["logger"] || !names["app"] {
+		t.Fatalf("running %v", names)
+	}
+	s := h.writer.last(pod.UID)
+	if s.Phase != corev1.PodRunning || cond(s, corev1.PodInitialized) != "True/" || cond(s, corev1.PodReady) != "True/" {
+		t.Fatalf("status %+v", s)
+	}
+	// The sidecar exits: it is restarted while the app keeps running.
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		if c.Metadata.Name == "proxy" {
+			_ = h.rt.Exit(c.Id, 1)
+		}
+	}
+	h.steps(2)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 3 {
+		t.Fatalf("%d running after the sidecar exited", n)
+	}
+	// Stopping the pod stops the app, then the sidecars in reverse order.
+	name := map[string]string{}
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		name[c.Id] = c.Metadata.Name
+	}
+	h.rt.ResetCalls()
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.steps(3)
+	var stopped []string
+	for _, c := range h.rt.Calls() {
+		if c.Method == "StopContainer" {
+			stopped = append(stopped, name[c.ID])
+		}
+	}
+	if len(stopped) != 3 || stopped[0] != "app" || stopped[1] != "logger" || stopped[2] != "proxy" {
+		t.Fatalf("stops %v, want app, logger, proxy", stopped)
+	}
+}
+
+func TestNetworkNotReady(t *testing.T) {
+	h := newHarness(t)
+	h.rt.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.HostNetwork = false
+	h.add(pod)
+	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+		t.Fatalf("sandbox created without a network: %v", sbs)
+	}
+	next, _ := h.eng.SyncOnce(h.ctx)
+	if d := next.Sub(h.clock.Now()); d > time.Second {
+		t.Errorf("retry in %v, want 1s", d)
+	}
+	hostPod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	hostPod.UID, hostPod.Name = "uid-host", "host"
+	h.add(hostPod)
+	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 1 {
+		t.Fatalf("host-network pod: %d sandboxes", len(sbs))
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	dir := t.TempDir()
+	p := dir + "/0.log"
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "2026-01-01T00:00:00.000000000Z stdout F line %d\n", i)
+	}
+	b.WriteString("2026-01-01T00:00:00.000000000Z stderr P part \n2026-01-01T00:00:00.000000000Z stderr F end\n")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := logTail(p)
+	if !strings.HasSuffix(got, "line 99\npart end\n") || strings.Count(got, "\n") != logTailLines || strings.Contains(got, "line 20\n") {
+		t.Errorf("tail %q", got)
+	}
+	if logTail(dir+"/missing") != "" {
+		t.Error("missing log")
+	}
+}
+
+func TestNoSyncWhileRelistFails(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.rt.InjectError("ListContainers", errors.New("runtime down"))
+	next, err := h.eng.SyncOnce(h.ctx)
+	if err == nil {
+		t.Fatal("relist error not returned")
+	}
+	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+		t.Fatal("synced on a failed relist")
+	}
+	if d := next.Sub(h.clock.Now()); d != time.Second {
+		t.Errorf("next step in %v, want the relist period", d)
+	}
+	h.steps(2)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+		t.Fatalf("%d running after the runtime came back", n)
+	}
+}

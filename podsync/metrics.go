@@ -1,0 +1,63 @@
+package podsync
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodekit/nodekit/internal/promutil"
+)
+
+// metrics are the kubelet's pod-sync metrics under its names and labels.
+type metrics struct {
+	podStart          prometheus.Histogram
+	workerDuration    *prometheus.HistogramVec
+	runtimeErrors     *prometheus.CounterVec
+	runningPods       prometheus.Gauge
+	runningContainers *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		podStart: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: "kubelet", Name: "pod_start_duration_seconds",
+			Help:    "Duration in seconds from the engine first seeing a pod to the pod running.",
+			Buckets: []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600},
+		}),
+		workerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: "kubelet", Name: "pod_worker_duration_seconds",
+			Help:    "Duration in seconds to sync a single pod, by operation type: create, update or sync.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"operation_type"}),
+		runtimeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "runtime_operations_errors_total",
+			Help: "Cumulative number of runtime operation errors by operation type.",
+		}, []string{"operation_type"}),
+		runningPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Subsystem: "kubelet", Name: "running_pods",
+			Help: "Number of pods that have a running pod sandbox.",
+		}),
+		runningContainers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: "kubelet", Name: "running_containers",
+			Help: "Number of containers currently running, by state.",
+		}, []string{"container_state"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	if m.podStart, err = promutil.Register(reg, m.podStart); err != nil {
+		return nil, err
+	}
+	if m.workerDuration, err = promutil.Register(reg, m.workerDuration); err != nil {
+		return nil, err
+	}
+	if m.runtimeErrors, err = promutil.Register(reg, m.runtimeErrors); err != nil {
+		return nil, err
+	}
+	if m.runningPods, err = promutil.Register(reg, m.runningPods); err != nil {
+		return nil, err
+	}
+	if m.runningContainers, err = promutil.Register(reg, m.runningContainers); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

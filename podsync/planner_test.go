@@ -1,0 +1,354 @@
+package podsync
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/probe"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "web", "default", "uid-1"
+	pod.Spec.RestartPolicy = policy
+	pod.Spec.HostNetwork = true
+	for _, n := range names {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: n, Image: "busybox:1.36"})
+	}
+	return pod
+}
+
+func withInit(pod *corev1.Pod, sidecar bool, names ...string) *corev1.Pod {
+	for _, n := range names {
+		c := corev1.Container{Name: n, Image: "busybox:1.36"}
+		if sidecar {
+			always := corev1.ContainerRestartPolicyAlways
+			c.RestartPolicy = &always
+		}
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+	}
+	return pod
+}
+
+func readySandbox() *SandboxState {
+	return &SandboxState{ID: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, HostNetwork: true, CreatedAt: t0}
+}
+
+func running(pod *corev1.Pod, name string) *ContainerState {
+	return &ContainerState{ID: "c-" + name, SandboxID: "sb1", Name: name, State: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		Hash: HashContainer(&corev1.Container{Name: name, Image: "busybox:1.36"}), StartedAt: t0}
+}
+
+func exited(pod *corev1.Pod, name string, code int32) *ContainerState {
+	c := running(pod, name)
+	c.State, c.ExitCode, c.FinishedAt = runtimeapi.ContainerState_CONTAINER_EXITED, code, t0.Add(time.Second)
+	return c
+}
+
+type fakeProbes map[string]probe.Update // "name/Type"
+
+func (f fakeProbes) Latest(_ types.UID, name string, t probe.Type) (probe.Update, bool) {
+	u, ok := f[name+"/"+t.String()]
+	return u, ok
+}
+func (f fakeProbes) UpdatePodStatus(*corev1.Pod, *corev1.PodStatus) {}
+
+func refs(init bool, idx ...int) []ContainerRef {
+	var r []ContainerRef
+	for _, i := range idx {
+		r = append(r, ContainerRef{Init: init, Index: i})
+	}
+	return r
+}
+
+func TestComputePodActions(t *testing.T) {
+	always, never, onFailure := corev1.RestartPolicyAlways, corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure
+	type want struct {
+		killPod, create bool
+		attempt         uint32
+		kill            []string
+		start           []ContainerRef
+		backOff         []string
+		initFailed      bool
+	}
+	cases := []struct {
+		name   string
+		pod    *corev1.Pod
+		state  func(pod *corev1.Pod) *PodState
+		probes fakeProbes
+		wait   time.Duration // crash-loop wait of every key
+		now    time.Time
+		want   want
+	}{{
+		name:  "no sandbox: create one, start every container",
+		pod:   testPod(always, "a", "b"),
+		state: func(*corev1.Pod) *PodState { return &PodState{} },
+		want:  want{killPod: true, create: true, start: refs(false, 0, 1)},
+	}, {
+		name: "sandbox not ready: new attempt, restart every container",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			sb := readySandbox()
+			sb.State, sb.Attempt = runtimeapi.PodSandboxState_SANDBOX_NOTREADY, 2
+			return &PodState{Sandboxes: []*SandboxState{sb}, Containers: []*ContainerState{running(p, "a")}}
+		},
+		want: want{killPod: true, create: true, attempt: 3, start: refs(false, 0)},
+	}, {
+		name: "two ready sandboxes",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			sb2 := readySandbox()
+			sb2.ID, sb2.Attempt = "sb2", 1
+			return &PodState{Sandboxes: []*SandboxState{sb2, readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		},
+		want: want{killPod: true, create: true, attempt: 2, start: refs(false, 0)},
+	}, {
+		name: "network mode changed",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			sb := readySandbox()
+			sb.HostNetwork, sb.IPs = false, []string{"10.0.0.2"}
+			return &PodState{Sandboxes: []*SandboxState{sb}, Containers: []*ContainerState{running(p, "a")}}
+		},
+		want: want{killPod: true, create: true, attempt: 1, start: refs(false, 0)},
+	}, {
+		name:  "new sandbox with init containers starts the first init container",
+		pod:   withInit(testPod(always, "a"), false, "i1", "i2"),
+		state: func(*corev1.Pod) *PodState { return &PodState{} },
+		want:  want{killPod: true, create: true, start: refs(true, 0)},
+	}, {
+		name: "sandbox died under Never after containers ran: no new sandbox",
+		pod:  testPod(never, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			sb := readySandbox()
+			sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+			return &PodState{Sandboxes: []*SandboxState{sb}, Containers: []*ContainerState{exited(p, "a", 0)}}
+		},
+		want: want{killPod: true, attempt: 1},
+	}, {
+		name: "new sandbox under OnFailure skips containers that succeeded",
+		pod:  testPod(onFailure, "a", "b"),
+		state: func(p *corev1.Pod) *PodState {
+			sb := readySandbox()
+			sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+			return &PodState{Sandboxes: []*SandboxState{sb}, Containers: []*ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
+		},
+		want: want{killPod: true, create: true, attempt: 1, start: refs(false, 1)},
+	}, {
+		name: "all running and unchanged: nothing to do",
+		pod:  testPod(always, "a", "b"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), running(p, "b")}}
+		},
+	}, {
+		name: "hash changed: kill and recreate",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a", "b")
+			p.Spec.Containers[1].Image = "busybox:1.37"
+			return p
+		}(),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), running(p, "b")}}
+		},
+		want: want{kill: []string{"b"}, start: refs(false, 1)},
+	}, {
+		name: "liveness failure: kill and restart",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		},
+		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://c-a", Result: probe.Failure}},
+		want:   want{kill: []string{"a"}, start: refs(false, 0)},
+	}, {
+		name: "liveness failure of an older container ID is ignored",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		},
+		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://old", Result: probe.Failure}},
+	}, {
+		name: "startup failure under Never: kill, no restart, then the pod",
+		pod:  testPod(never, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		},
+		probes: fakeProbes{"a/Startup": {ContainerID: "c-a", Result: probe.Failure}},
+		want:   want{killPod: true},
+	}, {
+		name: "exited under Always: restart at once the first time",
+		pod:  testPod(always, "a", "b"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), exited(p, "b", 0)}}
+		},
+		want: want{start: refs(false, 1)},
+	}, {
+		name: "exited in back-off: held, pod kept",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 1)}}
+		},
+		wait: 10 * time.Second, now: t0.Add(5 * time.Second),
+		want: want{backOff: []string{"a"}},
+	}, {
+		name: "exited, back-off over: restart",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 1)}}
+		},
+		wait: 10 * time.Second, now: t0.Add(11 * time.Second),
+		want: want{start: refs(false, 0)},
+	}, {
+		name: "OnFailure: exit 0 stays, exit 1 restarts",
+		pod:  testPod(onFailure, "a", "b"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
+		},
+		want: want{start: refs(false, 1)},
+	}, {
+		name: "Never: all exited, kill the pod",
+		pod:  testPod(never, "a", "b"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
+		},
+		want: want{killPod: true},
+	}, {
+		name: "Never: one still running, keep",
+		pod:  testPod(never, "a", "b"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0), running(p, "b")}}
+		},
+	}, {
+		name: "init containers run in order: second after the first succeeded",
+		pod:  withInit(testPod(always, "a"), false, "i1", "i2"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i1", 0)}}
+		},
+		want: want{start: refs(true, 1)},
+	}, {
+		name: "init container running: wait",
+		pod:  withInit(testPod(always, "a"), false, "i1", "i2"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i1", 0), running(p, "i2")}}
+		},
+	}, {
+		name: "inits done: start regular containers",
+		pod:  withInit(testPod(always, "a", "b"), false, "i1", "i2"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i2", 0), exited(p, "i1", 0)}}
+		},
+		want: want{start: refs(false, 0, 1)},
+	}, {
+		name: "failed init under Never: kill the pod",
+		pod:  withInit(testPod(never, "a"), false, "i1"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i1", 2)}}
+		},
+		want: want{killPod: true, initFailed: true},
+	}, {
+		name: "failed init under OnFailure: restart it",
+		pod:  withInit(testPod(onFailure, "a"), false, "i1"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i1", 2)}}
+		},
+		want: want{start: refs(true, 0)},
+	}, {
+		name: "OOMKilled init with exit 0 counts as failed",
+		pod:  withInit(testPod(always, "a"), false, "i1"),
+		state: func(p *corev1.Pod) *PodState {
+			c := exited(p, "i1", 0)
+			c.Reason = "OOMKilled"
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{c}}
+		},
+		want: want{start: refs(true, 0)},
+	}, {
+		name: "sidecar started, then the next init container",
+		pod:  withInit(withInit(testPod(always, "a"), true, "side"), false, "i1"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "side")}}
+		},
+		want: want{start: refs(true, 1)},
+	}, {
+		name: "sidecar with a startup probe not yet successful: wait",
+		pod: func() *corev1.Pod {
+			p := withInit(withInit(testPod(always, "a"), true, "side"), false, "i1")
+			p.Spec.InitContainers[0].StartupProbe = &corev1.Probe{}
+			return p
+		}(),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "side")}}
+		},
+		probes: fakeProbes{},
+	}, {
+		name: "exited sidecar is restarted while regular containers run",
+		pod:  withInit(testPod(always, "a"), true, "side"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), exited(p, "side", 1)}}
+		},
+		want: want{start: refs(true, 0)},
+	}, {
+		name: "restartPolicyRules: exit 42 restarts under Never, exit 1 does not",
+		pod: func() *corev1.Pod {
+			p := testPod(never, "a", "b")
+			for i := range p.Spec.Containers {
+				p.Spec.Containers[i].RestartPolicyRules = []corev1.ContainerRestartRule{{Action: corev1.ContainerRestartRuleActionRestart,
+					ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+			}
+			return p
+		}(),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 42), exited(p, "b", 1)}}
+		},
+		want: want{start: refs(false, 0)},
+	}, {
+		name: "container restartPolicy OnFailure overrides the pod's Always",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a")
+			onf := corev1.ContainerRestartPolicyOnFailure
+			p.Spec.Containers[0].RestartPolicy = &onf
+			return p
+		}(),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0)}}
+		},
+		want: want{killPod: true},
+	}, {
+		name: "stray running duplicate is killed",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			old := running(p, "a")
+			old.ID = "c-old"
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), old}}
+		},
+		want: want{kill: []string{"a"}},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := PlanInput{Pod: tc.pod, State: tc.state(tc.pod), Now: tc.now}
+			if tc.probes != nil {
+				in.Probes = tc.probes
+			}
+			if tc.wait > 0 {
+				in.CrashLoopWait = func(string, time.Time) time.Duration { return tc.wait }
+			}
+			a := ComputePodActions(in)
+			var got want
+			got.killPod, got.create, got.attempt, got.start, got.initFailed = a.KillPod, a.CreateSandbox, a.Attempt, a.Start, a.InitFailed
+			for _, k := range a.Kill {
+				got.kill = append(got.kill, k.Name)
+			}
+			for _, b := range a.BackOff {
+				got.backOff = append(got.backOff, b.Name)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}

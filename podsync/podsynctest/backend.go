@@ -1,0 +1,330 @@
+package podsynctest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/podsync"
+)
+
+// Stages is how one simulated container behaves: it is created, starts
+// StartDelay later, runs for RunFor (0: until stopped) and then exits with
+// ExitCode. A stopped container exits with StopExitCode.
+type Stages struct {
+	StartDelay   time.Duration
+	RunFor       time.Duration
+	ExitCode     int32
+	StopExitCode int32
+	// FailCreate makes every create of the container fail with this
+	// message (a CreateContainerError).
+	FailCreate string
+}
+
+// Options configure a Backend. The zero value of each field means its default.
+type Options struct {
+	// Clock times the stages. Default clock.RealClock{}; tests pass a fake clock.
+	Clock clock.PassiveClock
+	// Stages returns how a pod's container behaves. Default: starts at once
+	// and runs until stopped.
+	Stages func(pod *corev1.Pod, container string) Stages
+	// SandboxDelay is how long a new sandbox takes to become ready; the pod's
+	// containers wait for it. Default 0.
+	SandboxDelay time.Duration
+	// PodIP returns the IP of a pod's sandbox. Default 10.88.<n>.<m>, one per pod.
+	PodIP func(pod *corev1.Pod) string
+	// RuntimeName prefixes container IDs. Default "sim".
+	RuntimeName string
+}
+
+type simSandbox struct {
+	podsync.SandboxState
+	readyAt time.Time
+	stopped bool
+}
+
+type simContainer struct {
+	podsync.ContainerState
+	stages  Stages
+	startAt time.Time
+}
+
+type simPod struct {
+	name, namespace string
+	sandboxes       []*simSandbox
+	containers      []*simContainer
+	// starting are containers still in their start delay: not in the
+	// runtime yet (the status shows ContainerCreating), and not started twice.
+	starting []*simContainer
+}
+
+// Backend is a simulated podsync.PodSyncer and podsync.Relister: pods go
+// through their stages on the clock, planned by podsync.ComputePodActions
+// with the kubelet's rules and crash-loop back-off (10s doubling to 5m).
+// Nothing runs. Safe for concurrent use.
+type Backend struct {
+	o Options
+
+	mu        sync.Mutex
+	pods      map[types.UID]*simPod
+	crashLoop backoff.Map[string]
+	seq       int
+}
+
+var (
+	_ podsync.PodSyncer = (*Backend)(nil)
+	_ podsync.Relister  = (*Backend)(nil)
+)
+
+// New returns a Backend with no pods.
+func New(o Options) *Backend {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Stages == nil {
+		o.Stages = func(*corev1.Pod, string) Stages { return Stages{StopExitCode: 137} }
+	}
+	if o.RuntimeName == "" {
+		o.RuntimeName = "sim"
+	}
+	return &Backend{o: o, pods: map[types.UID]*simPod{},
+		crashLoop: backoff.Map[string]{Initial: 10 * time.Second, Max: 5 * time.Minute}}
+}
+
+// RuntimeName is the prefix of the simulated container IDs.
+func (b *Backend) RuntimeName() string { return b.o.RuntimeName }
+
+func (b *Backend) id(kind string) string {
+	b.seq++
+	return fmt.Sprintf("%s-%06d", kind, b.seq)
+}
+
+// advanceLocked moves every container along its stages up to now.
+func (b *Backend) advanceLocked(now time.Time) {
+	for _, p := range b.pods {
+		for _, s := range p.sandboxes {
+			if !s.stopped && s.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && !now.Before(s.readyAt) {
+				s.State = runtimeapi.PodSandboxState_SANDBOX_READY
+			}
+		}
+		kept := p.starting[:0]
+		for _, c := range p.starting {
+			if now.Before(c.startAt) {
+				kept = append(kept, c)
+				continue
+			}
+			c.State, c.CreatedAt, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, c.startAt, c.startAt
+			p.containers = append(p.containers, c)
+		}
+		p.starting = kept
+		for _, c := range p.containers {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && c.stages.RunFor > 0 {
+				if end := c.StartedAt.Add(c.stages.RunFor); !now.Before(end) {
+					exit(&c.ContainerState, end, c.stages.ExitCode)
+				}
+			}
+		}
+	}
+}
+
+func exit(c *podsync.ContainerState, at time.Time, code int32) {
+	c.State, c.FinishedAt, c.ExitCode = runtimeapi.ContainerState_CONTAINER_EXITED, at, code
+	c.Reason = "Completed"
+	if code != 0 {
+		c.Reason = "Error"
+	}
+}
+
+// Relist reports every simulated pod as it is at the clock's now.
+func (b *Backend) Relist(context.Context) (map[types.UID]*podsync.PodState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.advanceLocked(b.o.Clock.Now())
+	out := make(map[types.UID]*podsync.PodState, len(b.pods))
+	for uid, p := range b.pods {
+		out[uid] = p.snapshot(uid)
+	}
+	return out, nil
+}
+
+func (p *simPod) snapshot(uid types.UID) *podsync.PodState {
+	st := &podsync.PodState{UID: uid, Name: p.name, Namespace: p.namespace}
+	for i := len(p.sandboxes) - 1; i >= 0; i-- {
+		s := p.sandboxes[i].SandboxState
+		st.Sandboxes = append(st.Sandboxes, &s)
+	}
+	for i := len(p.containers) - 1; i >= 0; i-- {
+		c := p.containers[i].ContainerState
+		st.Containers = append(st.Containers, &c)
+	}
+	return st
+}
+
+// Exit makes the pod's running container name exit now with code, as a
+// crash would. It reports whether such a container was running.
+func (b *Backend) Exit(uid types.UID, name string, code int32) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pods[uid]
+	if p == nil {
+		return false
+	}
+	b.advanceLocked(b.o.Clock.Now())
+	for i := len(p.containers) - 1; i >= 0; i-- {
+		if c := p.containers[i]; c.Name == name && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			exit(&c.ContainerState, b.o.Clock.Now(), code)
+			return true
+		}
+	}
+	return false
+}
+
+// SyncPod plans with podsync.ComputePodActions and applies the actions to
+// the simulation.
+func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.PodState) (podsync.SyncResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.o.Clock.Now()
+	b.advanceLocked(now)
+	p := b.pods[pod.UID]
+	if p == nil {
+		p = &simPod{name: pod.Name, namespace: pod.Namespace}
+		b.pods[pod.UID] = p
+	}
+	a := podsync.ComputePodActions(podsync.PlanInput{Pod: pod, State: p.snapshot(pod.UID), Now: now,
+		CrashLoopWait: func(key string, at time.Time) time.Duration { return b.crashLoop.Wait(key, at) }})
+	res := a.BackOffResult(now)
+	if a.Empty() {
+		return res, nil
+	}
+	res.Changed = true
+	if a.KillPod {
+		p.stopAll(now)
+		if !a.CreateSandbox {
+			return res, nil
+		}
+	}
+	if a.CreateSandbox {
+		s := &simSandbox{SandboxState: podsync.SandboxState{ID: b.id("sandbox"), Attempt: a.Attempt, CreatedAt: now,
+			HostNetwork: pod.Spec.HostNetwork, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}, readyAt: now.Add(b.o.SandboxDelay)}
+		if !pod.Spec.HostNetwork {
+			ip := fmt.Sprintf("10.88.%d.%d", (b.seq/250)%250, b.seq%250+1)
+			if b.o.PodIP != nil {
+				ip = b.o.PodIP(pod)
+			}
+			s.IPs = []string{ip}
+		}
+		if b.o.SandboxDelay == 0 {
+			s.State = runtimeapi.PodSandboxState_SANDBOX_READY
+		}
+		p.sandboxes = append(p.sandboxes, s)
+		a.SandboxID = s.ID
+	}
+	for _, k := range a.Kill {
+		for _, c := range p.containers {
+			if c.ID == k.ID && c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+				exit(&c.ContainerState, now, c.stages.StopExitCode)
+			}
+		}
+	}
+	var err error
+	for _, ref := range a.Start {
+		spec := ref.Spec(pod)
+		if p.isStarting(spec.Name) {
+			continue
+		}
+		stages := b.o.Stages(pod, spec.Name)
+		if stages.FailCreate != "" {
+			res.SetWaiting(spec.Name, podsync.ReasonCreateContainerError, stages.FailCreate)
+			err = fmt.Errorf("create container %s: %s", spec.Name, stages.FailCreate)
+			continue
+		}
+		restarts := 0
+		if prev := observedLatest(p, spec.Name); prev != nil {
+			restarts = prev.RestartCount + 1
+			if prev.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+				b.crashLoop.Next(podsync.CrashLoopKey(pod, spec), now)
+			}
+		}
+		c := &simContainer{stages: stages, startAt: now.Add(stages.StartDelay)}
+		c.ContainerState = podsync.ContainerState{ID: b.id("container"), SandboxID: a.SandboxID, Name: spec.Name, Image: spec.Image,
+			ImageRef: "sim://" + spec.Image, State: runtimeapi.ContainerState_CONTAINER_CREATED, Hash: podsync.HashContainer(spec),
+			RestartCount: restarts, CreatedAt: now}
+		p.starting = append(p.starting, c)
+		res.RequeueWithin(stages.StartDelay)
+	}
+	b.advanceLocked(now)
+	_ = observed
+	return res, err
+}
+
+func observedLatest(p *simPod, name string) *simContainer {
+	for i := len(p.containers) - 1; i >= 0; i-- {
+		if p.containers[i].Name == name {
+			return p.containers[i]
+		}
+	}
+	return nil
+}
+
+func (p *simPod) isStarting(name string) bool {
+	for _, c := range p.starting {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *simPod) stopAll(now time.Time) {
+	p.starting = nil
+	for _, c := range p.containers {
+		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			exit(&c.ContainerState, now, c.stages.StopExitCode)
+		}
+	}
+	for _, s := range p.sandboxes {
+		s.State, s.stopped = runtimeapi.PodSandboxState_SANDBOX_NOTREADY, true
+	}
+}
+
+// SyncTerminatingPod stops the pod's containers at once (the simulation has
+// no grace to wait out).
+func (b *Backend) SyncTerminatingPod(_ context.Context, pod *corev1.Pod, _ *podsync.PodState, _ time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.o.Clock.Now()
+	b.advanceLocked(now)
+	if p := b.pods[pod.UID]; p != nil {
+		p.stopAll(now)
+	}
+	return nil
+}
+
+// SyncTerminatedPod forgets the pod.
+func (b *Backend) SyncTerminatedPod(_ context.Context, pod *corev1.Pod, _ *podsync.PodState) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.pods, pod.UID)
+	return nil
+}
+
+// Pods lists the UIDs of the pods the simulation holds, sorted.
+func (b *Backend) Pods() []types.UID {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]types.UID, 0, len(b.pods))
+	for uid := range b.pods {
+		out = append(out, uid)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

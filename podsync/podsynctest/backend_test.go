@@ -1,0 +1,78 @@
+package podsynctest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/podsynctest"
+)
+
+func setup(t *testing.T, stages func(*corev1.Pod, string) podsynctest.Stages) (*clocktesting.FakeClock, *podsynctest.Backend, *podsync.Engine, func(n int)) {
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := podsynctest.New(podsynctest.Options{Clock: clock, Stages: stages})
+	e, err := podsync.New(podsync.Options{Syncer: b, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := func(n int) {
+		for range n {
+			if _, err := e.SyncOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return clock, b, e, steps
+}
+
+func simPod(policy corev1.RestartPolicy) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1"},
+		Spec: corev1.PodSpec{RestartPolicy: policy, Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+}
+
+func TestCrashLoopOnTheClock(t *testing.T) {
+	clock, b, e, steps := setup(t, nil)
+	pod := simPod(corev1.RestartPolicyAlways)
+	e.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	steps(2)
+	for i, wait := range []time.Duration{0, 10 * time.Second, 20 * time.Second} {
+		if !b.Exit(pod.UID, "c", 2) {
+			t.Fatalf("round %d: nothing running", i)
+		}
+		steps(2)
+		s, _ := e.PodStatus(pod.UID)
+		if wait > 0 {
+			if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonCrashLoopBackOff {
+				t.Fatalf("round %d: %+v", i, s.ContainerStatuses[0].State)
+			}
+			clock.Step(wait)
+			steps(2)
+			s, _ = e.PodStatus(pod.UID)
+		}
+		if cs := s.ContainerStatuses[0]; cs.State.Running == nil || cs.RestartCount != int32(i+1) {
+			t.Fatalf("round %d: %+v", i, cs)
+		}
+	}
+}
+
+func TestFailCreateAndRemove(t *testing.T) {
+	_, b, e, steps := setup(t, func(*corev1.Pod, string) podsynctest.Stages { return podsynctest.Stages{FailCreate: "no space"} })
+	pod := simPod(corev1.RestartPolicyAlways)
+	e.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	steps(2)
+	s, _ := e.PodStatus(pod.UID)
+	if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonCreateContainerError || w.Message != "no space" {
+		t.Fatalf("%+v", s.ContainerStatuses[0].State)
+	}
+	e.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	steps(3)
+	if _, ok := e.PodLifecycle(pod.UID); ok || len(b.Pods()) != 0 {
+		t.Fatalf("pod kept: %v", b.Pods())
+	}
+}

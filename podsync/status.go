@@ -1,0 +1,400 @@
+package podsync
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Waiting reasons the kubelet reports and podsync with it.
+const (
+	ReasonContainerCreating          = "ContainerCreating"
+	ReasonPodInitializing            = "PodInitializing"
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
+	ReasonErrImagePull               = "ErrImagePull"
+	ReasonImagePullBackOff           = "ImagePullBackOff"
+	ReasonErrImageNeverPull          = "ErrImageNeverPull"
+	ReasonInvalidImageName           = "InvalidImageName"
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonCreateContainerError       = "CreateContainerError"
+	ReasonRunContainerError          = "RunContainerError"
+	ReasonPostStartHookError         = "PostStartHookError"
+	ReasonContainerStatusUnknown     = "ContainerStatusUnknown"
+)
+
+// Waiting is why a container is not running, as the last sync found it.
+type Waiting struct {
+	Reason, Message string
+}
+
+// StatusInput is everything GeneratePodStatus looks at.
+type StatusInput struct {
+	// Pod is the desired pod; Pod.Status is the status last known (a
+	// terminal phase in it is kept, and so are condition transition times).
+	Pod   *corev1.Pod
+	State *PodState
+	// Waiting: reasons from the last sync, by container name.
+	Waiting map[string]Waiting
+	// Probes fills Started and Ready; nil: started and ready once running.
+	Probes ProbeResults
+	// RuntimeName prefixes container IDs ("containerd://…").
+	RuntimeName string
+	HostIPs     []string
+	Now         time.Time
+	// Terminated: the pod's containers were all stopped for good (the pod
+	// worker finished terminating it).
+	Terminated bool
+}
+
+func isTerminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
+
+// GeneratePodStatus computes the pod's status as the kubelet does: phase,
+// conditions, container and init container statuses, IPs, start time and
+// QoS class. It does no I/O.
+func GeneratePodStatus(in StatusInput) corev1.PodStatus {
+	pod, old := in.Pod, &in.Pod.Status
+	st := in.State
+	if st == nil {
+		st = &PodState{}
+	}
+	s := corev1.PodStatus{QOSClass: QOSClass(pod), StartTime: old.StartTime}
+	if s.StartTime == nil {
+		t := metav1.NewTime(in.Now)
+		s.StartTime = &t
+	}
+	for _, ip := range in.HostIPs {
+		s.HostIPs = append(s.HostIPs, corev1.HostIP{IP: ip})
+	}
+	if len(in.HostIPs) > 0 {
+		s.HostIP = in.HostIPs[0]
+	}
+	ips := in.HostIPs
+	sb := st.newestSandbox()
+	if !pod.Spec.HostNetwork {
+		ips = nil
+		if sb != nil {
+			ips = sb.IPs
+		}
+	}
+	for _, ip := range ips {
+		s.PodIPs = append(s.PodIPs, corev1.PodIP{IP: ip})
+	}
+	if len(ips) > 0 {
+		s.PodIP = ips[0]
+	}
+	def := ReasonContainerCreating
+	if len(pod.Spec.InitContainers) > 0 {
+		def = ReasonPodInitializing
+	}
+	s.InitContainerStatuses = containerStatuses(in, st, pod.Spec.InitContainers, def)
+	s.ContainerStatuses = containerStatuses(in, st, pod.Spec.Containers, def)
+	if in.Probes != nil {
+		in.Probes.UpdatePodStatus(pod, &s)
+	} else {
+		defaultStartedReady(pod, &s)
+	}
+	if in.Terminated {
+		markUnknown(s.InitContainerStatuses)
+		markUnknown(s.ContainerStatuses)
+	}
+	s.Phase = podPhase(pod, &s, in.Terminated)
+	if isTerminal(old.Phase) {
+		s.Phase = old.Phase
+	}
+	if isTerminal(s.Phase) {
+		for i := range s.ContainerStatuses {
+			s.ContainerStatuses[i].Ready = false
+		}
+	}
+	s.Conditions = conditions(in, &s, sb)
+	if s.Phase == corev1.PodFailed && old.Reason != "" {
+		s.Reason, s.Message = old.Reason, old.Message
+	}
+	return s
+}
+
+func defaultStartedReady(pod *corev1.Pod, s *corev1.PodStatus) {
+	for i := range s.ContainerStatuses {
+		cs := &s.ContainerStatuses[i]
+		r := cs.State.Running != nil
+		cs.Started, cs.Ready = &r, r
+	}
+	for i := range s.InitContainerStatuses {
+		cs := &s.InitContainerStatuses[i]
+		r := cs.State.Running != nil
+		cs.Started = &r
+		if isSidecar(&pod.Spec.InitContainers[i]) {
+			cs.Ready = r
+		} else {
+			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		}
+	}
+}
+
+// markUnknown turns containers that still look alive in a pod that is done
+// into ContainerStatusUnknown, exit code 137.
+func markUnknown(css []corev1.ContainerStatus) {
+	for i := range css {
+		cs := &css[i]
+		if cs.State.Terminated != nil {
+			continue
+		}
+		if cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil {
+			cs.State = corev1.ContainerState{Terminated: cs.LastTerminationState.Terminated}
+			cs.LastTerminationState = corev1.ContainerState{}
+			continue
+		}
+		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: ReasonContainerStatusUnknown,
+			Message: "The container could not be located when the pod was terminated"}}
+	}
+}
+
+func (in *StatusInput) containerID(c *ContainerState) string {
+	name := in.RuntimeName
+	if name == "" {
+		name = "containerd"
+	}
+	return name + "://" + c.ID
+}
+
+func (in *StatusInput) terminated(c *ContainerState) *corev1.ContainerStateTerminated {
+	reason := c.Reason
+	if reason == "" {
+		reason = "Completed"
+		if c.ExitCode != 0 {
+			reason = "Error"
+		}
+	}
+	return &corev1.ContainerStateTerminated{ExitCode: c.ExitCode, Reason: reason, Message: c.Message,
+		StartedAt: metav1.NewTime(c.StartedAt), FinishedAt: metav1.NewTime(c.FinishedAt), ContainerID: in.containerID(c)}
+}
+
+func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, def string) []corev1.ContainerStatus {
+	if len(specs) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(specs))
+	for i := range specs {
+		spec := &specs[i]
+		cs := &out[i]
+		cs.Name, cs.Image = spec.Name, spec.Image
+		w, hasW := in.Waiting[spec.Name]
+		c := st.Latest(spec.Name)
+		if c == nil {
+			if !hasW {
+				w.Reason = def
+			}
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+			continue
+		}
+		cs.ContainerID, cs.ImageID, cs.RestartCount = in.containerID(c), c.ImageRef, int32(c.RestartCount)
+		if c.Image != "" {
+			cs.Image = c.Image
+		}
+		if p := st.previous(spec.Name); p != nil && p.Exited() {
+			cs.LastTerminationState.Terminated = in.terminated(p)
+		}
+		switch c.State {
+		case runtimeapi.ContainerState_CONTAINER_RUNNING:
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
+		case runtimeapi.ContainerState_CONTAINER_EXITED:
+			if hasW {
+				// Waiting to restart (back-off, a failed create): the exit is the last state.
+				cs.LastTerminationState.Terminated = in.terminated(c)
+				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+			} else {
+				cs.State.Terminated = in.terminated(c)
+			}
+		default:
+			if !hasW {
+				w.Reason = ReasonContainerCreating
+			}
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		}
+	}
+	return out
+}
+
+// podPhase is the kubelet's getPhase.
+func podPhase(pod *corev1.Pod, s *corev1.PodStatus, terminated bool) corev1.PodPhase {
+	pendingInit := 0
+	for i, cs := range s.InitContainerStatuses {
+		if isSidecar(&pod.Spec.InitContainers[i]) {
+			if cs.State.Running == nil && !anyRegularStarted(s) {
+				pendingInit++
+			}
+			continue
+		}
+		switch {
+		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
+		case cs.State.Terminated != nil:
+			if pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+				return corev1.PodFailed
+			}
+			pendingInit++
+		default:
+			if !anyRegularStarted(s) {
+				pendingInit++
+			}
+		}
+	}
+	var running, waiting, stopped, succeeded, unknown int
+	for _, cs := range s.ContainerStatuses {
+		switch {
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
+			stopped++
+		case cs.State.Waiting != nil:
+			waiting++
+		default:
+			unknown++
+		}
+	}
+	switch {
+	case pendingInit > 0 && running == 0:
+		return corev1.PodPending
+	case waiting > 0:
+		return corev1.PodPending
+	case running > 0 && unknown == 0:
+		return corev1.PodRunning
+	case running == 0 && stopped > 0 && unknown == 0:
+		if terminated {
+			if stopped == succeeded {
+				return corev1.PodSucceeded
+			}
+			return corev1.PodFailed
+		}
+		switch {
+		case pod.Spec.RestartPolicy == corev1.RestartPolicyAlways:
+			return corev1.PodRunning
+		case stopped == succeeded:
+			return corev1.PodSucceeded
+		case pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
+			return corev1.PodFailed
+		}
+		return corev1.PodRunning
+	}
+	return corev1.PodPending
+}
+
+func anyRegularStarted(s *corev1.PodStatus) bool {
+	for _, cs := range s.ContainerStatuses {
+		if cs.State.Waiting == nil || cs.LastTerminationState.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.PodCondition {
+	pod := in.Pod
+	var conds []corev1.PodCondition
+	add := func(t corev1.PodConditionType, ok bool, reason, msg string) {
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+		if ok {
+			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
+		}
+		c.LastTransitionTime = metav1.NewTime(in.Now)
+		for _, o := range pod.Status.Conditions {
+			if o.Type == t && o.Status == c.Status {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+		}
+		conds = append(conds, c)
+	}
+	sbReady := sb != nil && sb.Ready() && (pod.Spec.HostNetwork || len(sb.IPs) > 0) && !in.Terminated
+	add(corev1.PodReadyToStartContainers, sbReady, "", "")
+
+	var notInit []string
+	for i, cs := range s.InitContainerStatuses {
+		if isSidecar(&pod.Spec.InitContainers[i]) {
+			if cs.Started == nil || !*cs.Started {
+				notInit = append(notInit, cs.Name)
+			}
+		} else if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+			notInit = append(notInit, cs.Name)
+		}
+	}
+	if anyRegularStarted(s) || s.Phase == corev1.PodSucceeded {
+		notInit = nil
+	}
+	add(corev1.PodInitialized, len(notInit) == 0, "ContainersNotInitialized", unreadyMessage("containers with incomplete status", notInit))
+
+	var notReady []string
+	for i, cs := range s.InitContainerStatuses {
+		if isSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
+			notReady = append(notReady, cs.Name)
+		}
+	}
+	for _, cs := range s.ContainerStatuses {
+		if !cs.Ready {
+			notReady = append(notReady, cs.Name)
+		}
+	}
+	reason, msg := "ContainersNotReady", unreadyMessage("containers with unready status", notReady)
+	switch s.Phase {
+	case corev1.PodSucceeded:
+		reason, msg = "PodCompleted", ""
+	case corev1.PodFailed:
+		reason, msg = "PodFailed", ""
+	}
+	ready := len(notReady) == 0 && !isTerminal(s.Phase)
+	add(corev1.ContainersReady, ready, reason, msg)
+
+	var gates []string
+	for _, g := range pod.Spec.ReadinessGates {
+		ok := false
+		for _, c := range pod.Status.Conditions {
+			if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
+				ok = true
+			}
+		}
+		if !ok {
+			gates = append(gates, string(g.ConditionType))
+		}
+	}
+	switch {
+	case !ready:
+		add(corev1.PodReady, false, reason, msg)
+	case len(gates) > 0:
+		add(corev1.PodReady, false, "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist or is not True", gates))
+	default:
+		add(corev1.PodReady, true, "", "")
+	}
+	// Keep conditions others own (PodScheduled, readiness gates, …); a pod
+	// that never had PodScheduled (a static pod) gets it True.
+	scheduled := false
+	for _, c := range pod.Status.Conditions {
+		scheduled = scheduled || c.Type == corev1.PodScheduled
+	}
+	if !scheduled {
+		add(corev1.PodScheduled, true, "", "")
+	}
+	for _, c := range pod.Status.Conditions {
+		switch c.Type {
+		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady:
+		default:
+			conds = append(conds, c)
+		}
+	}
+	return conds
+}
+
+func unreadyMessage(prefix string, names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return prefix + ": [" + strings.Join(names, " ") + "]"
+}

@@ -1,0 +1,156 @@
+package podsync
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func cond(s corev1.PodStatus, t corev1.PodConditionType) string {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
+	return "missing"
+}
+
+func TestGeneratePodStatus(t *testing.T) {
+	always, never := corev1.RestartPolicyAlways, corev1.RestartPolicyNever
+	sb := []*SandboxState{readySandbox()}
+	cases := []struct {
+		name    string
+		pod     *corev1.Pod
+		state   func(p *corev1.Pod) *PodState
+		waiting map[string]Waiting
+		term    bool
+		phase   corev1.PodPhase
+		ready   string
+		check   func(t *testing.T, s corev1.PodStatus)
+	}{{
+		name:  "nothing yet: Pending, ContainerCreating",
+		pod:   testPod(always, "a"),
+		state: func(*corev1.Pod) *PodState { return nil },
+		phase: corev1.PodPending, ready: "False/ContainersNotReady",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if s.ContainerStatuses[0].State.Waiting.Reason != ReasonContainerCreating || cond(s, corev1.PodReadyToStartContainers) != "False/" {
+				t.Errorf("%+v", s)
+			}
+		},
+	}, {
+		name: "running: Running and Ready, host IP as pod IP",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "a")}}
+		},
+		phase: corev1.PodRunning, ready: "True/",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			cs := s.ContainerStatuses[0]
+			if s.PodIP != "192.0.2.1" || cs.ContainerID != "containerd://c-a" || !*cs.Started || s.QOSClass != corev1.PodQOSBestEffort {
+				t.Errorf("%+v", s)
+			}
+		},
+	}, {
+		name: "crash loop: Waiting CrashLoopBackOff with the exit as last state",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			c := exited(p, "a", 2)
+			c.RestartCount = 3
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{c}}
+		},
+		waiting: map[string]Waiting{"a": {Reason: ReasonCrashLoopBackOff, Message: "back-off 40s"}},
+		phase:   corev1.PodRunning, ready: "False/ContainersNotReady",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			cs := s.ContainerStatuses[0]
+			if cs.State.Waiting.Reason != ReasonCrashLoopBackOff || cs.LastTerminationState.Terminated.ExitCode != 2 ||
+				cs.LastTerminationState.Terminated.Reason != "Error" || cs.RestartCount != 3 {
+				t.Errorf("%+v", cs)
+			}
+		},
+	}, {
+		name: "Never, exit 3: Failed",
+		pod:  testPod(never, "a", "b"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{exited(p, "a", 0), exited(p, "b", 3)}}
+		},
+		phase: corev1.PodFailed, ready: "False/PodFailed",
+	}, {
+		name: "Never, all exit 0: Succeeded",
+		pod:  testPod(never, "a"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{exited(p, "a", 0)}}
+		},
+		phase: corev1.PodSucceeded, ready: "False/PodCompleted",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if r := s.ContainerStatuses[0].State.Terminated.Reason; r != "Completed" {
+				t.Errorf("reason %s", r)
+			}
+		},
+	}, {
+		name: "init running: Pending, PodInitializing",
+		pod:  withInit(testPod(always, "a"), false, "i1"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "i1")}}
+		},
+		phase: corev1.PodPending, ready: "False/ContainersNotReady",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if s.ContainerStatuses[0].State.Waiting.Reason != ReasonPodInitializing || cond(s, corev1.PodInitialized) != "False/ContainersNotInitialized" {
+				t.Errorf("%+v", s)
+			}
+		},
+	}, {
+		name: "init failed under Never: Failed",
+		pod:  withInit(testPod(never, "a"), false, "i1"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{exited(p, "i1", 1)}}
+		},
+		phase: corev1.PodFailed, ready: "False/PodFailed",
+	}, {
+		name: "terminal phase is kept",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a")
+			p.Status.Phase = corev1.PodSucceeded
+			return p
+		}(),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "a")}}
+		},
+		phase: corev1.PodSucceeded, ready: "False/PodCompleted",
+	}, {
+		name:  "terminated with a container lost: ContainerStatusUnknown 137, Failed",
+		pod:   testPod(always, "a"),
+		state: func(*corev1.Pod) *PodState { return &PodState{} },
+		term:  true,
+		phase: corev1.PodFailed, ready: "False/PodFailed",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if ts := s.ContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 137 || ts.Reason != ReasonContainerStatusUnknown {
+				t.Errorf("%+v", s.ContainerStatuses[0])
+			}
+		},
+	}, {
+		name: "readiness gate not satisfied",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a")
+			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}
+			return p
+		}(),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "a")}}
+		},
+		phase: corev1.PodRunning, ready: "False/ReadinessGatesNotReady",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := GeneratePodStatus(StatusInput{Pod: tc.pod, State: tc.state(tc.pod), Waiting: tc.waiting, HostIPs: []string{"192.0.2.1"}, Now: t0, Terminated: tc.term})
+			if s.Phase != tc.phase {
+				t.Errorf("phase %s, want %s", s.Phase, tc.phase)
+			}
+			if got := cond(s, corev1.PodReady); got != tc.ready {
+				t.Errorf("Ready %s, want %s", got, tc.ready)
+			}
+			if tc.check != nil {
+				tc.check(t, s)
+			}
+		})
+	}
+}
