@@ -177,7 +177,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 			return nil, fmt.Errorf("podsync: CRIOptions.ResolvConf: %w", err)
 		}
 	}
-	hooks, err := probe.New(probe.Options{Execer: o.Runtime})
+	hooks, err := probe.NewHandlers(probe.HandlerOptions{Execer: o.Runtime})
 	if err != nil {
 		return nil, err
 	}

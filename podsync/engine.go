@@ -317,13 +317,13 @@ func (e *Engine) State(uid types.UID) *PodState {
 }
 
 // SyncOnce is one step: relist, then sync every pod that is due and wait
-// for those syncs. It returns when the engine next wants to step.
-func (e *Engine) SyncOnce(ctx context.Context) (time.Time, error) {
+// for those syncs. It returns how long to wait before the next step.
+func (e *Engine) SyncOnce(ctx context.Context) (time.Duration, error) {
 	err := e.relist(ctx)
 	var wg sync.WaitGroup
 	e.dispatch(ctx, &wg)
 	wg.Wait()
-	return e.next(), err
+	return max(0, e.next().Sub(e.o.Clock.Now())), err
 }
 
 func (e *Engine) next() time.Time {

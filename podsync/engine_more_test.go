@@ -23,11 +23,11 @@ import (
 
 func TestEngineLivenessFailureRestarts(t *testing.T) {
 	h := newHarness(t)
-	prober, err := probe.New(probe.Options{Execer: h.rt})
+	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: h.rt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm, err := probe.NewManager(probe.ManagerOptions{Prober: prober, Clock: h.clock, NoStartJitter: true})
+	pm, err := probe.New(probe.Options{Prober: prober, Clock: h.clock, NoStartJitter: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestEngineLivenessFailureRestarts(t *testing.T) {
 	h.rt.ScriptExec(first[0].Id, []string{"check"}, runtimetest.ExecScript{ExitCode: 1})
 	for range 3 {
 		h.clock.Step(10 * time.Second)
-		if err := pm.SyncOnce(h.ctx); err != nil {
+		if _, err := pm.SyncOnce(h.ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestEngineImagePull(t *testing.T) {
 		t.Error("no ErrImagePull status")
 	}
 	next, _ := h.eng.SyncOnce(h.ctx)
-	if d := next.Sub(h.clock.Now()); d <= 0 || d > 10*time.Second {
+	if d := next; d <= 0 || d > 10*time.Second {
 		t.Errorf("next step in %v", d)
 	}
 	h.clock.Step(5 * time.Second)

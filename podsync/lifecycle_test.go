@@ -83,8 +83,8 @@ func TestLifecycleLatestWinsAndCancel(t *testing.T) {
 	step()
 	// Nothing is due: the resync is a minute away.
 	next, _ := eng.SyncOnce(ctx)
-	if d, _ := eng.due.Due(pod.UID); d.Sub(t0) < time.Minute || d.Sub(t0) >= 90*time.Second || next.Sub(t0) != time.Second {
-		t.Errorf("resync due %v, next step %v", d.Sub(t0), next.Sub(t0))
+	if d, _ := eng.due.Due(pod.UID); d.Sub(t0) < time.Minute || d.Sub(t0) >= 90*time.Second || next != time.Second {
+		t.Errorf("resync due %v, next step %v", d.Sub(t0), next)
 	}
 	p := pod.DeepCopy()
 	p.Spec.Containers[0].Image = "block"

@@ -190,11 +190,11 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prober, err := probe.New(probe.Options{Execer: h.rt})
+	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: h.rt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm, err := probe.NewManager(probe.ManagerOptions{Prober: prober, NoStartJitter: true})
+	pm, err := probe.New(probe.Options{Prober: prober, NoStartJitter: true})
 	if err != nil {
 		t.Fatal(err)
 	}
