@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/probe"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// runtimeWaitRetry is how long the pod half waits before asking runtimeConn
+// again after a failed connection attempt (runtimeConn itself dials with
+// back-off meanwhile).
+const runtimeWaitRetry = time.Second
+
+// podHalf runs pods: the pod sources (manifest directory, manifest URL, and
+// the API server's pods bound to the node) merged by a podsource.Merger;
+// mirror pods for static pods when there is an API server; and, once the
+// runtime is connected, a podsync Engine on the CRI syncer with a
+// probe.Manager and a podsync/status Writer. Goroutines: one per source, the
+// merger, mirror pods, the writer, the probe manager and the engine (with the
+// engine's bounded workers); none per pod.
+type podHalf struct {
+	cfg      *config
+	name     string
+	clock    clock.WithTicker
+	runtime  *runtimeConn
+	client   *nodeClientset // nil: standalone
+	registry prometheus.Registerer
+
+	merger  *podsource.Merger
+	mirrors *podsource.MirrorPods // nil: standalone
+}
+
+// newPodHalf builds the sources from cfg. It makes no request.
+func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, client *nodeClientset, reg prometheus.Registerer) (*podHalf, error) {
+	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg}
+	var sources []podsource.PodSource
+	if cfg.podManifestPath != "" {
+		f, err := podsource.NewFile(podsource.FileOptions{Path: cfg.podManifestPath, NodeName: name, Period: cfg.fileCheckFrequency, Clock: clk})
+		if err != nil {
+			return nil, fmt.Errorf("--pod-manifest-path: %w", err)
+		}
+		sources = append(sources, f)
+	}
+	if cfg.manifestURL != "" {
+		h, err := podsource.NewHTTP(podsource.HTTPOptions{URL: cfg.manifestURL, NodeName: name, Header: cfg.manifestURLHeader,
+			Client: &http.Client{}, Period: cfg.httpCheckFrequency, Clock: clk})
+		if err != nil {
+			return nil, fmt.Errorf("--manifest-url: %w", err)
+		}
+		sources = append(sources, h)
+	}
+	if client != nil {
+		api, err := podsource.NewAPI(podsource.APIOptions{Client: client.podsClient(), NodeName: name, Clock: clk})
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, api)
+	}
+	if len(sources) == 0 {
+		return nil, nil // nothing can ever ask for a pod
+	}
+	var err error
+	if p.merger, err = podsource.NewMerger(podsource.MergerOptions{Sources: sources, Clock: clk}); err != nil {
+		return nil, err
+	}
+	if client != nil && (cfg.podManifestPath != "" || cfg.manifestURL != "") {
+		if p.mirrors, err = podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: client.podsClient(), NodeName: name,
+			StaticPods: p.merger.StaticPods, Clock: clk}); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Run waits for the runtime, then runs the pod half's parts until ctx ends
+// or one fails.
+func (p *podHalf) Run(ctx context.Context) error {
+	rt, err := p.waitRuntime(ctx)
+	if err != nil {
+		return nil // ctx ended
+	}
+	var ips []string
+	for _, ip := range p.cfg.nodeIPs {
+		ips = append(ips, ip.String())
+	}
+	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: rt})
+	if err != nil {
+		return err
+	}
+	probes, err := probe.New(probe.Options{Prober: prober, Clock: p.clock, Registerer: p.registry})
+	if err != nil {
+		return err
+	}
+	cri, err := podsync.NewCRI(podsync.CRIOptions{
+		Runtime:       rt,
+		Probes:        probes,
+		Clock:         p.clock,
+		PodLogRoot:    p.cfg.podLogRoot,
+		PodRoot:       filepath.Join(p.cfg.rootDir, "pods"),
+		CgroupDriver:  p.cfg.cgroupDriver,
+		CgroupRoot:    p.cfg.cgroupRoot,
+		ClusterDNS:    p.cfg.clusterDNS,
+		ClusterDomain: p.cfg.clusterDomain,
+		ResolvConf:    p.cfg.resolvConf,
+		NodeName:      p.name,
+		HostIPs:       ips,
+		Registerer:    p.registry,
+	})
+	if err != nil {
+		return err
+	}
+	wopts := status.Options{Clock: p.clock, Registerer: p.registry}
+	if p.client != nil {
+		wopts.Client = p.client.CoreV1()
+	}
+	writer, err := status.New(wopts)
+	if err != nil {
+		return err
+	}
+	engine, err := podsync.New(podsync.Options{
+		Syncer:       cri,
+		Writer:       writer,
+		Probes:       probes,
+		Updates:      p.merger.Updates(),
+		SourcesReady: p.merger.SeenAllSources,
+		HostIPs:      ips,
+		Clock:        p.clock,
+		Registerer:   p.registry,
+	})
+	if err != nil {
+		return err
+	}
+	comps := []component{
+		{name: "pod sources", run: p.merger.Run},
+		{name: "status writer", run: writer.Run},
+		{name: "probes", run: probes.Run},
+		{name: "pod sync", run: engine.Run},
+	}
+	if p.mirrors != nil {
+		comps = append(comps, component{name: "mirror pods", run: p.mirrors.Run})
+	}
+	klog.FromContext(ctx).Info("Running pods", "manifestPath", p.cfg.podManifestPath, "manifestURL", p.cfg.manifestURL,
+		"apiServer", p.client != nil, "podRoot", filepath.Join(p.cfg.rootDir, "pods"))
+	return runComponents(ctx, comps)
+}
+
+// waitRuntime returns the runtime once runtimeConn has connected; it fails
+// only when ctx ends.
+func (p *podHalf) waitRuntime(ctx context.Context) (runtime.Runtime, error) {
+	for {
+		rt, err := p.runtime.Runtime(ctx)
+		if err == nil {
+			return rt, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t := p.clock.NewTimer(runtimeWaitRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C():
+		}
+	}
+}
