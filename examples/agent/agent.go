@@ -49,7 +49,7 @@ type agent struct {
 	listener  net.Listener // nil: no local server
 	server    *http.Server
 
-	pods       *podHalf // nil: no pod source configured
+	pods *podHalf // nil: no pod source configured
 
 	components []component
 }
