@@ -112,7 +112,7 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 	if !ok {
 		tclk = clock.RealClock{}
 	}
-	if a.pods, err = newPodHalf(cfg, name, tclk, a.runtime, a.client, a.registry); err != nil {
+	if a.pods, err = newPodHalf(cfg, name, tclk, a.runtime, a.client, a.heartbeat, a.registry); err != nil {
 		return nil, err
 	}
 	if a.pods != nil {

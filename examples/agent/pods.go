@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/status"
@@ -22,6 +25,10 @@ import (
 // again after a failed connection attempt (runtimeConn itself dials with
 // back-off meanwhile).
 const runtimeWaitRetry = time.Second
+
+// registrationPoll is how often mirror pods check whether the Node is
+// registered before they start.
+const registrationPoll = 100 * time.Millisecond
 
 // podHalf runs pods: the pod sources (manifest directory, manifest URL, and
 // the API server's pods bound to the node) merged by a podsource.Merger;
@@ -40,10 +47,16 @@ type podHalf struct {
 
 	merger  *podsource.Merger
 	mirrors *podsource.MirrorPods // nil: standalone
+	// registered reports whether the Node exists (the heartbeat's
+	// Registered); mirror pods start once it does, as NodeRestriction
+	// admits a mirror pod only with an owner reference to the Node.
+	registered func() bool
 }
 
 // newPodHalf builds the sources from cfg. It makes no request.
-func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, client *nodeClientset, reg prometheus.Registerer) (*podHalf, error) {
+// With an API server, hb is the node's heartbeat: mirror pods wait for its
+// registration and take the Node's UID from it.
+func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, client *nodeClientset, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
 	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg}
 	var sources []podsource.PodSource
 	if cfg.podManifestPath != "" {
@@ -76,8 +89,17 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 		return nil, err
 	}
 	if client != nil && (cfg.podManifestPath != "" || cfg.manifestURL != "") {
-		if p.mirrors, err = podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: client.podsClient(), NodeName: name,
-			StaticPods: p.merger.StaticPods, Clock: clk}); err != nil {
+		mo := podsource.MirrorPodsOptions{Client: client.podsClient(), NodeName: name, StaticPods: p.merger.StaticPods, Clock: clk}
+		if hb != nil {
+			p.registered = hb.Registered
+			mo.NodeUID = func(context.Context) (types.UID, error) {
+				if n := hb.Node(); n != nil && n.UID != "" {
+					return n.UID, nil
+				}
+				return "", errors.New("node not registered yet")
+			}
+		}
+		if p.mirrors, err = podsource.NewMirrorPods(mo); err != nil {
 			return nil, err
 		}
 	}
@@ -149,11 +171,25 @@ func (p *podHalf) Run(ctx context.Context) error {
 		{name: "pod sync", run: engine.Run},
 	}
 	if p.mirrors != nil {
-		comps = append(comps, component{name: "mirror pods", run: p.mirrors.Run})
+		comps = append(comps, component{name: "mirror pods", run: p.runMirrors})
 	}
 	klog.FromContext(ctx).Info("Running pods", "manifestPath", p.cfg.podManifestPath, "manifestURL", p.cfg.manifestURL,
 		"apiServer", p.client != nil, "podRoot", filepath.Join(p.cfg.rootDir, "pods"))
 	return runComponents(ctx, comps)
+}
+
+// runMirrors runs the mirror pods once the Node is registered.
+func (p *podHalf) runMirrors(ctx context.Context) error {
+	for p.registered != nil && !p.registered() {
+		t := p.clock.NewTimer(registrationPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+	return p.mirrors.Run(ctx)
 }
 
 // waitRuntime returns the runtime once runtimeConn has connected; it fails

@@ -143,6 +143,7 @@ func TestAgentRunsPodsOnContainerd(t *testing.T) {
 		got, err := admin.CoreV1().Pods("default").Get(ctx, apiPod.Name, metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.PodRunning && podReady(got)
 	})
+	t.Logf("API pod Running and Ready %v after the agent started", time.Since(p.started).Round(time.Millisecond))
 	mirrorName := "static-web-" + node
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "mirror pod of the static pod Running in the API", func() bool {
 		got, err := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{})
