@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -51,16 +53,17 @@ type podHalf struct {
 	// Registered); mirror pods start once it does, as NodeRestriction
 	// admits a mirror pod only with an owner reference to the Node.
 	registered func() bool
+	recorder   *eventRecorder
 }
 
 // newPodHalf builds the sources from cfg. It makes no request.
 // With an API server, hb is the node's heartbeat: mirror pods wait for its
 // registration and take the Node's UID from it.
 func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, client *nodeClientset, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
-	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg}
+	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg, recorder: &eventRecorder{}}
 	var sources []podsource.PodSource
 	if cfg.podManifestPath != "" {
-		f, err := podsource.NewFile(podsource.FileOptions{Path: cfg.podManifestPath, NodeName: name, Period: cfg.fileCheckFrequency, Clock: clk})
+		f, err := podsource.NewFile(podsource.FileOptions{Path: cfg.podManifestPath, NodeName: name, Period: cfg.fileCheckFrequency, Clock: clk, Recorder: p.recorder})
 		if err != nil {
 			return nil, fmt.Errorf("--pod-manifest-path: %w", err)
 		}
@@ -68,7 +71,7 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 	}
 	if cfg.manifestURL != "" {
 		h, err := podsource.NewHTTP(podsource.HTTPOptions{URL: cfg.manifestURL, NodeName: name, Header: cfg.manifestURLHeader,
-			Client: &http.Client{}, Period: cfg.httpCheckFrequency, Clock: clk})
+			Client: &http.Client{}, Period: cfg.httpCheckFrequency, Clock: clk, Recorder: p.recorder})
 		if err != nil {
 			return nil, fmt.Errorf("--manifest-url: %w", err)
 		}
@@ -85,7 +88,7 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 		return nil, nil // nothing can ever ask for a pod
 	}
 	var err error
-	if p.merger, err = podsource.NewMerger(podsource.MergerOptions{Sources: sources, Clock: clk}); err != nil {
+	if p.merger, err = podsource.NewMerger(podsource.MergerOptions{Sources: sources, Clock: clk, Recorder: p.recorder}); err != nil {
 		return nil, err
 	}
 	if client != nil && (cfg.podManifestPath != "" || cfg.manifestURL != "") {
@@ -113,15 +116,12 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return nil // ctx ended
 	}
-	var ips []string
-	for _, ip := range p.cfg.nodeIPs {
-		ips = append(ips, ip.String())
-	}
+	ips := p.hostIPs(ctx)
 	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: rt})
 	if err != nil {
 		return err
 	}
-	probes, err := probe.New(probe.Options{Prober: prober, Clock: p.clock, Registerer: p.registry})
+	probes, err := probe.New(probe.Options{Prober: prober, Clock: p.clock, Registerer: p.registry, Recorder: p.recorder})
 	if err != nil {
 		return err
 	}
@@ -139,6 +139,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		NodeName:      p.name,
 		HostIPs:       ips,
 		Registerer:    p.registry,
+		Recorder:      p.recorder,
 	})
 	if err != nil {
 		return err
@@ -160,6 +161,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		HostIPs:      ips,
 		Clock:        p.clock,
 		Registerer:   p.registry,
+		Recorder:     p.recorder,
 	})
 	if err != nil {
 		return err
@@ -175,7 +177,29 @@ func (p *podHalf) Run(ctx context.Context) error {
 	}
 	klog.FromContext(ctx).Info("Running pods", "manifestPath", p.cfg.podManifestPath, "manifestURL", p.cfg.manifestURL,
 		"apiServer", p.client != nil, "podRoot", filepath.Join(p.cfg.rootDir, "pods"))
+	if p.client != nil {
+		stop := p.recorder.start(ctx, p.client.CoreV1(), p.name)
+		defer stop()
+	}
 	return runComponents(ctx, comps)
+}
+
+// hostIPs are the pods' host IPs: --node-ip, else the default-route
+// address, as the node's InternalIP is chosen.
+func (p *podHalf) hostIPs(ctx context.Context) []string {
+	var ips []string
+	for _, ip := range p.cfg.nodeIPs {
+		ips = append(ips, ip.String())
+	}
+	if len(ips) > 0 {
+		return ips
+	}
+	ip, err := utilnet.ResolveBindAddress(net.IPv4zero)
+	if err != nil || ip == nil || ip.IsUnspecified() {
+		klog.FromContext(ctx).Info("No --node-ip and no default-route address: pods get no host IP", "err", err)
+		return nil
+	}
+	return []string{ip.String()}
 }
 
 // runMirrors runs the mirror pods once the Node is registered.

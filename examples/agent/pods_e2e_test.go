@@ -152,6 +152,10 @@ func TestAgentRunsPodsOnContainerd(t *testing.T) {
 	if !runningContainer(rt, mirrorName) || !runningContainer(rt, apiPod.Name) {
 		t.Fatalf("containerd does not run both pods' containers")
 	}
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "Started event of the API pod from kubelet on the node", func() bool {
+		evs, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + apiPod.Name + ",reason=Started"})
+		return err == nil && len(evs.Items) > 0 && evs.Items[0].Source.Component == "kubelet" && evs.Items[0].Source.Host == node
+	})
 	t.Logf("both pods Running %v after the agent started", time.Since(p.started).Round(time.Millisecond))
 
 	deleted := time.Now()
