@@ -168,6 +168,9 @@ func TestAgentRunsPodsOnContainerd(t *testing.T) {
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty after the pods were deleted", func() bool {
 		return runtimeEmpty(rt)
 	})
+	testenv.Eventually(t, 10*time.Second, 100*time.Millisecond, "no mount of containerd's left", func() bool {
+		return len(c.Mounts()) == 0
+	})
 	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "API pod and mirror pod gone from the API", func() bool {
 		_, err1 := admin.CoreV1().Pods("default").Get(ctx, apiPod.Name, metav1.GetOptions{})
 		_, err2 := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{})
@@ -196,6 +199,9 @@ func TestAgentStandaloneStaticPod(t *testing.T) {
 	}
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty after the manifest was removed", func() bool {
 		return runtimeEmpty(rt)
+	})
+	testenv.Eventually(t, 10*time.Second, 100*time.Millisecond, "no mount of containerd's left", func() bool {
+		return len(c.Mounts()) == 0
 	})
 	p.stop(t)
 }
