@@ -152,11 +152,17 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	updates := p.merger.Updates()
+	var relay chan podsource.Update
+	if p.mirrors != nil {
+		relay = make(chan podsource.Update)
+		updates = relay
+	}
 	engine, err := podsync.New(podsync.Options{
 		Syncer:       cri,
 		Writer:       writer,
 		Probes:       probes,
-		Updates:      p.merger.Updates(),
+		Updates:      updates,
 		SourcesReady: p.merger.SeenAllSources,
 		HostIPs:      ips,
 		Clock:        p.clock,
@@ -173,7 +179,8 @@ func (p *podHalf) Run(ctx context.Context) error {
 		{name: "pod sync", run: engine.Run},
 	}
 	if p.mirrors != nil {
-		comps = append(comps, component{name: "mirror pods", run: p.runMirrors})
+		comps = append(comps, component{name: "mirror pods", run: p.runMirrors},
+			component{name: "static pod changes", run: func(ctx context.Context) error { return p.relay(ctx, relay) }})
 	}
 	klog.FromContext(ctx).Info("Running pods", "manifestPath", p.cfg.podManifestPath, "manifestURL", p.cfg.manifestURL,
 		"apiServer", p.client != nil, "podRoot", filepath.Join(p.cfg.rootDir, "pods"))
@@ -200,6 +207,28 @@ func (p *podHalf) hostIPs(ctx context.Context) []string {
 		return nil
 	}
 	return []string{ip.String()}
+}
+
+// relay passes the merged updates on to the engine, and asks the mirror
+// pods for a sync whenever static pods change, so that a mirror pod is
+// created or deleted at once rather than at the next period.
+func (p *podHalf) relay(ctx context.Context, to chan<- podsource.Update) error {
+	from := p.merger.Updates()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-from:
+			if u.Source == podsource.FileSource || u.Source == podsource.HTTPSource {
+				p.mirrors.Trigger()
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case to <- u:
+			}
+		}
+	}
 }
 
 // runMirrors runs the mirror pods once the Node is registered.

@@ -168,6 +168,7 @@ func TestAgentRunsPodsOnContainerd(t *testing.T) {
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty after the pods were deleted", func() bool {
 		return runtimeEmpty(rt)
 	})
+	t.Logf("containerd empty %v after deletion", time.Since(deleted).Round(time.Millisecond))
 	testenv.Eventually(t, 10*time.Second, 100*time.Millisecond, "no mount of containerd's left", func() bool {
 		return len(c.Mounts()) == 0
 	})
