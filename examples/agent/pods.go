@@ -37,7 +37,8 @@ const registrationPoll = 100 * time.Millisecond
 // mirror pods for static pods when there is an API server; and, once the
 // runtime is connected, a podsync Engine on the CRI syncer with a
 // probe.Manager and a podsync/status Writer. Goroutines: one per source, the
-// merger, mirror pods, the writer, the probe manager and the engine (with the
+// merger, mirror pods and the relay that triggers them, the writer, the event
+// broadcaster, the probe manager and the engine (with the
 // engine's bounded workers); none per pod.
 type podHalf struct {
 	cfg      *config
