@@ -31,8 +31,8 @@ const userAgent = "nodekit-agent/" + nodestatus.DefaultKubeletVersion
 // component is one long-running part of the agent. Run returns when ctx
 // ends (its error is then ignored) or when the part fails, which stops the
 // others. The node half is the runtime connection, the heartbeat and the
-// local HTTP server; the pod half (pod sources, pod sync, probes) adds its
-// components to the same list.
+// local HTTP server; the pod half (podHalf: pod sources, mirror pods, pod
+// sync, probes, status writer) is one more component of the same list.
 type component struct {
 	name string
 	run  func(ctx context.Context) error
@@ -41,13 +41,15 @@ type component struct {
 // agent is a node agent built from nodekit's packages.
 type agent struct {
 	name      string
-	client    *nodeClientset
+	client    *nodeClientset // nil: standalone (no --kubeconfig)
 	runtime   *runtimeConn
 	setters   nodestatus.Setters
-	heartbeat *heartbeat.Heartbeat
+	heartbeat *heartbeat.Heartbeat // nil: standalone
 	registry  *prometheus.Registry
 	listener  net.Listener // nil: no local server
 	server    *http.Server
+
+	pods *podHalf // nil: no pod source configured
 
 	components []component
 }
@@ -66,45 +68,57 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 
-	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", cfg.kubeconfig, err)
-	}
-	counter, err := newAPICounter(a.registry)
-	if err != nil {
-		return nil, err
-	}
-	if a.client, err = newClient(restCfg, counter); err != nil {
-		return nil, err
-	}
-
 	a.runtime = newRuntimeConn(cfg.runtimeEndpoint, clk)
-	if a.setters, err = newSetters(cfg, name, a.runtime); err != nil {
-		return nil, err
+	a.components = []component{{name: "runtime", run: a.runtime.Run}}
+
+	// The node half: only with an API server.
+	if cfg.kubeconfig != "" {
+		restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", cfg.kubeconfig, err)
+		}
+		counter, err := newAPICounter(a.registry)
+		if err != nil {
+			return nil, err
+		}
+		if a.client, err = newClient(restCfg, counter); err != nil {
+			return nil, err
+		}
+		if a.setters, err = newSetters(cfg, name, a.runtime); err != nil {
+			return nil, err
+		}
+		hbOpts := heartbeat.Options{
+			Client:                    a.client,
+			NodeName:                  name,
+			Node:                      nodeTemplate(name, cfg.nodeLabels),
+			StatusSetter:              a.setters,
+			Strategy:                  heartbeat.LeaseStrategy(),
+			NodeStatusUpdateFrequency: cfg.statusUpdateFrequency,
+			NodeStatusReportFrequency: cfg.statusReportFrequency,
+			DisableRegistration:       !cfg.registerNode,
+			Clock:                     clk,
+			Registerer:                a.registry,
+			LeaseOptions:              leaseOptions(cfg.leaseDuration),
+			OnRepeatedFailure:         a.client.closeConnections,
+		}
+		if a.heartbeat, err = heartbeat.New(hbOpts); err != nil {
+			return nil, err
+		}
+		a.components = append(a.components, component{name: "heartbeat", run: a.heartbeat.Run})
 	}
 
-	hbOpts := heartbeat.Options{
-		Client:                    a.client,
-		NodeName:                  name,
-		Node:                      nodeTemplate(name, cfg.nodeLabels),
-		StatusSetter:              a.setters,
-		Strategy:                  heartbeat.LeaseStrategy(),
-		NodeStatusUpdateFrequency: cfg.statusUpdateFrequency,
-		NodeStatusReportFrequency: cfg.statusReportFrequency,
-		DisableRegistration:       !cfg.registerNode,
-		Clock:                     clk,
-		Registerer:                a.registry,
-		LeaseOptions:              leaseOptions(cfg.leaseDuration),
-		OnRepeatedFailure:         a.client.closeConnections,
+	// The pod half.
+	tclk, ok := clk.(clock.WithTicker)
+	if !ok {
+		tclk = clock.RealClock{}
 	}
-	if a.heartbeat, err = heartbeat.New(hbOpts); err != nil {
+	if a.pods, err = newPodHalf(cfg, name, tclk, a.runtime, a.client, a.heartbeat, a.registry); err != nil {
 		return nil, err
 	}
-
-	a.components = []component{
-		{name: "runtime", run: a.runtime.Run},
-		{name: "heartbeat", run: a.heartbeat.Run},
+	if a.pods != nil {
+		a.components = append(a.components, component{name: "pods", run: a.pods.Run})
 	}
+
 	if cfg.listen != "" {
 		if a.listener, err = net.Listen("tcp", cfg.listen); err != nil {
 			return nil, fmt.Errorf("--listen: %w", err)

@@ -70,7 +70,17 @@ func TestParseFlagsErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "--kubeconfig is required"},
+		{[]string{"--cgroup-driver=cgroupsd"}, "--cgroup-driver"},
+		{[]string{"--file-check-frequency=10ms"}, "--file-check-frequency"},
+		{[]string{"--http-check-frequency=0s"}, "--http-check-frequency"},
+		{[]string{"--manifest-url=ftp://x/y"}, "--manifest-url"},
+		{[]string{"--manifest-url=http://x/y", "--manifest-url-header=nocolon"}, "flag -manifest-url-header: \"nocolon\" is not key:value"},
+		{[]string{"--manifest-url-header=a:b"}, "--manifest-url-header needs --manifest-url"},
+		{[]string{"--root-dir="}, "--root-dir"},
+		{[]string{"--pod-log-root="}, "--pod-log-root"},
+		{[]string{"--cgroup-root=kubepods"}, "--cgroup-root"},
+		{[]string{"--cluster-dns=10.0.0.10,dns"}, "--cluster-dns"},
+		{[]string{"--cluster-domain=Not_A_Domain"}, "--cluster-domain"},
 		{[]string{"--kubeconfig=k", "--node-ip=x"}, "--node-ip"},
 		{[]string{"--kubeconfig=k", "--node-labels=novalue"}, "--node-labels"},
 		{[]string{"--kubeconfig=k", "--node-labels=a b=c"}, "--node-labels"},
@@ -89,6 +99,38 @@ func TestParseFlagsErrors(t *testing.T) {
 		}
 	}
 	if _, err := (&config{hostnameOverride: "Not_Valid"}).nodeName(); err == nil {
+		t.Error("nodeName accepted an invalid name")
+	}
+}
+
+func TestParsePodFlags(t *testing.T) {
+	// No --kubeconfig: standalone, accepted.
+	def, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.kubeconfig != "" || def.rootDir != "/var/lib/kubelet" || def.podLogRoot != "/var/log/pods" ||
+		def.cgroupDriver != "cgroupfs" || def.fileCheckFrequency != 20*time.Second || def.httpCheckFrequency != 20*time.Second ||
+		def.resolvConf != "/etc/resolv.conf" || def.podManifestPath != "" || def.manifestURL != "" {
+		t.Errorf("pod defaults = %+v", def)
+	}
+	c, err := parseFlags([]string{"--pod-manifest-path=/etc/kubernetes/manifests", "--manifest-url=http://example.com/pods",
+		"--manifest-url-header=X-A:1", "--manifest-url-header=X-A: 2", "--manifest-url-header=X-B:c:d",
+		"--cgroup-driver=systemd", "--cluster-dns=10.0.0.10, fd00::a", "--cluster-domain=cluster.local", "--resolv-conf="}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.manifestURLHeader.Values("X-A"); len(got) != 2 || got[0] != "1" || got[1] != "2" || c.manifestURLHeader.Get("X-B") != "c:d" {
+		t.Errorf("headers = %v", c.manifestURLHeader)
+	}
+	if c.cgroupDriver != "systemd" || len(c.clusterDNS) != 2 || c.clusterDNS[1] != "fd00::a" || c.resolvConf != "-" {
+		t.Errorf("config = %+v", c)
+	}
+	err = func() error { _, err := parseFlags([]string{"--cgroup-driver=cgroupsd"}, io.Discard); return err }()
+	if err == nil || !strings.Contains(err.Error(), `--cgroup-driver "cgroupsd" must be cgroupfs or systemd`) {
+		t.Errorf("bad --cgroup-driver: %v", err)
+	}
+	if false {
 		t.Error("nodeName accepted an invalid name")
 	}
 }

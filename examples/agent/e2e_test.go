@@ -90,20 +90,26 @@ type agentProc struct {
 // with it, in a process group of its own, plus args.
 func startAgent(t *testing.T, name string, args ...string) *agentProc {
 	t.Helper()
-	bin := buildAgent(t)
 	cfg, err := cp.NodeConfig(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	kc := filepath.Join(dir, "node.kubeconfig")
+	kc := filepath.Join(t.TempDir(), "node.kubeconfig")
 	if err := controlplane.WriteKubeconfig(cfg, kc); err != nil {
 		t.Fatal(err)
 	}
+	return startStandalone(t, name, append([]string{"--kubeconfig=" + kc}, args...)...)
+}
+
+// startStandalone starts the agent without a kubeconfig (unless args has
+// one), in a process group of its own, plus args.
+func startStandalone(t *testing.T, name string, args ...string) *agentProc {
+	t.Helper()
+	bin := buildAgent(t)
 	listen := freeAddr(t)
 	p := &agentProc{listen: listen, done: make(chan struct{}), log: &lockedBuffer{}}
 	p.cmd = exec.Command(bin, append([]string{
-		"--kubeconfig=" + kc, "--hostname-override=" + name, "--listen=" + listen, "-v=2",
+		"--hostname-override=" + name, "--listen=" + listen, "-v=2",
 	}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -146,7 +152,7 @@ func (p *agentProc) stop(t *testing.T) {
 	if err := syscall.Kill(-p.cmd.Process.Pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("processes of the agent's group remain after it exited (kill -0: %v)", err)
 	}
-	if !strings.Contains(p.log.String(), "Stopped; the node lease is left to expire") {
+	if l := p.log.String(); !strings.Contains(l, "Stopped; the node lease is left to expire") && !strings.Contains(l, "Stopped (standalone)") {
 		t.Errorf("no clean-stop line in the agent's log")
 	}
 }

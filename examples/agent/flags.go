@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/podsync"
 )
 
 // config is what the command line says. Zero durations mean "not given", so
@@ -37,6 +41,38 @@ type config struct {
 	diskUsageResource     string
 	listen                string
 	memoryLimit           int64
+
+	// The pod half.
+	podManifestPath    string
+	fileCheckFrequency time.Duration
+	manifestURL        string
+	manifestURLHeader  http.Header
+	httpCheckFrequency time.Duration
+	rootDir            string
+	podLogRoot         string
+	cgroupDriver       string
+	cgroupRoot         string
+	clusterDNS         []string
+	clusterDomain      string
+	resolvConf         string
+}
+
+// headerFlag is a repeated --manifest-url-header key:value.
+type headerFlag struct{ h http.Header }
+
+func (f *headerFlag) String() string { return "" }
+
+func (f *headerFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, ":")
+	k = strings.TrimSpace(k)
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key:value", v)
+	}
+	if f.h == nil {
+		f.h = http.Header{}
+	}
+	f.h.Add(k, strings.TrimSpace(val))
+	return nil
 }
 
 // defaultListen is kubelet's healthz address.
@@ -54,8 +90,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		nodeIP, labels, sysRes, kubeRes string
 		leaseSeconds                    int
 		memLimit                        string
+		headers                         headerFlag
+		clusterDNS                      string
 	)
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to the kubeconfig of the node's identity (system:node:<name>). Required.")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to the kubeconfig of the node's identity (system:node:<name>). Empty: standalone, no API server (static pods only; no registration, lease or mirror pods).")
 	fs.StringVar(&c.hostnameOverride, "hostname-override", "", "Node name and Hostname address to use instead of the host name (lower-cased).")
 	fs.StringVar(&nodeIP, "node-ip", "", "Comma-separated node IPs (one per family) to report as InternalIP. Default: the default-route address.")
 	fs.StringVar(&labels, "node-labels", "", "Labels to add when registering the node: key=value pairs separated by commas.")
@@ -73,16 +111,29 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.listen, "listen", defaultListen, "Local address for /healthz and /metrics. Empty: do not serve.")
 	fs.StringVar(&memLimit, "memory-limit", "24Mi", "Soft memory limit of the Go runtime (debug.SetMemoryLimit) unless GOMEMLIMIT is set. 0: none.")
 
+	fs.StringVar(&c.podManifestPath, "pod-manifest-path", "", "Directory of static pod manifests (or one manifest file). Empty: none.")
+	fs.DurationVar(&c.fileCheckFrequency, "file-check-frequency", 20*time.Second, "How often --pod-manifest-path is listed again besides inotify.")
+	fs.StringVar(&c.manifestURL, "manifest-url", "", "URL serving static pods (a Pod, PodList or List). Empty: none.")
+	fs.Var(&headers, "manifest-url-header", "HTTP header key:value sent with --manifest-url requests; may be repeated.")
+	fs.DurationVar(&c.httpCheckFrequency, "http-check-frequency", 20*time.Second, "How often --manifest-url is fetched.")
+	fs.StringVar(&c.rootDir, "root-dir", "/var/lib/kubelet", "Directory for the agent's files; pods under <root-dir>/pods.")
+	fs.StringVar(&c.podLogRoot, "pod-log-root", "/var/log/pods", "Directory of the pods' log directories.")
+	fs.StringVar(&c.cgroupDriver, "cgroup-driver", podsync.CgroupfsDriver, "Cgroup driver: cgroupfs or systemd (as the runtime's).")
+	fs.StringVar(&c.cgroupRoot, "cgroup-root", "/", "Cgroupfs path the kubepods cgroup lives under.")
+	fs.StringVar(&clusterDNS, "cluster-dns", "", "Comma-separated DNS server IPs for ClusterFirst pods. Empty: pods get the node's resolver.")
+	fs.StringVar(&c.clusterDomain, "cluster-domain", "", "Cluster domain added to ClusterFirst pods' search paths, for example cluster.local.")
+	fs.StringVar(&c.resolvConf, "resolv-conf", "/etc/resolv.conf", "The node's resolver configuration, the base of pods' DNS; \"\" for none.")
+
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if c.kubeconfig == "" {
-		return nil, fmt.Errorf("--kubeconfig is required")
-	}
 	var err error
+	if err = c.parsePodFlags(clusterDNS, headers.h); err != nil {
+		return nil, err
+	}
 	if c.nodeIPs, err = parseNodeIPs(nodeIP); err != nil {
 		return nil, fmt.Errorf("--node-ip: %w", err)
 	}
@@ -118,6 +169,65 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		c.memoryLimit = q.Value()
 	}
 	return c, nil
+}
+
+// parsePodFlags checks the pod half's flags.
+func (c *config) parsePodFlags(clusterDNS string, headers http.Header) error {
+	if c.fileCheckFrequency < time.Second || c.fileCheckFrequency > 24*time.Hour {
+		return fmt.Errorf("--file-check-frequency %v must be between 1s and 24h", c.fileCheckFrequency)
+	}
+	if c.httpCheckFrequency < time.Second || c.httpCheckFrequency > 24*time.Hour {
+		return fmt.Errorf("--http-check-frequency %v must be between 1s and 24h", c.httpCheckFrequency)
+	}
+	if c.manifestURL != "" {
+		u, err := url.Parse(c.manifestURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--manifest-url %q is not an http(s) URL", c.manifestURL)
+		}
+	} else if len(headers) > 0 {
+		return fmt.Errorf("--manifest-url-header needs --manifest-url")
+	}
+	c.manifestURLHeader = headers
+	if c.cgroupDriver != podsync.CgroupfsDriver && c.cgroupDriver != podsync.SystemdDriver {
+		return fmt.Errorf("--cgroup-driver %q must be %s or %s", c.cgroupDriver, podsync.CgroupfsDriver, podsync.SystemdDriver)
+	}
+	for _, p := range []struct {
+		flag string
+		path *string
+	}{{"--pod-manifest-path", &c.podManifestPath}, {"--root-dir", &c.rootDir}, {"--pod-log-root", &c.podLogRoot}} {
+		if *p.path == "" {
+			if p.flag == "--pod-manifest-path" {
+				continue
+			}
+			return fmt.Errorf("%s must not be empty", p.flag)
+		}
+		abs, err := filepath.Abs(*p.path)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.flag, err)
+		}
+		*p.path = abs
+	}
+	if c.cgroupRoot == "" || !strings.HasPrefix(c.cgroupRoot, "/") {
+		return fmt.Errorf("--cgroup-root %q must be an absolute path", c.cgroupRoot)
+	}
+	if clusterDNS != "" {
+		for _, s := range strings.Split(clusterDNS, ",") {
+			s = strings.TrimSpace(s)
+			if net.ParseIP(s) == nil {
+				return fmt.Errorf("--cluster-dns: %q is not an IP address", s)
+			}
+			c.clusterDNS = append(c.clusterDNS, s)
+		}
+	}
+	if c.clusterDomain != "" {
+		if errs := validation.IsDNS1123Subdomain(c.clusterDomain); len(errs) > 0 {
+			return fmt.Errorf("--cluster-domain %q: %s", c.clusterDomain, strings.Join(errs, "; "))
+		}
+	}
+	if c.resolvConf == "" {
+		c.resolvConf = "-" // podsync's "none"
+	}
+	return nil
 }
 
 // nodeName is the name the node registers under: --hostname-override, else

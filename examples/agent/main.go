@@ -1,12 +1,19 @@
 // Command agent is a Kubernetes node agent built from nodekit's packages: it
 // registers the node, reports its status with kubelet's default status
-// setters plus a custom disk-usage setter, renews the node lease, and serves
-// /healthz and /metrics. It runs no pods yet.
+// setters plus a custom disk-usage setter, renews the node lease, serves
+// /healthz and /metrics, and runs pods: static pods from --pod-manifest-path
+// and --manifest-url (with mirror pods in the API server) and the API
+// server's pods bound to the node, through podsync on the container runtime,
+// with probes and pod status written back.
 //
 //	agent --kubeconfig node.kubeconfig --hostname-override demo-node \
-//	      --container-runtime-endpoint unix:///run/containerd/containerd.sock
+//	      --container-runtime-endpoint unix:///run/containerd/containerd.sock \
+//	      --pod-manifest-path /etc/kubernetes/manifests
 //
-// Without --container-runtime-endpoint it runs on an in-memory fake runtime.
+// Without --kubeconfig it runs standalone: static pods only, no API server
+// (no registration, lease, mirror pods or pod status writes). Without
+// --container-runtime-endpoint it runs on an in-memory fake runtime. Like
+// kubelet, it leaves pods running when it stops.
 // See README.md beside this file for the flags.
 package main
 
@@ -56,7 +63,7 @@ func run(args []string) int {
 	if runtimeName == "" {
 		runtimeName = "fake (in memory)"
 	}
-	logger.Info("Starting node agent", "node", a.name, "runtime", runtimeName,
+	logger.Info("Starting node agent", "node", a.name, "runtime", runtimeName, "standalone", a.client == nil, "pods", a.pods != nil,
 		"leaseDuration", cfg.leaseDuration, "setters", len(a.setters))
 	err = a.Run(ctx)
 	stop()
@@ -64,6 +71,10 @@ func run(args []string) int {
 		logger.Error(err, "Agent failed")
 		return 1
 	}
-	logger.Info("Stopped; the node lease is left to expire", "node", a.name)
+	if a.client == nil {
+		logger.Info("Stopped (standalone); pods are left running", "node", a.name)
+	} else {
+		logger.Info("Stopped; the node lease is left to expire", "node", a.name)
+	}
 	return 0
 }

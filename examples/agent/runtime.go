@@ -36,7 +36,8 @@ var errRuntimeNotConnected = errors.New("container runtime not connected yet")
 // while the component keeps dialling with back-off. Once connected, the
 // client reconnects by itself, so dialling stops.
 //
-// The pod half of the agent will take the full runtime.Runtime from Runtime.
+// The pod half of the agent takes the full runtime.Runtime from Runtime once
+// connected.
 type runtimeConn struct {
 	endpoint string
 	clock    clock.Clock

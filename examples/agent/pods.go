@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/probe"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// runtimeWaitRetry is how long the pod half waits before asking runtimeConn
+// again after a failed connection attempt (runtimeConn itself dials with
+// back-off meanwhile).
+const runtimeWaitRetry = time.Second
+
+// registrationPoll is how often mirror pods check whether the Node is
+// registered before they start.
+const registrationPoll = 100 * time.Millisecond
+
+// podHalf runs pods: the pod sources (manifest directory, manifest URL, and
+// the API server's pods bound to the node) merged by a podsource.Merger;
+// mirror pods for static pods when there is an API server; and, once the
+// runtime is connected, a podsync Engine on the CRI syncer with a
+// probe.Manager and a podsync/status Writer. Goroutines: one per source, the
+// merger, mirror pods and the relay that triggers them, the writer, the event
+// broadcaster, the probe manager and the engine (with the
+// engine's bounded workers); none per pod.
+type podHalf struct {
+	cfg      *config
+	name     string
+	clock    clock.WithTicker
+	runtime  *runtimeConn
+	client   *nodeClientset // nil: standalone
+	registry prometheus.Registerer
+
+	merger  *podsource.Merger
+	mirrors *podsource.MirrorPods // nil: standalone
+	// registered reports whether the Node exists (the heartbeat's
+	// Registered); mirror pods start once it does, as NodeRestriction
+	// admits a mirror pod only with an owner reference to the Node.
+	registered func() bool
+	recorder   *eventRecorder
+}
+
+// newPodHalf builds the sources from cfg. It makes no request.
+// With an API server, hb is the node's heartbeat: mirror pods wait for its
+// registration and take the Node's UID from it.
+func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, client *nodeClientset, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
+	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg, recorder: &eventRecorder{}}
+	var sources []podsource.PodSource
+	if cfg.podManifestPath != "" {
+		f, err := podsource.NewFile(podsource.FileOptions{Path: cfg.podManifestPath, NodeName: name, Period: cfg.fileCheckFrequency, Clock: clk, Recorder: p.recorder})
+		if err != nil {
+			return nil, fmt.Errorf("--pod-manifest-path: %w", err)
+		}
+		sources = append(sources, f)
+	}
+	if cfg.manifestURL != "" {
+		h, err := podsource.NewHTTP(podsource.HTTPOptions{URL: cfg.manifestURL, NodeName: name, Header: cfg.manifestURLHeader,
+			Client: &http.Client{}, Period: cfg.httpCheckFrequency, Clock: clk, Recorder: p.recorder})
+		if err != nil {
+			return nil, fmt.Errorf("--manifest-url: %w", err)
+		}
+		sources = append(sources, h)
+	}
+	if client != nil {
+		api, err := podsource.NewAPI(podsource.APIOptions{Client: client.podsClient(), NodeName: name, Clock: clk})
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, api)
+	}
+	if len(sources) == 0 {
+		return nil, nil // nothing can ever ask for a pod
+	}
+	var err error
+	if p.merger, err = podsource.NewMerger(podsource.MergerOptions{Sources: sources, Clock: clk, Recorder: p.recorder}); err != nil {
+		return nil, err
+	}
+	if client != nil && (cfg.podManifestPath != "" || cfg.manifestURL != "") {
+		mo := podsource.MirrorPodsOptions{Client: client.podsClient(), NodeName: name, StaticPods: p.merger.StaticPods, Clock: clk}
+		if hb != nil {
+			p.registered = hb.Registered
+			mo.NodeUID = func(context.Context) (types.UID, error) {
+				if n := hb.Node(); n != nil && n.UID != "" {
+					return n.UID, nil
+				}
+				return "", errors.New("node not registered yet")
+			}
+		}
+		if p.mirrors, err = podsource.NewMirrorPods(mo); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Run waits for the runtime, then runs the pod half's parts until ctx ends
+// or one fails.
+func (p *podHalf) Run(ctx context.Context) error {
+	rt, err := p.waitRuntime(ctx)
+	if err != nil {
+		return nil // ctx ended
+	}
+	ips := p.hostIPs(ctx)
+	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: rt})
+	if err != nil {
+		return err
+	}
+	probes, err := probe.New(probe.Options{Prober: prober, Clock: p.clock, Registerer: p.registry, Recorder: p.recorder})
+	if err != nil {
+		return err
+	}
+	cri, err := podsync.NewCRI(podsync.CRIOptions{
+		Runtime:       rt,
+		Probes:        probes,
+		Clock:         p.clock,
+		PodLogRoot:    p.cfg.podLogRoot,
+		PodRoot:       filepath.Join(p.cfg.rootDir, "pods"),
+		CgroupDriver:  p.cfg.cgroupDriver,
+		CgroupRoot:    p.cfg.cgroupRoot,
+		ClusterDNS:    p.cfg.clusterDNS,
+		ClusterDomain: p.cfg.clusterDomain,
+		ResolvConf:    p.cfg.resolvConf,
+		NodeName:      p.name,
+		HostIPs:       ips,
+		Registerer:    p.registry,
+		Recorder:      p.recorder,
+	})
+	if err != nil {
+		return err
+	}
+	wopts := status.Options{Clock: p.clock, Registerer: p.registry}
+	if p.client != nil {
+		wopts.Client = p.client.CoreV1()
+	}
+	writer, err := status.New(wopts)
+	if err != nil {
+		return err
+	}
+	updates := p.merger.Updates()
+	var relay chan podsource.Update
+	if p.mirrors != nil {
+		relay = make(chan podsource.Update)
+		updates = relay
+	}
+	engine, err := podsync.New(podsync.Options{
+		Syncer:       cri,
+		Writer:       writer,
+		Probes:       probes,
+		Updates:      updates,
+		SourcesReady: p.merger.SeenAllSources,
+		HostIPs:      ips,
+		Clock:        p.clock,
+		Registerer:   p.registry,
+		Recorder:     p.recorder,
+	})
+	if err != nil {
+		return err
+	}
+	comps := []component{
+		{name: "pod sources", run: p.merger.Run},
+		{name: "status writer", run: writer.Run},
+		{name: "probes", run: probes.Run},
+		{name: "pod sync", run: engine.Run},
+	}
+	if p.mirrors != nil {
+		comps = append(comps, component{name: "mirror pods", run: p.runMirrors},
+			component{name: "static pod changes", run: func(ctx context.Context) error { return p.relay(ctx, relay) }})
+	}
+	klog.FromContext(ctx).Info("Running pods", "manifestPath", p.cfg.podManifestPath, "manifestURL", p.cfg.manifestURL,
+		"apiServer", p.client != nil, "podRoot", filepath.Join(p.cfg.rootDir, "pods"))
+	if p.client != nil {
+		stop := p.recorder.start(ctx, p.client.CoreV1(), p.name)
+		defer stop()
+	}
+	return runComponents(ctx, comps)
+}
+
+// hostIPs are the pods' host IPs: --node-ip, else the default-route
+// address, as the node's InternalIP is chosen.
+func (p *podHalf) hostIPs(ctx context.Context) []string {
+	var ips []string
+	for _, ip := range p.cfg.nodeIPs {
+		ips = append(ips, ip.String())
+	}
+	if len(ips) > 0 {
+		return ips
+	}
+	ip, err := utilnet.ResolveBindAddress(net.IPv4zero)
+	if err != nil || ip == nil || ip.IsUnspecified() {
+		klog.FromContext(ctx).Info("No --node-ip and no default-route address: pods get no host IP", "err", err)
+		return nil
+	}
+	return []string{ip.String()}
+}
+
+// relay passes the merged updates on to the engine, and asks the mirror
+// pods for a sync whenever static pods change, so that a mirror pod is
+// created or deleted at once rather than at the next period.
+func (p *podHalf) relay(ctx context.Context, to chan<- podsource.Update) error {
+	from := p.merger.Updates()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-from:
+			if u.Source == podsource.FileSource || u.Source == podsource.HTTPSource {
+				p.mirrors.Trigger()
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case to <- u:
+			}
+		}
+	}
+}
+
+// runMirrors runs the mirror pods once the Node is registered.
+func (p *podHalf) runMirrors(ctx context.Context) error {
+	for p.registered != nil && !p.registered() {
+		t := p.clock.NewTimer(registrationPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+	return p.mirrors.Run(ctx)
+}
+
+// waitRuntime returns the runtime once runtimeConn has connected; it fails
+// only when ctx ends.
+func (p *podHalf) waitRuntime(ctx context.Context) (runtime.Runtime, error) {
+	for {
+		rt, err := p.runtime.Runtime(ctx)
+		if err == nil {
+			return rt, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t := p.clock.NewTimer(runtimeWaitRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C():
+		}
+	}
+}
