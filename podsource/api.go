@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -17,9 +17,9 @@ import (
 
 // APIOptions configures an API source.
 type APIOptions struct {
-	// Client reads pods; a node identity (system:node:<name>) suffices.
-	// Required.
-	Client kubernetes.Interface
+	// Client reads pods (clientset.CoreV1()); a node identity
+	// (system:node:<name>) suffices. Required.
+	Client corev1client.PodsGetter
 	// NodeName is this node's name. Required.
 	NodeName string
 	// Clock drives the reflector's back-off. Default the real clock.
@@ -36,7 +36,7 @@ type APIOptions struct {
 // succeeded; after that, a set on every change the watch reports. Mirror
 // pods are in the set, as in kubelet (see IsMirrorPod).
 type API struct {
-	client   kubernetes.Interface
+	client   corev1client.PodsGetter
 	nodeName string
 	clock    clock.Clock
 }
@@ -63,7 +63,7 @@ func (a *API) Name() string { return APISource }
 func (a *API) Run(ctx context.Context, updates chan<- Update) error {
 	logger := klog.FromContext(ctx).WithValues("source", APISource)
 	selector := fields.OneTermEqualSelector("spec.nodeName", a.nodeName).String()
-	pods := a.client.CoreV1().Pods(metav1.NamespaceAll)
+	pods := a.client.Pods(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector

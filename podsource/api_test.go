@@ -14,7 +14,7 @@ func TestAPISourceFake(t *testing.T) {
 	other := testPod("elsewhere", "uid-x")
 	other.Spec.NodeName = "n2"
 	client := fake.NewClientset(testPod("a", "uid-a"), other)
-	src, err := NewAPI(APIOptions{Client: client, NodeName: "n1"})
+	src, err := NewAPI(APIOptions{Client: client.CoreV1(), NodeName: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestAPIOptions(t *testing.T) {
 	if _, err := NewAPI(APIOptions{NodeName: "n"}); err == nil || !strings.Contains(err.Error(), "APIOptions.Client") {
 		t.Errorf("no client: %v", err)
 	}
-	if _, err := NewAPI(APIOptions{Client: fake.NewClientset()}); err == nil || !strings.Contains(err.Error(), "APIOptions.NodeName") {
+	if _, err := NewAPI(APIOptions{Client: fake.NewClientset().CoreV1()}); err == nil || !strings.Contains(err.Error(), "APIOptions.NodeName") {
 		t.Errorf("no node name: %v", err)
 	}
 }

@@ -47,7 +47,7 @@ spec:
 	if err != nil {
 		panic(err)
 	}
-	api, err := podsource.NewAPI(podsource.APIOptions{Client: client, NodeName: "node-1"})
+	api, err := podsource.NewAPI(podsource.APIOptions{Client: client.CoreV1(), NodeName: "node-1"})
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +67,7 @@ spec:
 		fmt.Printf("%s: %s/%s\n", p.Annotations[podsource.ConfigSourceAnnotation], p.Namespace, p.Name)
 	}
 
-	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: client, NodeName: "node-1"})
+	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: "node-1"})
 	if err != nil {
 		panic(err)
 	}

@@ -86,7 +86,7 @@ func TestIntegrationSourcesAndMirrorPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := NewAPI(APIOptions{Client: nodeClient, NodeName: nodeName})
+	api, err := NewAPI(APIOptions{Client: nodeClient.CoreV1(), NodeName: nodeName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestIntegrationSourcesAndMirrorPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient, NodeName: nodeName})
+	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient.CoreV1(), NodeName: nodeName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestIntegrationNodeRestriction(t *testing.T) {
 // caller's node UID getter, and returns the MirrorPods that did it.
 func syncMirrorPod(t *testing.T, nodeClient kubernetes.Interface, node *v1.Node, static *v1.Pod) *MirrorPods {
 	t.Helper()
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient, NodeName: node.Name,
+	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient.CoreV1(), NodeName: node.Name,
 		NodeUID: func(context.Context) (types.UID, error) { return node.UID, nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -25,11 +25,19 @@ const (
 	DefaultMirrorPeriod = 10 * time.Second
 )
 
+// MirrorClient is the part of the core/v1 client MirrorPods uses: pods
+// (list, create, get, delete) and nodes (get). clientset.CoreV1() is one.
+type MirrorClient interface {
+	corev1client.PodsGetter
+	corev1client.NodesGetter
+}
+
 // MirrorPodsOptions configures MirrorPods.
 type MirrorPodsOptions struct {
-	// Client writes mirror pods. A node identity (system:node:<name>, under
-	// the Node authorizer and NodeRestriction) suffices. Required.
-	Client kubernetes.Interface
+	// Client writes mirror pods and reads the Node (clientset.CoreV1()). A
+	// node identity (system:node:<name>, under the Node authorizer and
+	// NodeRestriction) suffices. Required.
+	Client MirrorClient
 	// NodeName is this node's name. Required.
 	NodeName string
 	// NodeUID returns the Node's UID for the owner reference NodeRestriction
@@ -63,7 +71,7 @@ type MirrorPodsOptions struct {
 // objects are refused by ValidateStaticPod before they get here, as
 // NodeRestriction would refuse their mirror pods.
 type MirrorPods struct {
-	client     kubernetes.Interface
+	client     MirrorClient
 	nodeName   string
 	nodeUIDFn  func(ctx context.Context) (types.UID, error)
 	staticPods func() []*v1.Pod
@@ -139,7 +147,7 @@ func (m *MirrorPods) Run(ctx context.Context) error {
 // them all.
 func (m *MirrorPods) SyncOnce(ctx context.Context, staticPods []*v1.Pod) error {
 	logger := klog.FromContext(ctx)
-	list, err := m.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	list, err := m.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.nodeName).String(),
 	})
 	if err != nil {
@@ -258,13 +266,13 @@ func (m *MirrorPods) createMirror(ctx context.Context, sp *v1.Pod, hash string) 
 		return fmt.Errorf("podsource: mirror pod %s: node UID: %w", klog.KObj(sp), err)
 	}
 	mp := MirrorPodFor(sp, m.nodeName, uid)
-	_, err = m.client.CoreV1().Pods(mp.Namespace).Create(ctx, mp, metav1.CreateOptions{})
+	_, err = m.client.Pods(mp.Namespace).Create(ctx, mp, metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		klog.FromContext(ctx).V(2).Info("Created a mirror pod", "pod", klog.KObj(mp))
 		return nil
 	case apierrors.IsAlreadyExists(err):
-		got, gerr := m.client.CoreV1().Pods(mp.Namespace).Get(ctx, mp.Name, metav1.GetOptions{})
+		got, gerr := m.client.Pods(mp.Namespace).Get(ctx, mp.Name, metav1.GetOptions{})
 		if gerr == nil && got.Annotations[ConfigMirrorAnnotation] == hash && got.DeletionTimestamp == nil {
 			return nil
 		}
@@ -279,7 +287,7 @@ func (m *MirrorPods) createMirror(ctx context.Context, sp *v1.Pod, hash string) 
 func (m *MirrorPods) deleteMirror(ctx context.Context, p *v1.Pod) error {
 	grace := int64(0)
 	uid := p.UID
-	err := m.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+	err := m.client.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace,
 		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})
@@ -311,7 +319,7 @@ func (m *MirrorPods) cachedNodeUID(ctx context.Context) (types.UID, error) {
 }
 
 func (m *MirrorPods) getNodeUID(ctx context.Context) (types.UID, error) {
-	n, err := m.client.CoreV1().Nodes().Get(ctx, m.nodeName, metav1.GetOptions{})
+	n, err := m.client.Nodes().Get(ctx, m.nodeName, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}

@@ -52,7 +52,7 @@ func TestMirrorPodsFake(t *testing.T) {
 		a.(k8stesting.CreateAction).GetObject().(*v1.Pod).UID = types.UID("mirror-" + string(rune('0'+n)))
 		return false, nil, nil
 	})
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client, NodeName: "n1"})
+	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestMirrorPodsRun(t *testing.T) {
 	calls := make(chan struct{}, 10)
 	web := staticPod(t, "web", "web:1")
 	mp, err := NewMirrorPods(MirrorPodsOptions{
-		Client: client, NodeName: "n1", Clock: fc,
+		Client: client.CoreV1(), NodeName: "n1", Clock: fc,
 		NodeUID:    func(context.Context) (types.UID, error) { return "node-uid", nil },
 		StaticPods: func() []*v1.Pod { calls <- struct{}{}; return []*v1.Pod{web} },
 	})
@@ -189,7 +189,7 @@ func TestMirrorPodsRun(t *testing.T) {
 	if _, err := NewMirrorPods(MirrorPodsOptions{NodeName: "n1"}); err == nil || !strings.Contains(err.Error(), "MirrorPodsOptions.Client") {
 		t.Errorf("no client: %v", err)
 	}
-	noStatic, _ := NewMirrorPods(MirrorPodsOptions{Client: client, NodeName: "n1"})
+	noStatic, _ := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1"})
 	if err := noStatic.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "StaticPods") {
 		t.Errorf("Run without StaticPods: %v", err)
 	}

@@ -32,7 +32,7 @@ func TestOptionBoundsWording(t *testing.T) {
 			return err
 		}, "podsource: HTTPOptions.Period 48h0m0s must be in [1s, 24h0m0s]"},
 		{"mirror period", func() error {
-			_, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset(), NodeName: "n", Period: 5})
+			_, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset().CoreV1(), NodeName: "n", Period: 5})
 			return err
 		}, "podsource: MirrorPodsOptions.Period 5ns must be in [1s, 24h0m0s]"},
 		{"merger buffer", func() error {
@@ -77,11 +77,11 @@ func TestNodeNameOneRule(t *testing.T) {
 	if _, err := NewHTTP(HTTPOptions{URL: "http://x/", NodeName: "Node-1"}); err != nil {
 		t.Errorf("NewHTTP: %v", err)
 	}
-	api, err := NewAPI(APIOptions{Client: fake.NewClientset(), NodeName: "Node-1"})
+	api, err := NewAPI(APIOptions{Client: fake.NewClientset().CoreV1(), NodeName: "Node-1"})
 	if err != nil || api.nodeName != "node-1" {
 		t.Errorf("NewAPI: node %q, %v", api.nodeName, err)
 	}
-	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset(), NodeName: "Node-1"})
+	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset().CoreV1(), NodeName: "Node-1"})
 	if err != nil || mirrors.nodeName != "node-1" {
 		t.Errorf("NewMirrorPods: node %q, %v", mirrors.nodeName, err)
 	}

@@ -203,7 +203,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := podsource.NewAPI(podsource.APIOptions{Client: sourceClient, NodeName: node})
+	api, err := podsource.NewAPI(podsource.APIOptions{Client: sourceClient.CoreV1(), NodeName: node})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: mirrorClient, NodeName: node,
+	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: mirrorClient.CoreV1(), NodeName: node,
 		StaticPods: merger.StaticPods, Period: time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"net"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -36,20 +35,6 @@ func (c *nodeClientset) CoreV1() corev1.CoreV1Interface { return c.core }
 func (c *nodeClientset) CoordinationV1() coordinationv1.CoordinationV1Interface {
 	return c.coordination
 }
-
-// podsClient is the clientset seen as the kubernetes.Interface that
-// podsource's API source and MirrorPods take. They use only CoreV1 (pods:
-// list, watch, get, create, delete; nodes: get); every other group's method
-// is the embedded nil interface and panics, so a use of another group shows
-// at once instead of linking its client.
-func (c *nodeClientset) podsClient() kubernetes.Interface { return coreOnly{core: c.core} }
-
-type coreOnly struct {
-	kubernetes.Interface // nil: only CoreV1 is served
-	core                 corev1.CoreV1Interface
-}
-
-func (c coreOnly) CoreV1() corev1.CoreV1Interface { return c.core }
 
 // closeConnections closes every connection the clientset opened, idle or
 // not, so that the next request dials again: the heartbeat's

@@ -79,7 +79,7 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 		sources = append(sources, h)
 	}
 	if client != nil {
-		api, err := podsource.NewAPI(podsource.APIOptions{Client: client.podsClient(), NodeName: name, Clock: clk})
+		api, err := podsource.NewAPI(podsource.APIOptions{Client: client.CoreV1(), NodeName: name, Clock: clk})
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +93,7 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 		return nil, err
 	}
 	if client != nil && (cfg.podManifestPath != "" || cfg.manifestURL != "") {
-		mo := podsource.MirrorPodsOptions{Client: client.podsClient(), NodeName: name, StaticPods: p.merger.StaticPods, Clock: clk}
+		mo := podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: name, StaticPods: p.merger.StaticPods, Clock: clk}
 		if hb != nil {
 			p.registered = hb.Registered
 			mo.NodeUID = func(context.Context) (types.UID, error) {
