@@ -6,9 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodekit/nodekit/internal/listwatch"
 )
 
 // watchNode keeps h.seen at the Node as the API server last showed it, until
@@ -20,16 +20,7 @@ import (
 func (h *Heartbeat) watchNode(ctx context.Context) {
 	sel := fields.OneTermEqualSelector(metav1.ObjectNameField, h.name).String()
 	nodes := h.client.CoreV1().Nodes()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return nodes.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return nodes.Watch(ctx, o)
-		},
-	}
+	lw := listwatch.Selected(nodes.List, nodes.Watch, sel)
 	inf := cache.NewSharedInformer(lw, &corev1.Node{}, 0)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { h.observe(obj) },

@@ -7,12 +7,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/listwatch"
 )
 
 // APIOptions configures an API source.
@@ -64,16 +64,7 @@ func (a *API) Run(ctx context.Context, updates chan<- Update) error {
 	logger := klog.FromContext(ctx).WithValues("source", APISource)
 	selector := fields.OneTermEqualSelector("spec.nodeName", a.nodeName).String()
 	pods := a.client.Pods(metav1.NamespaceAll)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return pods.Watch(ctx, o)
-		},
-	}
+	lw := listwatch.Selected(pods.List, pods.Watch, selector)
 	push := func(objs []any) {
 		set := make([]*v1.Pod, 0, len(objs))
 		for _, o := range objs {
@@ -86,7 +77,7 @@ func (a *API) Run(ctx context.Context, updates chan<- Update) error {
 		_ = send(ctx, updates, Update{Op: OpSet, Source: APISource, Pods: set})
 	}
 	store := cache.NewUndeltaStore(push, cache.MetaNamespaceKeyFunc)
-	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, a.client), &v1.Pod{}, store, cache.ReflectorOptions{
+	r := cache.NewReflectorWithOptions(lw, &v1.Pod{}, store, cache.ReflectorOptions{
 		Name:   "podsource-api",
 		Logger: &logger,
 		Clock:  a.clock,
