@@ -82,8 +82,8 @@
 //
 // HandleUpdate, Trigger, PodStatus, PodLifecycle and State may be called
 // from any goroutine. SyncOnce relists, starts a sync for every pod that is
-// due (at most MaxParallel at once, each on its own goroutine) and waits for
-// them; Run does the same without waiting, relists RelistPeriod after the
+// due (at most MaxParallel at once, each on its own goroutine), waits for
+// them and returns how long to wait before the next step; Run does the same without waiting, relists RelistPeriod after the
 // last relist or at once after a sync that changed what runs, reads
 // Options.Updates and probe updates, and returns nil when its context ends,
 // after the syncs in flight return. Syncs of one pod never overlap; an
