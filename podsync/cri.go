@@ -50,6 +50,18 @@ type CRIOptions struct {
 	CgroupDriver string
 	// CgroupRoot is the cgroupfs path kubepods lives under. Default "/".
 	CgroupRoot string
+	// CgroupsPerQOS (the kubelet's cgroupsPerQOS, on by default there)
+	// makes the syncer keep the pod-level cgroups on the cgroupfs driver:
+	// kubepods, kubepods/burstable and kubepods/besteffort (BestEffort with
+	// the minimum CPU shares, Burstable with the sum of its pods' CPU
+	// requests), and one pod<uid> cgroup per pod with the pod's CPU shares,
+	// CPU quota and memory limit, created before its sandbox and removed
+	// once its containers and sandboxes are gone. Needs root and a mounted
+	// cgroup hierarchy (v1 or v2). With the systemd driver the runtime
+	// creates the pod's slice and no pod-level limit is set. Default false:
+	// the runtime creates the cgroup parent's directories as it needs them
+	// and they stay.
+	CgroupsPerQOS bool
 	// ClusterDNS and ClusterDomain are the kubelet's flags of the same names.
 	// Default none: ClusterFirst pods get the node's resolver.
 	ClusterDNS    []string
@@ -99,6 +111,7 @@ type CRI struct {
 	pulls    chan struct{}
 	b        builder
 	metrics  *metrics
+	cgroups  *podCgroups // nil: CgroupsPerQOS off or the systemd driver
 
 	mu        sync.Mutex
 	crashLoop backoff.Map[string]
@@ -185,7 +198,13 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 	if err != nil {
 		return nil, fmt.Errorf("podsync: %w", err)
 	}
-	c := &CRI{rt: o.Runtime, handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
+	var cg *podCgroups
+	if o.CgroupsPerQOS && o.CgroupDriver == CgroupfsDriver {
+		if cg, err = newPodCgroups(o.CgroupRoot, "/proc/self/mountinfo"); err != nil {
+			return nil, err
+		}
+	}
+	c := &CRI{rt: o.Runtime, cgroups: cg, handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
 			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault},
@@ -490,6 +509,12 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 		}
 		if !a.CreateSandbox {
 			return res, nil
+		}
+	}
+	if c.cgroups != nil {
+		if err := c.cgroups.Ensure(pod); err != nil {
+			c.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod cgroup: %v", err)
+			return res, err
 		}
 	}
 	sandboxID := a.SandboxID
@@ -876,7 +901,8 @@ func (c *CRI) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed 
 }
 
 // SyncTerminatedPod removes the pod's containers and sandboxes from the
-// runtime, and its directory under PodRoot. Logs stay.
+// runtime, its directory under PodRoot and, with CgroupsPerQOS, its pod
+// cgroup. Logs stay.
 func (c *CRI) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error {
 	if observed != nil {
 		for _, ct := range observed.Containers {
@@ -893,6 +919,11 @@ func (c *CRI) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *
 	if pod != nil && pod.UID != "" {
 		if err := os.RemoveAll(c.b.podDir(pod)); err != nil {
 			return err
+		}
+		if c.cgroups != nil {
+			if err := c.cgroups.Remove(pod.UID); err != nil {
+				return err
+			}
 		}
 	}
 	c.mu.Lock()

@@ -124,11 +124,21 @@
 // kubelet_running_containers{container_state}. Unhealthy events come from
 // probe.Manager's own Recorder.
 //
+// With CRIOptions.CgroupsPerQOS (the kubelet's cgroupsPerQOS) the syncer
+// keeps the pod-level cgroups on the cgroupfs driver, cgroup v1 or v2:
+// <CgroupRoot>/kubepods with burstable (CPU shares: the sum of its pods' CPU
+// requests) and besteffort (minimum shares) below it, and a pod<uid> cgroup
+// per pod with the pod's CPU shares, a CFS quota when every container has a
+// CPU limit and a memory limit when every container has one (sums over the
+// containers and sidecars, or the largest init container's), created before
+// the sandbox and removed by SyncTerminatedPod.
+//
 // # Differences from the kubelet
 //
-//   - No pod-level cgroups are created and no pod-level resources are
-//     enforced: the runtime creates the cgroup parent path. No admission
-//     (resources, node affinity, ports), no eviction.
+//   - Pod-level cgroups only with CgroupsPerQOS on the cgroupfs driver; no
+//     node-allocatable enforcement on kubepods, no pids limit, no hugetlb;
+//     the QoS cgroups are set when pods come and go, not also every minute.
+//     No eviction.
 //   - Volumes: emptyDir (on disk; medium Memory is not mounted as tmpfs) and
 //     hostPath only; ConfigMap, Secret, projected and CSI volumes and env
 //     from ConfigMaps or Secrets are CreateContainerConfigError. No

@@ -51,7 +51,7 @@ func startE2E(t *testing.T, c *containerdtest.Containerd, podRoot string) *e2e {
 		t.Fatal(err)
 	}
 	e := &e2e{t: t, c: c, rt: rt, writer: &recordingWriter{}, done: make(chan error, 1)}
-	e.cri, err = NewCRI(CRIOptions{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot,
+	e.cri, err = NewCRI(CRIOptions{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot, CgroupsPerQOS: true,
 		ResolvConf: "-", HostIPs: []string{"127.0.0.1"}, CrashLoopInitial: time.Second, CrashLoopMax: 4 * time.Second})
 	if err != nil {
 		t.Fatal(err)
