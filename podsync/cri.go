@@ -562,7 +562,15 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 	var firstErr error
 	for _, ref := range a.Start {
 		spec := ref.Spec(pod)
-		if reason, msg, err := c.startContainer(ctx, pod, spec, observed, sandboxID, sbConfig, ips); err != nil {
+		target := ""
+		if ref.Ephemeral {
+			if t := pod.Spec.EphemeralContainers[ref.Index].TargetContainerName; t != "" {
+				if tc := observed.Latest(t); tc != nil && tc.Running() {
+					target = tc.ID
+				}
+			}
+		}
+		if reason, msg, err := c.startContainer(ctx, pod, spec, observed, sandboxID, sbConfig, ips, target); err != nil {
 			res.SetWaiting(spec.Name, reason, msg)
 			if firstErr == nil {
 				firstErr = err
@@ -594,6 +602,11 @@ func specByName(pod *corev1.Pod, name string) *corev1.Container {
 			return &pod.Spec.Containers[i]
 		}
 	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return ContainerRef{Ephemeral: true, Index: i}.Spec(pod)
+		}
+	}
 	return nil
 }
 
@@ -617,7 +630,9 @@ const minGrace = 2 * time.Second
 // startContainer pulls the image as the policy says, creates and starts the
 // container, and runs its postStart hook. On failure it returns the waiting
 // reason and message.
-func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, observed *PodState, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, ips podIPs) (string, string, error) {
+// An ephemeral container with a running target (targetID) shares the
+// target's process namespace.
+func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, observed *PodState, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, ips podIPs, targetID string) (string, string, error) {
 	now := c.clock.Now()
 	prev := observed.Latest(spec.Name)
 	restartCount := 0
@@ -638,6 +653,10 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	if err != nil {
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonCreateContainerConfigError, err.Error(), err
+	}
+	if targetID != "" && cfg.Linux != nil && cfg.Linux.SecurityContext != nil && cfg.Linux.SecurityContext.NamespaceOptions != nil {
+		cfg.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_TARGET
+		cfg.Linux.SecurityContext.NamespaceOptions.TargetId = targetID
 	}
 	id, err := c.rt.CreateContainer(ctx, sandboxID, cfg, sbConfig)
 	if err != nil {

@@ -41,15 +41,21 @@ type PlanInput struct {
 
 // ContainerRef names a container of the pod's spec.
 type ContainerRef struct {
-	// Init: an init container (spec.initContainers), else a regular one.
-	Init  bool
-	Index int
+	// Init: an init container (spec.initContainers); Ephemeral: an
+	// ephemeral container (spec.ephemeralContainers); else a regular one.
+	Init, Ephemeral bool
+	Index           int
 }
 
-// Spec returns the container ref names in pod.
+// Spec returns the container ref names in pod; for an ephemeral container,
+// a copy of its fields as a Container.
 func (r ContainerRef) Spec(pod *corev1.Pod) *corev1.Container {
-	if r.Init {
+	switch {
+	case r.Init:
 		return &pod.Spec.InitContainers[r.Index]
+	case r.Ephemeral:
+		c := corev1.Container(pod.Spec.EphemeralContainers[r.Index].EphemeralContainerCommon)
+		return &c
 	}
 	return &pod.Spec.Containers[r.Index]
 }
@@ -82,8 +88,8 @@ type PodActions struct {
 	Attempt       uint32
 	SandboxID     string
 	Kill          []KillAction
-	// Start lists the containers to create and start: init containers first,
-	// in order, then regular ones.
+	// Start lists the containers to create and start: ephemeral containers
+	// first, then init containers in order, then regular ones.
 	Start   []ContainerRef
 	BackOff []BackOffAction
 	// Kept counts the running containers left as they are.
@@ -152,6 +158,14 @@ func ComputePodActions(in PlanInput) PodActions {
 	a.SandboxID = sandboxID
 	p := planner{in: in, st: st, a: &a}
 	p.killStrays()
+	// Ephemeral containers start once, in an existing sandbox, and are
+	// never restarted.
+	for i := range pod.Spec.EphemeralContainers {
+		if st.Latest(pod.Spec.EphemeralContainers[i].Name) == nil {
+			a.Start = append(a.Start, ContainerRef{Ephemeral: true, Index: i})
+		}
+	}
+	ephemeral := len(a.Start)
 	if !p.initContainers() {
 		if a.InitFailed {
 			a.KillPod = true
@@ -160,9 +174,9 @@ func ComputePodActions(in PlanInput) PodActions {
 		return a
 	}
 	kept := p.regularContainers()
-	if kept == 0 && len(a.Start) == 0 && len(a.BackOff) == 0 {
+	if kept == 0 && len(a.Start) == ephemeral && len(a.BackOff) == 0 {
 		a.KillPod = true
-		a.Kill = nil
+		a.Kill, a.Start = nil, nil
 	}
 	return a
 }
@@ -197,9 +211,12 @@ type planner struct {
 // killStrays kills running containers that are not the newest of their
 // name or that the spec no longer has.
 func (p *planner) killStrays() {
-	names := make(map[string]bool, len(p.in.Pod.Spec.Containers)+len(p.in.Pod.Spec.InitContainers))
+	names := make(map[string]bool, len(p.in.Pod.Spec.Containers)+len(p.in.Pod.Spec.InitContainers)+len(p.in.Pod.Spec.EphemeralContainers))
 	for i := range p.in.Pod.Spec.InitContainers {
 		names[p.in.Pod.Spec.InitContainers[i].Name] = true
+	}
+	for i := range p.in.Pod.Spec.EphemeralContainers {
+		names[p.in.Pod.Spec.EphemeralContainers[i].Name] = true
 	}
 	for i := range p.in.Pod.Spec.Containers {
 		names[p.in.Pod.Spec.Containers[i].Name] = true
@@ -261,7 +278,7 @@ func (p *planner) restart(ref ContainerRef, c *ContainerState) {
 	if c != nil && (c.State == runtimeapi.ContainerState_CONTAINER_UNKNOWN || c.Running()) {
 		p.a.Kill = append(p.a.Kill, KillAction{ID: c.ID, Name: c.Name, Reason: "Container is in unknown state, will be restarted"})
 	}
-	p.a.Start = append(p.a.Start, ContainerRef{Init: ref.Init, Index: ref.Index})
+	p.a.Start = append(p.a.Start, ref)
 }
 
 // failed reports whether an exited or unknown container ended in failure.

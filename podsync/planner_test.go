@@ -37,6 +37,14 @@ func withInit(pod *corev1.Pod, sidecar bool, names ...string) *corev1.Pod {
 	return pod
 }
 
+func withEphemeral(pod *corev1.Pod, names ...string) *corev1.Pod {
+	for _, n := range names {
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: n, Image: "busybox:1.36"}, TargetContainerName: "a"})
+	}
+	return pod
+}
+
 func readySandbox() *SandboxState {
 	return &SandboxState{ID: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, HostNetwork: true, CreatedAt: t0}
 }
@@ -327,6 +335,30 @@ func TestComputePodActions(t *testing.T) {
 			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), old}}
 		},
 		want: want{kill: []string{"a"}},
+	}, {
+		name:  "ephemeral container: started once in the running pod, before anything else",
+		pod:   withEphemeral(testPod(always, "a"), "debug"),
+		state: func(p *corev1.Pod) *PodState { return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}} },
+		want:  want{start: []ContainerRef{{Ephemeral: true}}},
+	}, {
+		name: "ephemeral container that exited is not restarted, a running one is not a stray",
+		pod:  withEphemeral(testPod(always, "a"), "done", "shell"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), exited(p, "done", 1), running(p, "shell")}}
+		},
+		want: want{},
+	}, {
+		name:  "ephemeral containers wait for a sandbox to be created",
+		pod:   withEphemeral(testPod(always, "a"), "debug"),
+		state: func(*corev1.Pod) *PodState { return &PodState{} },
+		want:  want{killPod: true, create: true, start: refs(false, 0)},
+	}, {
+		name: "an ephemeral container alone does not keep a finished pod",
+		pod:  withEphemeral(testPod(never, "a"), "debug"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0)}}
+		},
+		want: want{killPod: true},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -93,6 +93,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	}
 	s.InitContainerStatuses = containerStatuses(in, st, pod.Spec.InitContainers, def)
 	s.ContainerStatuses = containerStatuses(in, st, pod.Spec.Containers, def)
+	s.EphemeralContainerStatuses = containerStatuses(in, st, ephemeralSpecs(pod), def)
 	if in.Probes != nil {
 		in.Probes.UpdatePodStatus(pod, &s)
 	} else {
@@ -101,6 +102,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	if in.Terminated {
 		markUnknown(s.InitContainerStatuses)
 		markUnknown(s.ContainerStatuses)
+		markUnknown(s.EphemeralContainerStatuses)
 	}
 	s.Phase = podPhase(pod, &s, in.Terminated)
 	if isTerminal(old.Phase) {
@@ -116,6 +118,18 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 		s.Reason, s.Message = old.Reason, old.Message
 	}
 	return s
+}
+
+// ephemeralSpecs returns the pod's ephemeral containers as Containers.
+func ephemeralSpecs(pod *corev1.Pod) []corev1.Container {
+	if len(pod.Spec.EphemeralContainers) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(pod.Spec.EphemeralContainers))
+	for i := range pod.Spec.EphemeralContainers {
+		out[i] = corev1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+	}
+	return out
 }
 
 func defaultStartedReady(pod *corev1.Pod, s *corev1.PodStatus) {

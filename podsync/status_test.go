@@ -51,6 +51,21 @@ func TestGeneratePodStatus(t *testing.T) {
 			}
 		},
 	}, {
+		name: "ephemeral containers: own statuses, no effect on phase or readiness",
+		pod:  withEphemeral(testPod(always, "a"), "shell", "done", "new"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "a"), running(p, "shell"), exited(p, "done", 3)}}
+		},
+		phase: corev1.PodRunning, ready: "True/",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			es := s.EphemeralContainerStatuses
+			if len(es) != 3 || es[0].State.Running == nil || es[0].ContainerID != "containerd://c-shell" ||
+				es[1].State.Terminated == nil || es[1].State.Terminated.ExitCode != 3 ||
+				es[2].State.Waiting == nil || es[2].State.Waiting.Reason != ReasonContainerCreating || es[0].Ready {
+				t.Errorf("ephemeral statuses %+v", es)
+			}
+		},
+	}, {
 		name: "crash loop: Waiting CrashLoopBackOff with the exit as last state",
 		pod:  testPod(always, "a"),
 		state: func(p *corev1.Pod) *PodState {
