@@ -190,7 +190,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 			return nil, fmt.Errorf("podsync: CRIOptions.ResolvConf: %w", err)
 		}
 	}
-	hooks, err := probe.NewHandlers(probe.HandlerOptions{Execer: o.Runtime})
+	hooks, err := probe.NewHandlers(probe.HandlerOptions{Execer: o.Runtime, Product: "kube-lifecycle"})
 	if err != nil {
 		return nil, err
 	}
@@ -555,7 +555,7 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 				}
 			}
 		}
-		if err := c.killContainer(ctx, pod, spec, ct, k.ID, grace, k.Reason); err != nil {
+		if err := c.killContainer(ctx, pod, spec, ct, k.ID, grace, ips); err != nil {
 			return res, err
 		}
 	}
@@ -672,7 +672,7 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
 		if msg, ok := c.runHook(ctx, pod, spec, id, spec.Lifecycle.PostStart, ips, containerGrace(pod, spec, nil)); !ok {
 			c.event(pod, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %s", msg)
-			_ = c.killContainer(ctx, pod, spec, nil, id, containerGrace(pod, spec, nil), "FailedPostStartHook")
+			_ = c.killContainer(ctx, pod, spec, nil, id, containerGrace(pod, spec, nil), ips)
 			return ReasonPostStartHookError, msg, fmt.Errorf("postStart hook of %s: %s", spec.Name, msg)
 		}
 	}
@@ -779,6 +779,14 @@ func (c *CRI) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Contain
 		out = c.hooks.Exec(ctx, h.Exec, target, timeout)
 	case h.HTTPGet != nil:
 		out = c.hooks.HTTPGet(ctx, h.HTTPGet, target, timeout)
+		if out.Err == nil && out.StatusCode != 0 {
+			// As the kubelet: a lifecycle hook's HTTP GET succeeds once any
+			// response arrives, whatever its status.
+			return out.Message, true
+		}
+		if out.Err == nil {
+			return fmt.Sprintf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed - error: %s", h.HTTPGet.Path, spec.Name, pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", out.Message), false
+		}
 	case h.Sleep != nil:
 		t := c.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
 		defer t.Stop()
@@ -798,7 +806,7 @@ func (c *CRI) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Contain
 
 // killContainer runs the preStop hook (its time taken off grace) and stops
 // the container with what is left, at least 2s.
-func (c *CRI) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, ct *ContainerState, id string, grace time.Duration, reason string) error {
+func (c *CRI) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, ct *ContainerState, id string, grace time.Duration, ips podIPs) error {
 	name := id
 	if spec != nil {
 		name = spec.Name
@@ -807,7 +815,6 @@ func (c *CRI) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.C
 	running := ct == nil || ct.Running()
 	if spec != nil && running && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 		start := c.clock.Now()
-		ips := podIPs{pod: c.b.hostIPs}
 		hctx, cancel := context.WithTimeout(ctx, grace)
 		if msg, ok := c.runHook(hctx, pod, spec, id, spec.Lifecycle.PreStop, ips, grace); !ok {
 			c.event(pod, corev1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed: %s", msg)
@@ -819,8 +826,19 @@ func (c *CRI) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.C
 	if err := c.rt.StopContainer(ctx, id, max(grace, minGrace)); err != nil && !runtime.IsNotFound(err) {
 		return c.opError("stop_container", fmt.Errorf("stopping container %s: %w", name, err))
 	}
-	_ = reason
 	return nil
+}
+
+// podIPsOf returns the pod's addresses as the last relist saw them: the
+// node's on the host network, else the newest sandbox's.
+func (c *CRI) podIPsOf(pod *corev1.Pod, observed *PodState) podIPs {
+	ips := podIPs{host: c.b.hostIPs}
+	if pod.Spec.HostNetwork {
+		ips.pod = c.b.hostIPs
+	} else if sb := observed.newestSandbox(); sb != nil {
+		ips.pod = sb.IPs
+	}
+	return ips
 }
 
 // killPod stops every live container within grace (0: each container's
@@ -847,6 +865,7 @@ func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, 
 		waves[w] = append(waves[w], ct)
 	}
 	deadline := c.clock.Now().Add(grace)
+	ips := c.podIPsOf(pod, observed)
 	var errs []error
 	for _, wave := range waves {
 		var wg sync.WaitGroup
@@ -860,7 +879,7 @@ func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := c.killContainer(ctx, pod, spec, ct, ct.ID, g, "pod is stopping"); err != nil {
+				if err := c.killContainer(ctx, pod, spec, ct, ct.ID, g, ips); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()

@@ -3,12 +3,19 @@ package podsync
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
+	"reflect"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsource"
@@ -136,5 +143,70 @@ func TestNoSyncWhileRelistFails(t *testing.T) {
 	h.steps(2)
 	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
 		t.Fatalf("%d running after the runtime came back", n)
+	}
+}
+
+// HTTP GET lifecycle hooks go to the hook's host and port with the
+// kubelet's User-Agent, succeed on any response (as the kubelet's do,
+// whatever the status) and fail only when no response comes; preStop runs
+// while the container still runs.
+func TestHTTPGetHooks(t *testing.T) {
+	h := newHarness(t)
+	type hit struct {
+		path, agent  string
+		stillRunning bool
+	}
+	var mu sync.Mutex
+	var hits []hit
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		running := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)) > 0
+		mu.Lock()
+		hits = append(hits, hit{r.URL.Path, r.Header.Get("User-Agent"), running})
+		mu.Unlock()
+		if r.URL.Path == "/start" {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port, _ := strconv.Atoi(u.Port())
+	get := func(path string, port int) *corev1.LifecycleHandler {
+		return &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Port: intstr.FromInt(port), Path: path}}
+	}
+
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: get("/start", port), PreStop: get("/stop", port)}
+	h.add(pod)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+		t.Fatalf("%d running after a postStart hook answered 500, want 1", n)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.steps(3)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+		t.Fatalf("%d running after removal", n)
+	}
+	mu.Lock()
+	got := append([]hit(nil), hits...)
+	mu.Unlock()
+	want := []hit{{"/start", "kube-lifecycle/1.37", true}, {"/stop", "kube-lifecycle/1.37", true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("hook requests %+v, want %+v", got, want)
+	}
+
+	// No response at all: the postStart hook fails and the container is killed.
+	closed := httptest.NewServer(http.NotFoundHandler())
+	cu, _ := url.Parse(closed.URL)
+	closedPort, _ := strconv.Atoi(cu.Port())
+	closed.Close()
+	bad := busyboxPod(corev1.RestartPolicyAlways, "a")
+	bad.UID, bad.Name = "uid-bad", "bad"
+	bad.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: get("/start", closedPort)}
+	h.add(bad)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+		t.Fatalf("%d running after a postStart hook got no response", n)
+	}
+	w := h.writer.last(bad.UID).ContainerStatuses[0].State.Waiting
+	if w == nil || w.Reason != ReasonPostStartHookError || !strings.Contains(w.Message, `HTTP lifecycle hook (/start) for Container "a" in Pod "bad_default(uid-bad)" failed`) {
+		t.Errorf("waiting %+v", w)
 	}
 }

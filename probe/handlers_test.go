@@ -599,7 +599,7 @@ func TestExecLeavesTheTimeoutToTheRuntime(t *testing.T) {
 }
 
 func TestNewOptions(t *testing.T) {
-	for _, o := range []HandlerOptions{{Version: "v1"}, {Version: "1.2.3"}, {ExecGrace: -time.Second}, {ExecGrace: 2 * time.Hour}} {
+	for _, o := range []HandlerOptions{{Version: "v1"}, {Version: "1.2.3"}, {ExecGrace: -time.Second}, {ExecGrace: 2 * time.Hour}, {Product: "kube probe"}, {Product: "a/b"}} {
 		if _, err := NewHandlers(o); err == nil {
 			t.Errorf("NewHandlers(%+v) accepted", o)
 		}

@@ -48,16 +48,16 @@ func (h *Handlers) HTTPGet(ctx context.Context, action *corev1.HTTPGetAction, ta
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxOutputBytes))
 	if err != nil {
-		return Outcome{Result: Failure, Message: truncate(fmt.Sprintf("reading the response body: %v", err))}
+		return Outcome{Result: Failure, Message: truncate(fmt.Sprintf("reading the response body: %v", err)), StatusCode: resp.StatusCode}
 	}
 	text := strings.ToValidUTF8(string(body), "\uFFFD")
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return Outcome{Result: Success, Message: text}
+		return Outcome{Result: Success, Message: text, StatusCode: resp.StatusCode}
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return Outcome{Result: Success, Warning: true, Message: truncate("Probe terminated redirects, Response body: " + text)}
+		return Outcome{Result: Success, Warning: true, Message: truncate("Probe terminated redirects, Response body: " + text), StatusCode: resp.StatusCode}
 	default:
-		return Outcome{Result: Failure, Message: fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)}
+		return Outcome{Result: Failure, Message: fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode), StatusCode: resp.StatusCode}
 	}
 }
 

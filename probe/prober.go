@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,9 +23,12 @@ type HandlerOptions struct {
 	// Execer runs exec probes through the runtime's ExecSync. Default nil:
 	// exec probes report ErrNoExecer.
 	Execer runtime.Execer
-	// Version is the "<major>.<minor>" sent as "User-Agent: kube-probe/<Version>"
+	// Version is the "<major>.<minor>" sent as "User-Agent: <Product>/<Version>"
 	// by HTTP and gRPC probes. Default "1.37".
 	Version string
+	// Product names the client in the User-Agent. Default "kube-probe";
+	// the kubelet's lifecycle hooks send "kube-lifecycle".
+	Product string
 	// TLSConfig is used by HTTPS probes (and gRPC probes in TLS mode).
 	// Default: certificates are not verified, as kubelet does.
 	TLSConfig *tls.Config
@@ -64,6 +68,12 @@ func NewHandlers(o HandlerOptions) (*Handlers, error) {
 	if o.Version == "" {
 		o.Version = DefaultVersion
 	}
+	if o.Product == "" {
+		o.Product = "kube-probe"
+	}
+	if strings.ContainsAny(o.Product, " /\t\r\n") {
+		return nil, fmt.Errorf("probe: HandlerOptions.Product %q must be one token without '/' or spaces", o.Product)
+	}
 	if !versionRE.MatchString(o.Version) {
 		return nil, fmt.Errorf("probe: HandlerOptions.Version %q is not <major>.<minor>", o.Version)
 	}
@@ -78,7 +88,7 @@ func NewHandlers(o HandlerOptions) (*Handlers, error) {
 	}
 	h := &Handlers{
 		execer:    o.Execer,
-		userAgent: "kube-probe/" + o.Version,
+		userAgent: o.Product + "/" + o.Version,
 		tlsConfig: o.TLSConfig,
 		grpcTLS:   o.GRPCTLS,
 		execGrace: o.ExecGrace,

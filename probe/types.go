@@ -87,6 +87,9 @@ type Outcome struct {
 	// Warning is set on a Success that comes with a warning, such as an HTTP
 	// redirect to another host that was not followed.
 	Warning bool
+	// StatusCode is the HTTP status of an HTTP GET's response; 0 when no
+	// response arrived or the probe is not HTTP.
+	StatusCode int
 	// Err is set, with Result Unknown, when the probe could not be run at all:
 	// an invalid spec (unknown named port), a runtime error, a handler panic.
 	Err error
