@@ -128,8 +128,8 @@ type sandboxCache struct {
 }
 
 var (
-	_ PodSyncer = (*CRI)(nil)
-	_ Relister  = (*CRI)(nil)
+	_ PodSyncer   = (*CRI)(nil)
+	_ PodRelister = (*CRI)(nil)
 )
 
 // NewCRI returns the CRI-backed PodSyncer.
@@ -270,6 +270,32 @@ func (c *CRI) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
 	if err != nil {
 		return nil, c.opError("list_containers", err)
 	}
+	return c.assemble(ctx, sbs, ctrs, true)
+}
+
+// RelistPod observes one pod: its sandboxes and containers, selected by
+// their pod UID label. It returns nil when the runtime holds nothing of it.
+func (c *CRI) RelistPod(ctx context.Context, uid types.UID) (*PodState, error) {
+	sel := map[string]string{LabelPodUID: string(uid)}
+	sbs, err := c.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, c.opError("list_podsandbox", err)
+	}
+	ctrs, err := c.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: sel})
+	if err != nil {
+		return nil, c.opError("list_containers", err)
+	}
+	pods, err := c.assemble(ctx, sbs, ctrs, false)
+	if err != nil {
+		return nil, err
+	}
+	return pods[uid], nil
+}
+
+// assemble groups sandboxes and containers by pod, reading a status only
+// where the state changed since the last look; all says the lists are
+// complete, so cached statuses of what is gone are dropped.
+func (c *CRI) assemble(ctx context.Context, sbs []*runtimeapi.PodSandbox, ctrs []*runtimeapi.Container, all bool) (map[types.UID]*PodState, error) {
 	pods := make(map[types.UID]*PodState)
 	pod := func(l map[string]string) *PodState {
 		uid := types.UID(l[LabelPodUID])
@@ -315,18 +341,20 @@ func (c *CRI) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
 		}
 		p.Containers = append(p.Containers, s)
 	}
-	c.mu.Lock()
-	for id := range c.sandboxes {
-		if !seenSB[id] {
-			delete(c.sandboxes, id)
+	if all {
+		c.mu.Lock()
+		for id := range c.sandboxes {
+			if !seenSB[id] {
+				delete(c.sandboxes, id)
+			}
 		}
-	}
-	for id := range c.ctrs {
-		if !seenC[id] {
-			delete(c.ctrs, id)
+		for id := range c.ctrs {
+			if !seenC[id] {
+				delete(c.ctrs, id)
+			}
 		}
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
 	for _, p := range pods {
 		sort.SliceStable(p.Sandboxes, func(i, j int) bool {
 			a, b := p.Sandboxes[i], p.Sandboxes[j]
@@ -943,14 +971,21 @@ func (c *CRI) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed 
 // cgroup. Logs stay.
 func (c *CRI) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error {
 	if observed != nil {
-		for _, ct := range observed.Containers {
-			if err := c.rt.RemoveContainer(ctx, ct.ID); err != nil {
-				return c.opError("remove_container", err)
-			}
-		}
+		// Removing a sandbox removes its containers (the CRI's contract);
+		// containers of sandboxes already gone are removed one by one.
+		sandboxes := make(map[string]bool, len(observed.Sandboxes))
 		for _, sb := range observed.Sandboxes {
 			if err := c.rt.RemovePodSandbox(ctx, sb.ID); err != nil {
 				return c.opError("remove_podsandbox", err)
+			}
+			sandboxes[sb.ID] = true
+		}
+		for _, ct := range observed.Containers {
+			if sandboxes[ct.SandboxID] {
+				continue
+			}
+			if err := c.rt.RemoveContainer(ctx, ct.ID); err != nil && !runtime.IsNotFound(err) {
+				return c.opError("remove_container", err)
 			}
 		}
 	}

@@ -663,37 +663,59 @@ func (e *Engine) run(ctx context.Context, j job) {
 			e.finish(j, time.Second, err)
 			return
 		}
+		if pr, ok := e.o.Relister.(PodRelister); ok {
+			// As the kubelet, look at this pod alone to confirm it stopped
+			// and clean it up in the same sync.
+			if st, err := pr.RelistPod(ctx, j.pod.UID); err == nil {
+				e.mu.Lock()
+				j.w.life = Terminated
+				if st == nil {
+					delete(e.cache, j.pod.UID)
+				} else {
+					e.cache[j.pod.UID] = st
+				}
+				e.mu.Unlock()
+				j.life, j.state = Terminated, st
+				e.terminated(ctx, j)
+				return
+			}
+		}
 		e.mu.Lock()
 		j.w.life = Terminated
 		e.relistNow = true
 		e.mu.Unlock()
 		e.finish(j, 0, nil)
 	case Terminated:
-		if err := e.o.Syncer.SyncTerminatedPod(ctx, j.pod, j.state); err != nil {
-			if ctx.Err() == nil {
-				logger.Error(err, "Error cleaning up terminated pod")
-			}
-			e.finish(j, e.o.ErrorBackoff, err)
-			return
-		}
-		if !j.w.orphan {
-			e.publish(j, e.status(j, true))
-			if e.o.Writer != nil {
-				e.o.Writer.PodTerminated(j.pod)
-			}
-		}
-		if e.o.Probes != nil && !j.w.orphan {
-			e.o.Probes.RemovePod(j.pod.UID)
-		}
-		e.mu.Lock()
-		j.w.life = Done
-		j.w.busy, j.w.running = false, false
-		if j.w.removed || j.w.orphan {
-			e.forgetLocked(j.w)
-		}
-		e.mu.Unlock()
-		e.poke()
+		e.terminated(ctx, j)
 	}
+}
+
+// terminated runs SyncTerminatedPod and retires the worker.
+func (e *Engine) terminated(ctx context.Context, j job) {
+	if err := e.o.Syncer.SyncTerminatedPod(ctx, j.pod, j.state); err != nil {
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Error cleaning up terminated pod")
+		}
+		e.finish(j, e.o.ErrorBackoff, err)
+		return
+	}
+	if !j.w.orphan {
+		e.publish(j, e.status(j, true))
+		if e.o.Writer != nil {
+			e.o.Writer.PodTerminated(j.pod)
+		}
+	}
+	if e.o.Probes != nil && !j.w.orphan {
+		e.o.Probes.RemovePod(j.pod.UID)
+	}
+	e.mu.Lock()
+	j.w.life = Done
+	j.w.busy, j.w.running = false, false
+	if j.w.removed || j.w.orphan {
+		e.forgetLocked(j.w)
+	}
+	e.mu.Unlock()
+	e.poke()
 }
 
 // finish ends a sync: the worker is free again and due after after (at once

@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -376,3 +377,36 @@ func TestOptionsValidation(t *testing.T) {
 type relisterFunc func(context.Context) (map[types.UID]*PodState, error)
 
 func (f relisterFunc) Relist(ctx context.Context) (map[types.UID]*PodState, error) { return f(ctx) }
+
+// A removed pod is stopped and cleaned up in one sync: the engine reads the
+// pod alone after SyncTerminatingPod instead of waiting for a relist.
+func TestRemovedPodCleanedInOneSync(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
+	h.add(pod)
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
+		t.Fatalf("%d running", n)
+	}
+	h.rt.ResetCalls()
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.steps(1)
+	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+		t.Fatalf("%d sandboxes left after one step", len(sbs))
+	}
+	if cs, _ := h.rt.ListContainers(h.ctx, nil); len(cs) != 0 {
+		t.Fatalf("%d containers left after one step", len(cs))
+	}
+	if _, ok := h.eng.PodLifecycle(pod.UID); ok {
+		t.Error("the removed pod's worker is still there")
+	}
+	var calls []string
+	for _, c := range h.rt.Calls() {
+		if strings.HasPrefix(c.Method, "Remove") || strings.HasPrefix(c.Method, "Stop") {
+			calls = append(calls, c.Method)
+		}
+	}
+	// Two containers stopped, the sandbox stopped, then removed with its containers.
+	if want := "StopContainer StopContainer StopPodSandbox RemovePodSandbox"; strings.Join(calls, " ") != want {
+		t.Errorf("calls %v, want %s", calls, want)
+	}
+}

@@ -336,10 +336,12 @@ func TestComputePodActions(t *testing.T) {
 		},
 		want: want{kill: []string{"a"}},
 	}, {
-		name:  "ephemeral container: started once in the running pod, before anything else",
-		pod:   withEphemeral(testPod(always, "a"), "debug"),
-		state: func(p *corev1.Pod) *PodState { return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}} },
-		want:  want{start: []ContainerRef{{Ephemeral: true}}},
+		name: "ephemeral container: started once in the running pod, before anything else",
+		pod:  withEphemeral(testPod(always, "a"), "debug"),
+		state: func(p *corev1.Pod) *PodState {
+			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		},
+		want: want{start: []ContainerRef{{Ephemeral: true}}},
 	}, {
 		name: "ephemeral container that exited is not restarted, a running one is not a stray",
 		pod:  withEphemeral(testPod(always, "a"), "done", "shell"),

@@ -32,6 +32,15 @@ type Relister interface {
 	Relist(ctx context.Context) (map[types.UID]*PodState, error)
 }
 
+// PodRelister is a Relister that can also observe one pod: after
+// SyncTerminatingPod the engine reads the pod alone, as the kubelet does,
+// and runs SyncTerminatedPod in the same sync instead of after the next
+// relist. It returns nil when nothing of the pod is left.
+type PodRelister interface {
+	Relister
+	RelistPod(ctx context.Context, uid types.UID) (*PodState, error)
+}
+
 // SyncResult is what SyncPod reports besides an error.
 type SyncResult struct {
 	// RequeueAfter asks for another SyncPod this soon (crash-loop or image
