@@ -22,7 +22,9 @@
 // A pod's worker is Syncing until the pod has a deletion timestamp, is
 // removed from its source, or its phase is terminal (Succeeded or Failed);
 // then Terminating (SyncTerminatingPod with the pod's grace period, until it
-// returns nil); then Terminated (SyncTerminatedPod once, a final status with
+// returns nil); then Terminated (at once in the same sync when the Relister
+// is a PodRelister: the pod is read alone, as the kubelet does after killing
+// a pod, instead of waiting for the next relist) (SyncTerminatedPod once, a final status with
 // Terminated set, StatusWriter.PodTerminated); then Done, when later updates
 // are ignored, until REMOVE forgets the pod (StatusWriter.RemovePod). A pod
 // that becomes terminating while SyncPod runs has that sync cancelled. The
@@ -60,6 +62,10 @@
 //     5m, counted from its finish, forgotten 10m after the last back-off) under
 //     the key CrashLoopKey (FNV-64a of pod name, namespace, UID, container name,
 //     image and resources). The first restart after an exit is immediate.
+//   - Ephemeral containers start once each, in the running sandbox, before
+//     init and regular containers (never while a sandbox is being created),
+//     sharing the process namespace of their target container when it runs;
+//     they are never restarted and keep no pod alive.
 //   - Nothing running is kept and nothing is to start: the pod is killed.
 //   - Stray running containers (older instances, names not in the spec) are killed.
 //
@@ -113,7 +119,10 @@
 // messages come from the file mounted at terminationMessagePath (4 KiB) or,
 // under FallbackToLogsOnError after a failure, from the log's last 80 lines
 // (2 KiB). postStart hooks run after start (a failure kills the
-// container: PostStartHookError); preStop hooks run before a stop, their
+// container: PostStartHookError); exec hooks through the runtime, HTTP GET
+// hooks (User-Agent kube-lifecycle/1.37) to the pod's IP unless the hook
+// names a host, successful on any response whatever its status, as the
+// kubelet's; preStop hooks run before a stop, their
 // time taken off the grace period, StopContainer getting at least 2s. A pod
 // stops its regular containers in parallel first, then its init containers
 // and sidecars one at a time in reverse order, within one grace period. It
@@ -143,7 +152,7 @@
 //     hostPath only; ConfigMap, Secret, projected and CSI volumes and env
 //     from ConfigMaps or Secrets are CreateContainerConfigError. No
 //     /etc/hosts file is written for pod-network pods.
-//   - Ephemeral containers and in-place resize are not handled; the
+//   - In-place resize is not handled; the
 //     RestartAllContainers rule action restarts only the container, and the
 //     phase follows the pod's restartPolicy alone. Pull secrets and
 //     credential providers are not used.
