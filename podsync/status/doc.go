@@ -21,6 +21,9 @@
 //
 // A status change is written at once: SetPodStatus wakes Run, and statuses
 // set while a write is on its way are written together, the latest winning.
+// Up to MaxParallelWrites (4) pods are written at a time, one request in
+// flight per pod, so a burst of pods starting together is not written one
+// request after the other.
 // Every ReconcilePeriod (10s) every pod is checked again against the API's
 // copy, which costs no request when the API has the pod's status.
 //

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,8 @@ const (
 	// DefaultMaxRetryBackoff caps the retry wait: the reconcile period, so a
 	// failing pod is never retried later than kubelet would retry it.
 	DefaultMaxRetryBackoff = 10 * time.Second
+	// DefaultMaxParallelWrites is how many pods are written at once.
+	DefaultMaxParallelWrites = 4
 
 	// MinReconcilePeriod and MaxReconcilePeriod bound Options.ReconcilePeriod.
 	MinReconcilePeriod = time.Second
@@ -55,6 +58,9 @@ type Options struct {
 	// MaxRetryBackoff caps the retry wait. Between RetryBackoff and 10m.
 	// Default: 10s.
 	MaxRetryBackoff time.Duration
+	// MaxParallelWrites bounds the pods written at once (one request in
+	// flight per pod at most). Between 1 and 100. Default: 4.
+	MaxParallelWrites int
 }
 
 // withDefaults returns o with defaults filled in, or an error naming the
@@ -71,6 +77,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.RetryBackoff == 0 {
 		o.RetryBackoff = min(DefaultRetryBackoff, o.MaxRetryBackoff)
+	}
+	if o.MaxParallelWrites == 0 {
+		o.MaxParallelWrites = DefaultMaxParallelWrites
+	}
+	if o.MaxParallelWrites < 1 || o.MaxParallelWrites > 100 {
+		return o, fmt.Errorf("status: Options.MaxParallelWrites %d must be in [1, 100]", o.MaxParallelWrites)
 	}
 	if err := backoff.Check("status: Options.ReconcilePeriod", o.ReconcilePeriod, MinReconcilePeriod, MaxReconcilePeriod); err != nil {
 		return o, err

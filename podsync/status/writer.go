@@ -29,6 +29,7 @@ type Writer struct {
 	client    corev1client.PodsGetter
 	clock     clock.WithTicker
 	reconcile time.Duration
+	parallel  int
 	metrics   *metrics
 	wake      chan struct{}
 
@@ -77,6 +78,7 @@ func New(o Options) (*Writer, error) {
 		client:    o.Client,
 		clock:     o.Clock,
 		reconcile: o.ReconcilePeriod,
+		parallel:  o.MaxParallelWrites,
 		metrics:   m,
 		wake:      make(chan struct{}, 1),
 		pods:      map[types.UID]*podState{},
@@ -343,15 +345,31 @@ func (w *Writer) syncOnce(ctx context.Context) error {
 	todo = todo[:n]
 	w.mu.Unlock()
 
-	var errs []error
+	// Pods are written MaxParallelWrites at a time: a burst of statuses
+	// (30 pods starting at once) does not wait for one request after the
+	// other.
+	var (
+		errs  []error
+		errMu sync.Mutex
+		wg    sync.WaitGroup
+	)
+	sem := make(chan struct{}, w.parallel)
 	for _, uid := range todo {
 		if ctx.Err() != nil {
 			break
 		}
-		if err := w.syncPod(ctx, uid); err != nil {
-			errs = append(errs, err)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := w.syncPod(ctx, uid); err != nil {
+				errMu.Lock()
+				errs = append(errs, err)
+				errMu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/internal/testenv"
@@ -39,6 +41,8 @@ func TestOptions(t *testing.T) {
 		{"max too long", status.Options{MaxRetryBackoff: time.Hour}, "status: Options.MaxRetryBackoff 1h0m0s must be in [10ms, 10m0s]"},
 		{"backoff above default max", status.Options{RetryBackoff: time.Minute}, ""},
 		{"max below default backoff", status.Options{MaxRetryBackoff: 100 * time.Millisecond}, ""},
+		{"no parallel writes", status.Options{MaxParallelWrites: -1}, "status: Options.MaxParallelWrites -1 must be in [1, 100]"},
+		{"too many parallel writes", status.Options{MaxParallelWrites: 101}, "status: Options.MaxParallelWrites 101 must be in [1, 100]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := status.New(tc.o)
@@ -561,6 +565,80 @@ func TestSharedRegisterer(t *testing.T) {
 	for range 2 {
 		if _, err := status.New(status.Options{Registerer: reg}); err != nil {
 			t.Fatalf("New: %v", err)
+		}
+	}
+}
+
+// gatedPods holds each PATCH at gate before passing it on (the fake
+// clientset runs its reactors one at a time, so the gate sits in front).
+type gatedPods struct {
+	corev1client.PodsGetter
+	gate func()
+}
+
+func (g gatedPods) Pods(ns string) corev1client.PodInterface {
+	return gatedPodInterface{g.PodsGetter.Pods(ns), g.gate}
+}
+
+type gatedPodInterface struct {
+	corev1client.PodInterface
+	gate func()
+}
+
+func (g gatedPodInterface) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*corev1.Pod, error) {
+	g.gate()
+	return g.PodInterface.Patch(ctx, name, pt, data, o, sub...)
+}
+
+// A burst of statuses is written MaxParallelWrites (4) pods at a time: the
+// fourth PATCH starts while the first three are still waiting for the API
+// server, and never more than four are in flight.
+func TestParallelWrites(t *testing.T) {
+	var pods []*corev1.Pod
+	for i := range 8 {
+		pods = append(pods, apiPod(fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("u%d", i))))
+	}
+	e := newEnv(t, pods...)
+	var inFlight, most atomic.Int32
+	release, entered := make(chan struct{}), make(chan struct{}, len(pods))
+	gate := func() {
+		entered <- struct{}{}
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-release
+	}
+	w, err := status.New(status.Options{Client: gatedPods{e.client.CoreV1(), gate}, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		w.SetPodStatus(p, runningStatus(true))
+	}
+	done := make(chan error, 1)
+	go func() { _, err := w.SyncOnce(context.Background()); done <- err }()
+	for i := range 4 {
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d writes started while the first ones wait", i)
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if m := most.Load(); m != 4 {
+		t.Errorf("%d writes in flight at most, want 4", m)
+	}
+	for _, p := range pods {
+		if got := e.get(p.Name); got.Status.Phase != corev1.PodRunning {
+			t.Errorf("%s: phase %q after the burst", p.Name, got.Status.Phase)
 		}
 	}
 }

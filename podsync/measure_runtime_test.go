@@ -1,0 +1,155 @@
+package podsync
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// procCPU is a process's user+system CPU time, from /proc/<pid>/stat.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * 10 * time.Millisecond // USER_HZ 100
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// runtimePods starts n host-network pods of k busybox containers each
+// directly over CRI, par at a time, and returns their sandbox IDs.
+func runtimePods(t *testing.T, c *containerdtest.Containerd, rt runtime.Runtime, prefix string, n, k, par int) []string {
+	ctx := context.Background()
+	ids := make([]string, n)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			name := fmt.Sprintf("%s-%d", prefix, i)
+			cfg := c.SandboxConfig(name, "default", "uid-"+name)
+			id, err := rt.RunPodSandbox(ctx, cfg, "")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = id
+			for j := range k {
+				cc := c.BusyboxContainer(fmt.Sprintf("c%d", j), "sh", "-c", sleeper)
+				cid, err := rt.CreateContainer(ctx, id, cc, cfg)
+				if err == nil {
+					err = rt.StartContainer(ctx, cid)
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ids
+}
+
+func removeRuntimePods(rt runtime.Runtime, ids []string, par int) {
+	ctx := context.Background()
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_ = rt.StopPodSandbox(ctx, id)
+			_ = rt.RemovePodSandbox(ctx, id)
+		}()
+	}
+	wg.Wait()
+}
+
+// TestMeasureRuntime measures containerd alone, with no agent, under
+// NODEKIT_MEASURE=1 (hack/measure-pods.sh runs it): the time for MEASURE_PODS
+// (30) one-container pods started at once straight over CRI (sandbox,
+// create, start; 16 at a time, the engine's default parallelism) and
+// stopped and removed again — the floor under the pod half's figures on
+// this machine — and the cost of the CRI syncer's relist with 100 pods of 3
+// containers: wall time and CPU of this process and of containerd per
+// relist (the engine relists once a second).
+func TestMeasureRuntime(t *testing.T) {
+	if os.Getenv("NODEKIT_MEASURE") != "1" {
+		t.Skip("set NODEKIT_MEASURE=1 (hack/measure-pods.sh) to measure the runtime")
+	}
+	c := containerdtest.Need(t, ctrd)
+	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	n := 30
+	if s := os.Getenv("MEASURE_PODS"); s != "" {
+		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
+			t.Fatalf("MEASURE_PODS=%q", s)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| containerd alone (no agent) | value |\n|---|---|\n")
+	// Warm-up: the first sandbox pays for the pause image's snapshot.
+	removeRuntimePods(rt, runtimePods(t, c, rt, "warm", 1, 1, 1), 1)
+
+	start := time.Now()
+	ids := runtimePods(t, c, rt, "floor", n, 1, DefaultMaxParallel)
+	started := time.Since(start)
+	start = time.Now()
+	removeRuntimePods(rt, ids, DefaultMaxParallel)
+	removed := time.Since(start)
+	fmt.Fprintf(&b, "| %d pods started at once over CRI, first call to last started | %.3f s |\n", n, started.Seconds())
+	fmt.Fprintf(&b, "| %d pods stopped and removed at once over CRI | %.3f s |\n", n, removed.Seconds())
+
+	const pods, per, relists = 100, 3, 50
+	ids = runtimePods(t, c, rt, "relist", pods, per, 8)
+	defer removeRuntimePods(rt, ids, 8)
+	cri, err := NewCRI(CRIOptions{Runtime: rt, ResolvConf: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if got, err := cri.Relist(ctx); err != nil || len(got) != pods {
+		t.Fatalf("relist: %d pods, %v", len(got), err)
+	}
+	self0, ctrd0, wall0 := selfCPU(), procCPU(c.Pid()), time.Now()
+	for range relists {
+		if _, err := cri.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wall := time.Since(wall0) / relists
+	self, ctrdCPU := (selfCPU()-self0)/relists, (procCPU(c.Pid())-ctrd0)/relists
+	fmt.Fprintf(&b, "| relist of %d pods / %d containers: wall per relist | %.1f ms |\n", pods, pods*per, float64(wall.Microseconds())/1000)
+	fmt.Fprintf(&b, "| relist: CPU of the syncer's process per relist (= %% of a core at 1 relist/s ÷ 10) | %.1f ms |\n", float64(self.Microseconds())/1000)
+	fmt.Fprintf(&b, "| relist: containerd's CPU per relist | %.1f ms |\n", float64(ctrdCPU.Microseconds())/1000)
+	fmt.Print(b.String())
+}
