@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
@@ -65,8 +64,6 @@ type Client interface {
 	CoreV1() typedcorev1.CoreV1Interface
 	CoordinationV1() coordclient.CoordinationV1Interface
 }
-
-var _ Client = kubernetes.Interface(nil)
 
 // Options configure a Renewer. Zero values take the default named in each
 // field's comment.
