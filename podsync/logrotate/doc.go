@@ -1,0 +1,20 @@
+// Package logrotate rotates the logs of running containers as the
+// kubelet's container log manager does: the runtime writes each
+// container's log (CRI log format) to the path in its status; once a log
+// reaches Options.MaxSize (10 MiB) it is renamed <log>.<YYYYMMDD-HHMMSS>
+// and the runtime is asked to reopen it (CRI ReopenContainerLog; if that
+// fails the name is given back). At most Options.MaxFiles (5) files are
+// kept per container, the one being written included: before a rotation the
+// oldest rotated files beyond MaxFiles-2 are removed and every rotated file
+// but the newest is gzipped (<name>.gz, written through a .tmp file, so an
+// interrupted compression leaves only the original). A log the runtime has
+// not reopened after a rotation is reopened at the next look.
+//
+// SyncOnce looks once; Run looks every Options.MonitorInterval (10s) until
+// its context ends. Disk use per container is bounded by MaxSize times
+// MaxFiles, plus what a container writes between two looks.
+//
+// Differences from the kubelet: containers are handled one after the
+// other (the kubelet's containerLogMaxWorkers default, 1); logs of exited
+// containers are not rotated (the kubelet neither: they no longer grow).
+package logrotate
