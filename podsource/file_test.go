@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 func manifest(name, image string) string {
@@ -123,7 +125,7 @@ func (r *fileRig) settledEvent(subs ...string) string {
 }
 
 func TestFileSourceDirectory(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	dir := t.TempDir()
 	// Present before start: one valid, one dot-file, one directory.
 	a := filepath.Join(dir, "a.yaml")
@@ -211,7 +213,7 @@ func TestFileSourceDirectory(t *testing.T) {
 }
 
 func TestFileSourceRelistFindsWhatInotifyCannot(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	// The parent directory does not exist yet: nothing can be watched, so only
 	// the periodic re-list sees the file appear.
 	parent := filepath.Join(t.TempDir(), "manifests")
@@ -244,7 +246,7 @@ func TestFileSourceRelistFindsWhatInotifyCannot(t *testing.T) {
 }
 
 func TestFileSourceDirectoryRemovedAndRecreated(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	dir := filepath.Join(t.TempDir(), "m")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -328,7 +330,7 @@ func (r *fileRig) errSeen(path string) bool {
 // manifest: the empty file read in between is not reported, and the pod is
 // replaced by the new version.
 func TestFileSourceTruncateThenWrite(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.yaml")
 	writeAtomic(t, a, manifest("a", "a:1"))
@@ -385,7 +387,7 @@ func TestFileSourceTruncateThenWrite(t *testing.T) {
 // Of two files declaring the same pod, the one whose name sorts last is
 // used, as kubelet's file source does; the other is reported.
 func TestFileSourceDuplicateNames(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
 	writeAtomic(t, a, manifest("web", "web:a"))

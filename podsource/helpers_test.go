@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,11 +60,6 @@ func testPod(name string, uid types.UID) *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: uid},
 		Spec:       v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "app", Image: "app:1"}}},
 	}
-}
-
-func verifyNoLeaks(t *testing.T) {
-	t.Helper()
-	goleak.VerifyNone(t, goleak.IgnoreCurrent())
 }
 
 // eventually polls cond every few milliseconds until it holds, failing the

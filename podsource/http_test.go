@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 // manifestServer serves whatever the test sets, and can hang.
@@ -76,7 +78,7 @@ func podList(pods ...string) string {
 }
 
 func TestHTTPSource(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	srv := newManifestServer(t)
 	defer srv.Client().CloseIdleConnections()
 	fc := clocktesting.NewFakeClock(seenTime)

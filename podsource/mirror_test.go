@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 func staticPod(t *testing.T, name, image string) *v1.Pod {
@@ -146,7 +148,7 @@ func TestMirrorPodsFake(t *testing.T) {
 }
 
 func TestMirrorPodsRun(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	client := fake.NewClientset()
 	fc := clocktesting.NewFakeClock(seenTime)
 	calls := make(chan struct{}, 10)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 )
 
@@ -98,8 +98,7 @@ func TestIntegrationLeanLeases(t *testing.T) {
 // lease; a stopped node's lease goes stale on the server while the others
 // stay fresh; stopping Run leaves no goroutine behind.
 func TestIntegrationFleet(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the connection closes
+	t.Cleanup(leakcheck.Check(t)) // after the connection closes
 	client, lean := protobufClient(t)
 	const nodes = 20
 	f, err := fleet.New(fleet.Options{

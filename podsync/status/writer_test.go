@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync/status"
@@ -520,7 +520,7 @@ func TestStandalone(t *testing.T) {
 }
 
 func TestRunWakesOnSetAndStops(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	pod := apiPod("web", "uid-1")
 	e := newEnv(t, pod)
 	ctx, cancel := context.WithCancel(context.Background())
