@@ -290,10 +290,13 @@ func TestFileSourceSyncOnce(t *testing.T) {
 	}
 	writeAtomic(t, filepath.Join(dir, "a.yaml"), manifest("a", "a:1"))
 	writeAtomic(t, filepath.Join(dir, "b.yaml"), "nonsense: [")
-	pods, err := src.SyncOnce(context.Background())
-	if err != nil {
+	if pods := src.Pods(); pods != nil {
+		t.Fatalf("Pods before the first SyncOnce: %v", pods)
+	}
+	if err := src.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	pods := src.Pods()
 	if len(pods) != 1 || pods[0].Name != "a-n1" {
 		t.Errorf("pods %v", pods)
 	}
@@ -427,9 +430,8 @@ func TestFileSourceSkipsWhatIsNotAFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := src.SyncOnce(context.Background())
-	if err != nil || len(pods) != 1 {
-		t.Fatalf("SyncOnce: %v, %v", pods, err)
+	if err := src.SyncOnce(context.Background()); err != nil || len(src.Pods()) != 1 {
+		t.Fatalf("SyncOnce: %v, pods %v", err, src.Pods())
 	}
 	errs := src.Errors()
 	if err := errs[fifo]; err == nil || !strings.Contains(err.Error(), "podsource: file "+fifo+": skipped: a named pipe (FIFO), not a regular file") {
@@ -442,7 +444,7 @@ func TestFileSourceSkipsWhatIsNotAFile(t *testing.T) {
 	if err := os.Remove(fifo); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.SyncOnce(context.Background()); err != nil {
+	if err := src.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := src.Errors()[fifo]; ok {

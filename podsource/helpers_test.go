@@ -68,3 +68,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, what, cond)
 }
+
+// noPods is a MirrorPodsOptions.StaticPods with no static pods.
+func noPods() []*v1.Pod { return nil }
