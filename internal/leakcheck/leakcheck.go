@@ -43,6 +43,20 @@ func Check(t TB) func() {
 	}
 }
 
+// CheckSettling is Check with settle run before each look at the
+// goroutines: for goroutines that end only when told, such as the reader of
+// an HTTP/2 connection that a request cancelled at the end of the test left
+// busy for a moment, settle closes what has become idle since.
+func CheckSettling(t TB, settle func()) func() {
+	s := Take()
+	return func() {
+		t.Helper()
+		if leaked := s.waitSettling(Timeout, settle); len(leaked) > 0 {
+			t.Errorf("%s", report(leaked, Timeout))
+		}
+	}
+}
+
 // Verify waits up to Timeout until no goroutine remains that was not in s
 // (apart from the ignored ones, see the package comment) and otherwise
 // reports each remaining one with its stack through t.Errorf.
@@ -82,10 +96,16 @@ func mainWithin(m M, d time.Duration) int {
 
 // wait polls until no new goroutine remains or d has passed, and returns
 // the new ones still there.
-func (s Snapshot) wait(d time.Duration) []goroutine {
+func (s Snapshot) wait(d time.Duration) []goroutine { return s.waitSettling(d, nil) }
+
+// waitSettling is wait with settle, when not nil, run before each look.
+func (s Snapshot) waitSettling(d time.Duration, settle func()) []goroutine {
 	deadline := time.Now().Add(d)
 	pause := time.Microsecond
 	for {
+		if settle != nil {
+			settle()
+		}
 		leaked := s.fresh()
 		if len(leaked) == 0 || !time.Now().Before(deadline) {
 			return leaked

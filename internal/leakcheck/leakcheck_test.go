@@ -139,3 +139,31 @@ func TestParse(t *testing.T) {
 		t.Fatal("parsed a block without a header")
 	}
 }
+
+// CheckSettling runs settle while it waits, so a goroutine that ends only
+// when settle tells it to is not a leak; without settle it is.
+func TestCheckSettling(t *testing.T) {
+	stop := make(chan struct{})
+	var once sync.Once
+	settle := func() { once.Do(func() { close(stop) }) }
+
+	var tb fakeTB
+	verify := CheckSettling(&tb, settle)
+	done := make(chan struct{})
+	go leakyWorker(stop, done)
+	verify()
+	if len(tb.errors) != 0 {
+		t.Fatalf("a goroutine that settle ended was reported: %v", tb.errors)
+	}
+	<-done
+
+	var without fakeTB
+	s := Take()
+	stop2 := make(chan struct{})
+	go leakyWorker(stop2, make(chan struct{}))
+	s.VerifyWithin(&without, 20*time.Millisecond)
+	close(stop2)
+	if len(without.errors) != 1 {
+		t.Fatalf("without settle: %d reports, want 1", len(without.errors))
+	}
+}
