@@ -133,6 +133,9 @@ const (
 	stopGrace = 5 * time.Second
 	// pollInterval is the pause between health checks during a start.
 	pollInterval = 50 * time.Millisecond
+	// startAttempts bounds Start's attempts when a process exits during
+	// start-up.
+	startAttempts = 3
 )
 
 // Start starts etcd and kube-apiserver and waits until they serve.
@@ -149,14 +152,24 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 			return nil, fmt.Errorf("%w: %s not found in %s", ErrUnavailable, b, binDir)
 		}
 	}
-	dir, err := os.MkdirTemp("", "nodekit-controlplane-")
-	if err != nil {
-		return nil, err
-	}
-	cp := &ControlPlane{dir: dir, nodes: map[string]*rest.Config{}}
-	if err := cp.start(ctx, binDir, opts); err != nil {
+	var cp *ControlPlane
+	for attempt := 1; ; attempt++ {
+		dir, err := os.MkdirTemp("", "nodekit-controlplane-")
+		if err != nil {
+			return nil, err
+		}
+		cp = &ControlPlane{dir: dir, nodes: map[string]*rest.Config{}}
+		err = cp.start(ctx, binDir, opts)
+		if err == nil {
+			break
+		}
 		_ = cp.Stop()
-		return nil, fmt.Errorf("starting control plane: %w", err)
+		// A process that exited at once most likely lost one of its free
+		// ports to another process between the check and its bind: try
+		// again with new ports.
+		if !errors.Is(err, errExited) || attempt == startAttempts || ctx.Err() != nil {
+			return nil, fmt.Errorf("starting control plane (attempt %d): %w", attempt, err)
+		}
 	}
 	if err := cp.ensureNamespace(ctx, corev1.NamespaceNodeLease); err != nil {
 		_ = cp.Stop()

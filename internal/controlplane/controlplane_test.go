@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,5 +173,26 @@ func TestStartStop(t *testing.T) {
 	}
 	if _, err := other.AdminClient().CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
 		t.Fatal("the stopped control plane still answers")
+	}
+}
+
+// A kube-apiserver that exits at start-up fails Start at once (after a
+// retry with new ports), with the end of its log in the error.
+func TestStartFailsWhenAPIServerExits(t *testing.T) {
+	controlplane.Need(t, cp)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := controlplane.Start(ctx, controlplane.Options{ExtraAPIServerArgs: map[string]string{"no-such-flag": "1"}})
+	if err == nil {
+		t.Fatal("Start with an unknown kube-apiserver flag succeeded")
+	}
+	for _, want := range []string{"attempt 3", "kube-apiserver exited", "no-such-flag"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("Start took %v to notice that kube-apiserver exited", took)
 	}
 }

@@ -87,13 +87,16 @@ func (p *process) running() bool {
 	}
 }
 
+// errExited is wrapped by exited's error.
+var errExited = errors.New("exited")
+
 // exited returns an error saying that the process ended, with its exit
 // status and the end of its log, or nil while it runs.
 func (p *process) exited() error {
 	if p.done == nil || p.running() {
 		return nil
 	}
-	return fmt.Errorf("%s exited (%v); end of %s:\n%s", p.name, p.err, p.logPath, p.logTail(2048))
+	return fmt.Errorf("%s %w (%v); end of %s:\n%s", p.name, errExited, p.err, p.logPath, p.logTail(2048))
 }
 
 // stop sends SIGTERM and waits up to grace for the process to exit, then
