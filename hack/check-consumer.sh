@@ -108,4 +108,4 @@ if [ ${#bad[@]} -gt 0 ]; then
   printf '  %s\n' "${bad[@]}" >&2
   exit 1
 fi
-echo "check-consumer: ${#main_imports[@]} packages and ${#test_imports[@]} test suites imported; go.mod lists none of ${forbidden[*]}, and nodekit's packages and tests need none"
+echo "check-consumer: imported ${#main_imports[@]} packages, ${#test_imports[@]} more from a test file; go.mod lists none of ${forbidden[*]}, and nodekit's packages and tests need none"
