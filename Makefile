@@ -8,7 +8,7 @@ NESTED_MODULES := $(shell find . -mindepth 2 -name go.mod -not -path './internal
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 DEMO_SECONDS ?= 0
 
-.PHONY: all test unit testbin containerd vet fmt-check no-testing demo clean-cache
+.PHONY: all test unit testbin containerd vet fmt-check no-testing check-consumer demo clean-cache
 
 all: test
 
@@ -45,12 +45,16 @@ no-testing:
 		!($$1 in ok) { for (i = 2; i <= NF; i++) if ($$i == "testing") { print $$1; break } }'); \
 	if [ -n "$$bad" ]; then echo "these packages link package testing (move test code to a package of its own):"; echo "$$bad"; exit 1; fi
 
+## check-consumer: fail if a program importing nodekit gets nodekit's test-only modules (needs the Go module proxy).
+check-consumer:
+	@hack/check-consumer.sh
+
 ## unit: the tests that need nothing from the machine.
 unit:
 	$(GO) test -short $(TEST_FLAGS) ./...
 
 ## test: every test: unit, integration (real kube-apiserver) and end-to-end (real containerd).
-test: testbin containerd vet fmt-check no-testing
+test: testbin containerd vet fmt-check no-testing check-consumer
 	KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) test $(TEST_FLAGS) ./...
 	@for m in $(NESTED_MODULES); do echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...) || exit 1; done
 

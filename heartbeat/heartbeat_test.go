@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 
@@ -649,7 +649,7 @@ func (r *recorder) times(k string) []time.Time {
 }
 
 func TestRunLoopsTimingAndFastStartup(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	e := newEnv(t, nil)
 	req := watchRequests(e.cs, e.fc)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -706,7 +706,7 @@ func TestRunLoopsTimingAndFastStartup(t *testing.T) {
 }
 
 func TestRunFastStartupGivesUpAfterGracePeriod(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	e := newEnv(t, func(o *heartbeat.Options) { o.NodeReadyGracePeriod = time.Second })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -735,7 +735,7 @@ func TestRunFastStartupGivesUpAfterGracePeriod(t *testing.T) {
 }
 
 func TestRunRegistrationBackoffAndReRegistration(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	e := newEnv(t, func(o *heartbeat.Options) {
 		o.Strategy = heartbeat.StatusOnlyStrategy()
 		o.NodeReadyGracePeriod = -1
@@ -813,7 +813,7 @@ func TestLeaseGoneWithNodeTriggersNodeCheck(t *testing.T) {
 // the step's lock), Node and Registered return, and so does the lease's
 // Latest while a renewal hangs.
 func TestReadersDoNotWaitForRequests(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	e := newEnv(t, func(o *heartbeat.Options) { o.Strategy = heartbeat.StatusOnlyStrategy() })
 	ctx := context.Background()
 	if err := e.hb.SyncStatus(ctx); err != nil {

@@ -453,9 +453,7 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 	cleanup(t, name)
 	client, _ := nodeClient(t, name, nil)
 	setter := newKubeletLike(clock.RealClock{})
-	// Without the watch of the Node: with a watch open, kube-apiserver
-	// does not stop within envtest's stop timeout (20s) in StopAPIServer.
-	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: name, StatusSetter: setter, DisableNodeWatch: true})
+	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: name, StatusSetter: setter})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/lease"
 
 	"github.com/nodekit/nodekit/internal/testenv"
@@ -386,7 +386,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestRunTimingAndBackoff(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	cs := fake.NewClientset()
 	fc := clocktesting.NewFakeClock(t0)
 	r := newRenewer(t, cs, fc, nil)

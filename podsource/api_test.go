@@ -7,10 +7,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 func TestAPISourceFake(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	other := testPod("elsewhere", "uid-x")
 	other.Spec.NodeName = "n2"
 	client := fake.NewClientset(testPod("a", "uid-a"), other)

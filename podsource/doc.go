@@ -75,6 +75,15 @@
 //
 // Merge is Run's step, for callers that run sources themselves.
 //
+// # Steps
+//
+// Every loop here has the step shape the library uses everywhere,
+// SyncOnce(ctx) error, and a Run that repeats it. File.SyncOnce re-lists
+// the path and HTTP.SyncOnce fetches the URL once; what they found is read
+// with File.Pods and HTTP.Pods, the same set that Run sends as an OpSet
+// update. MirrorPods.SyncOnce takes its static pods from
+// MirrorPodsOptions.StaticPods.
+//
 // # Nothing good is lost
 //
 // Two deliberate differences from kubelet:
@@ -97,8 +106,9 @@
 //
 // # Mirror pods
 //
-// MirrorPods.SyncOnce(ctx, staticPods) makes the API server's mirror pods
-// match the static pods: each gets a copy (same labels, annotations and
+// MirrorPods.SyncOnce(ctx) makes the API server's mirror pods match the
+// static pods that MirrorPodsOptions.StaticPods returns (Merger.StaticPods
+// fits): each gets a copy (same labels, annotations and
 // spec) with kubernetes.io/config.mirror set to the config hash and a
 // controller owner reference to the Node, without blockOwnerDeletion. A
 // mirror pod whose hash no longer matches, or whose deletion began, is

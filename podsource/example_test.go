@@ -67,11 +67,11 @@ spec:
 		fmt.Printf("%s: %s/%s\n", p.Annotations[podsource.ConfigSourceAnnotation], p.Namespace, p.Name)
 	}
 
-	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: "node-1"})
+	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: "node-1", StaticPods: merger.StaticPods})
 	if err != nil {
 		panic(err)
 	}
-	if err := mirrors.SyncOnce(ctx, merger.StaticPods()); err != nil {
+	if err := mirrors.SyncOnce(ctx); err != nil {
 		panic(err)
 	}
 	mirror, err := client.CoreV1().Pods("default").Get(ctx, "web-node-1", metav1.GetOptions{})

@@ -57,7 +57,7 @@ type FileOptions struct {
 // event or a re-list, the problem counts only if the file is still invalid
 // SettleDelay later; the write's own event normally brings the new version
 // first. SyncOnce, a step whose caller chooses when to look, reports at
-// once.
+// once; Pods returns the set it (or Run) found last.
 //
 // Of several files declaring the same pod (namespace and name), the one
 // whose name sorts last is used, as in kubelet, whose file store is keyed by
@@ -80,6 +80,7 @@ type File struct {
 	entries map[string]*fileEntry
 	dups    map[string]error // files whose pod another file declares too, and loses
 	pathErr error
+	pods    []*v1.Pod // the set found last; nil until the path was read
 }
 
 type fileEntry struct {
@@ -133,13 +134,25 @@ func NewFile(opts FileOptions) (*File, error) {
 // Name returns FileSource.
 func (f *File) Name() string { return FileSource }
 
-// SyncOnce re-lists the path and returns the full set of pods, sorted by
-// file name. The error is non-nil only when the path could not be read at
-// all (the last set is returned with it); problems with single manifests
-// are in Errors.
-func (f *File) SyncOnce(ctx context.Context) ([]*v1.Pod, error) {
-	pods, _, err := f.relist(ctx, false)
-	return pods, err
+// SyncOnce re-lists the path once; Pods then returns the full set. The
+// error is non-nil only when the path could not be read at all (the last set
+// is kept); problems with single manifests are in Errors.
+func (f *File) SyncOnce(ctx context.Context) error {
+	_, _, err := f.relist(ctx, false)
+	return err
+}
+
+// Pods returns the full set of pods found by the last re-list or event,
+// sorted by file name: what Run sent or is about to send. It is nil until
+// SyncOnce or Run has read the path. The pods are shared: do not modify
+// them.
+func (f *File) Pods() []*v1.Pod {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pods == nil {
+		return nil
+	}
+	return append([]*v1.Pod{}, f.pods...)
 }
 
 // Errors returns the current problem of each manifest that cannot be used,
@@ -616,6 +629,7 @@ func (f *File) setLocked(logger klog.Logger) []*v1.Pod {
 		pods = append(pods, e.pod)
 	}
 	f.dups = dups
+	f.pods = pods
 	return pods
 }
 

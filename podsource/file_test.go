@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 func manifest(name, image string) string {
@@ -123,7 +125,7 @@ func (r *fileRig) settledEvent(subs ...string) string {
 }
 
 func TestFileSourceDirectory(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	dir := t.TempDir()
 	// Present before start: one valid, one dot-file, one directory.
 	a := filepath.Join(dir, "a.yaml")
@@ -211,7 +213,7 @@ func TestFileSourceDirectory(t *testing.T) {
 }
 
 func TestFileSourceRelistFindsWhatInotifyCannot(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	// The parent directory does not exist yet: nothing can be watched, so only
 	// the periodic re-list sees the file appear.
 	parent := filepath.Join(t.TempDir(), "manifests")
@@ -244,7 +246,7 @@ func TestFileSourceRelistFindsWhatInotifyCannot(t *testing.T) {
 }
 
 func TestFileSourceDirectoryRemovedAndRecreated(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	dir := filepath.Join(t.TempDir(), "m")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -288,10 +290,13 @@ func TestFileSourceSyncOnce(t *testing.T) {
 	}
 	writeAtomic(t, filepath.Join(dir, "a.yaml"), manifest("a", "a:1"))
 	writeAtomic(t, filepath.Join(dir, "b.yaml"), "nonsense: [")
-	pods, err := src.SyncOnce(context.Background())
-	if err != nil {
+	if pods := src.Pods(); pods != nil {
+		t.Fatalf("Pods before the first SyncOnce: %v", pods)
+	}
+	if err := src.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	pods := src.Pods()
 	if len(pods) != 1 || pods[0].Name != "a-n1" {
 		t.Errorf("pods %v", pods)
 	}
@@ -328,7 +333,7 @@ func (r *fileRig) errSeen(path string) bool {
 // manifest: the empty file read in between is not reported, and the pod is
 // replaced by the new version.
 func TestFileSourceTruncateThenWrite(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.yaml")
 	writeAtomic(t, a, manifest("a", "a:1"))
@@ -385,7 +390,7 @@ func TestFileSourceTruncateThenWrite(t *testing.T) {
 // Of two files declaring the same pod, the one whose name sorts last is
 // used, as kubelet's file source does; the other is reported.
 func TestFileSourceDuplicateNames(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
 	writeAtomic(t, a, manifest("web", "web:a"))
@@ -425,9 +430,8 @@ func TestFileSourceSkipsWhatIsNotAFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := src.SyncOnce(context.Background())
-	if err != nil || len(pods) != 1 {
-		t.Fatalf("SyncOnce: %v, %v", pods, err)
+	if err := src.SyncOnce(context.Background()); err != nil || len(src.Pods()) != 1 {
+		t.Fatalf("SyncOnce: %v, pods %v", err, src.Pods())
 	}
 	errs := src.Errors()
 	if err := errs[fifo]; err == nil || !strings.Contains(err.Error(), "podsource: file "+fifo+": skipped: a named pipe (FIFO), not a regular file") {
@@ -440,7 +444,7 @@ func TestFileSourceSkipsWhatIsNotAFile(t *testing.T) {
 	if err := os.Remove(fifo); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.SyncOnce(context.Background()); err != nil {
+	if err := src.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := src.Errors()[fifo]; ok {

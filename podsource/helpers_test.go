@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,14 +62,12 @@ func testPod(name string, uid types.UID) *v1.Pod {
 	}
 }
 
-func verifyNoLeaks(t *testing.T) {
-	t.Helper()
-	goleak.VerifyNone(t, goleak.IgnoreCurrent())
-}
-
 // eventually polls cond every few milliseconds until it holds, failing the
 // test after waitTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, what, cond)
 }
+
+// noPods is a MirrorPodsOptions.StaticPods with no static pods.
+func noPods() []*v1.Pod { return nil }

@@ -75,6 +75,8 @@ type HTTP struct {
 	mu       sync.Mutex
 	lastErr  error
 	failures int
+	latest   []*v1.Pod // the last good set, published for Pods
+	haveSet  bool      // latest holds a set
 }
 
 // NewHTTP checks the options and returns an HTTP source.
@@ -120,16 +122,34 @@ func (h *HTTP) LastError() error {
 	return h.lastErr
 }
 
-// SyncOnce fetches the URL once. It returns the set to use: the new one, or
-// on failure the last good one (nil if there was none) with the error.
-// changed reports whether the set differs from the last good one (always
-// true for the first good answer).
-func (h *HTTP) SyncOnce(ctx context.Context) (pods []*v1.Pod, changed bool, err error) {
+// SyncOnce fetches the URL once and returns the fetch's error (also kept
+// for LastError). After a good answer Pods returns the set it served; after
+// a failure Pods keeps the last good set.
+func (h *HTTP) SyncOnce(ctx context.Context) error {
+	_, _, err := h.sync(ctx)
+	return err
+}
+
+// Pods returns the last good set the URL served, and false until it served
+// one. The pods are shared: do not modify them.
+func (h *HTTP) Pods() ([]*v1.Pod, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.haveSet {
+		return nil, false
+	}
+	return append([]*v1.Pod{}, h.latest...), true
+}
+
+// sync is SyncOnce for Run: it also returns the set to send and whether it
+// differs from the last good one (always true for the first good answer).
+func (h *HTTP) sync(ctx context.Context) (pods []*v1.Pod, changed bool, err error) {
 	h.fetchMu.Lock()
 	defer h.fetchMu.Unlock()
 	pods, changed, err = h.fetchLocked(ctx)
 	h.mu.Lock()
 	h.lastErr = err
+	h.latest, h.haveSet = h.pods, h.served
 	h.mu.Unlock()
 	if err != nil {
 		return h.pods, false, err
@@ -240,7 +260,7 @@ func (h *HTTP) Run(ctx context.Context, updates chan<- Update) error {
 	ticker := h.clock.NewTicker(h.period)
 	defer ticker.Stop()
 	for {
-		pods, changed, err := h.SyncOnce(ctx)
+		pods, changed, err := h.sync(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}

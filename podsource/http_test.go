@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 // manifestServer serves whatever the test sets, and can hang.
@@ -76,7 +78,7 @@ func podList(pods ...string) string {
 }
 
 func TestHTTPSource(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	srv := newManifestServer(t)
 	defer srv.Client().CloseIdleConnections()
 	fc := clocktesting.NewFakeClock(seenTime)
@@ -210,14 +212,19 @@ func TestHTTPSourceSyncOnceList(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.serve(http.StatusOK, `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x"},"spec":{"containers":[{"name":"c","image":"i"}]}}]}`, false)
-	pods, changed, err := src.SyncOnce(context.Background())
-	if err != nil || !changed || len(pods) != 1 || pods[0].Name != "x-n1" {
-		t.Fatalf("SyncOnce: %v %v %v", pods, changed, err)
+	if pods, ok := src.Pods(); ok || pods != nil {
+		t.Fatalf("Pods before the first fetch: %v, %v", pods, ok)
+	}
+	err = src.SyncOnce(context.Background())
+	pods, ok := src.Pods()
+	if err != nil || !ok || len(pods) != 1 || pods[0].Name != "x-n1" {
+		t.Fatalf("SyncOnce: %v; Pods: %v %v", err, pods, ok)
 	}
 	srv.serve(http.StatusBadGateway, "", false)
-	pods, changed, err = src.SyncOnce(context.Background())
-	if err == nil || changed || len(pods) != 1 {
-		t.Fatalf("SyncOnce after failure: %v %v %v, want the last set and an error", pods, changed, err)
+	err = src.SyncOnce(context.Background())
+	pods, ok = src.Pods()
+	if err == nil || src.LastError() != err || !ok || len(pods) != 1 {
+		t.Fatalf("SyncOnce after failure: %v (LastError %v); Pods: %v %v, want an error and the last set", err, src.LastError(), pods, ok)
 	}
 }
 

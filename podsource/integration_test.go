@@ -94,7 +94,7 @@ func TestIntegrationSourcesAndMirrorPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient.CoreV1(), NodeName: nodeName})
+	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient.CoreV1(), NodeName: nodeName, StaticPods: m.StaticPods})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestIntegrationSourcesAndMirrorPods(t *testing.T) {
 	// Mirror pod, written as system:node:<name> under NodeRestriction.
 	sync := func() {
 		t.Helper()
-		if err := mirrors.SyncOnce(ctx, m.StaticPods()); err != nil {
+		if err := mirrors.SyncOnce(ctx); err != nil {
 			t.Fatalf("SyncOnce: %v", err)
 		}
 	}
@@ -250,25 +250,27 @@ func TestIntegrationNodeRestriction(t *testing.T) {
 		t.Errorf("node listed all pods: %v", err)
 	}
 	// MirrorPods with a caller's node UID getter creates and cleans up.
-	mp := syncMirrorPod(t, nodeClient, node, static)
-	if err := mp.SyncOnce(ctx, nil); err != nil {
+	mp, set := syncMirrorPod(t, nodeClient, node, static)
+	if err := set.sync(ctx, mp); err != nil {
 		t.Fatalf("SyncOnce cleaning up: %v", err)
 	}
 }
 
 // syncMirrorPod creates the static pod's mirror pod as the node, with a
-// caller's node UID getter, and returns the MirrorPods that did it.
-func syncMirrorPod(t *testing.T, nodeClient kubernetes.Interface, node *v1.Node, static *v1.Pod) *MirrorPods {
+// caller's node UID getter, and returns the MirrorPods that did it and the
+// set of static pods it syncs to.
+func syncMirrorPod(t *testing.T, nodeClient kubernetes.Interface, node *v1.Node, static *v1.Pod) (*MirrorPods, *staticSet) {
 	t.Helper()
+	set := &staticSet{}
 	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient.CoreV1(), NodeName: node.Name,
-		NodeUID: func(context.Context) (types.UID, error) { return node.UID, nil }})
+		NodeUID: func(context.Context) (types.UID, error) { return node.UID, nil }, StaticPods: set.get})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mp.SyncOnce(context.Background(), []*v1.Pod{static}); err != nil {
+	if err := set.sync(context.Background(), mp, static); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
-	return mp
+	return mp, set
 }
 
 // The real API server defaults a mirror pod's containers and volumes no
@@ -283,9 +285,9 @@ func TestIntegrationMirrorPodNeedsNoFurtherDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp := syncMirrorPod(t, nodeClient, node, static)
+	mp, set := syncMirrorPod(t, nodeClient, node, static)
 	defer func() {
-		if err := mp.SyncOnce(ctx, nil); err != nil {
+		if err := set.sync(ctx, mp); err != nil {
 			t.Errorf("SyncOnce cleaning up: %v", err)
 		}
 	}()

@@ -507,7 +507,7 @@ func (m *Merger) Pods(sources ...string) []*v1.Pod {
 }
 
 // StaticPods returns deep copies of the merged pods from every source but
-// the API server: what MirrorPods.SyncOnce wants.
+// the API server: what MirrorPodsOptions.StaticPods wants.
 func (m *Merger) StaticPods() []*v1.Pod {
 	var names []string
 	for _, n := range m.sortedSources() {

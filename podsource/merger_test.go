@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 var seenTime = time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
@@ -252,7 +254,7 @@ func TestMergerMergeBlocksUntilContextEnds(t *testing.T) {
 }
 
 func TestMergerRun(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	ctx, cancel := context.WithCancel(context.Background())
 	src := SourceFunc("api", func(ctx context.Context, updates chan<- Update) error {
 		if err := send(ctx, updates, Update{Op: OpSet, Pods: []*v1.Pod{testPod("a", "1")}}); err != nil {

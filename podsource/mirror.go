@@ -44,8 +44,8 @@ type MirrorPodsOptions struct {
 	// requires. Default: GET the Node with Client, remembered once found
 	// (forgotten when the API server reports a UID mismatch).
 	NodeUID func(ctx context.Context) (types.UID, error)
-	// StaticPods returns the current static pods; Run calls it each round
-	// (Merger.StaticPods fits). Required by Run only.
+	// StaticPods returns the current static pods; SyncOnce calls it once per
+	// sync (Merger.StaticPods fits). Required.
 	StaticPods func() []*v1.Pod
 	// Period is how often Run syncs besides Trigger. Default 10s; 1s to 24h.
 	Period time.Duration
@@ -60,7 +60,8 @@ type MirrorPodsOptions struct {
 // reference to the Node (without blockOwnerDeletion, which NodeRestriction
 // forbids a node to set).
 //
-// SyncOnce lists the pods bound to the node (spec.nodeName=<node>), creates
+// SyncOnce takes the static pods from MirrorPodsOptions.StaticPods, lists
+// the pods bound to the node (spec.nodeName=<node>), creates
 // missing mirror pods, deletes and recreates those whose hash differs or
 // whose deletion began, and deletes mirror pods whose static pod is gone.
 // Every delete carries a UID precondition and grace period 0, so a pod
@@ -90,6 +91,9 @@ func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 	}
 	if err := checkNodeName("MirrorPodsOptions", &opts.NodeName); err != nil {
 		return nil, err
+	}
+	if opts.StaticPods == nil {
+		return nil, errors.New("podsource: MirrorPodsOptions.StaticPods: required")
 	}
 	if err := checkDuration("MirrorPodsOptions.Period", &opts.Period, DefaultMirrorPeriod, MinPeriod, MaxPeriod); err != nil {
 		return nil, err
@@ -123,14 +127,11 @@ func (m *MirrorPods) Trigger() {
 // Run syncs at once, then every Period and on Trigger, until ctx ends. Sync
 // errors are logged; the next round retries.
 func (m *MirrorPods) Run(ctx context.Context) error {
-	if m.staticPods == nil {
-		return errors.New("podsource: MirrorPodsOptions.StaticPods: required by Run")
-	}
 	logger := klog.FromContext(ctx)
 	ticker := m.clock.NewTicker(m.period)
 	defer ticker.Stop()
 	for {
-		if err := m.SyncOnce(ctx, m.staticPods()); err != nil && ctx.Err() == nil {
+		if err := m.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Mirror pod sync failed; retrying next round")
 		}
 		select {
@@ -142,11 +143,12 @@ func (m *MirrorPods) Run(ctx context.Context) error {
 	}
 }
 
-// SyncOnce makes the mirror pods match staticPods (pods that are not static,
-// and mirror pods, are ignored). It carries on past failures and returns
-// them all.
-func (m *MirrorPods) SyncOnce(ctx context.Context, staticPods []*v1.Pod) error {
+// SyncOnce makes the mirror pods match the static pods StaticPods returns
+// (pods that are not static, and mirror pods, are ignored). It carries on
+// past failures and returns them all.
+func (m *MirrorPods) SyncOnce(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	staticPods := m.staticPods()
 	list, err := m.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.nodeName).String(),
 	})

@@ -3,6 +3,7 @@ package podsource
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 func staticPod(t *testing.T, name, image string) *v1.Pod {
@@ -21,6 +24,27 @@ func staticPod(t *testing.T, name, image string) *v1.Pod {
 		t.Fatal(err)
 	}
 	return pod
+}
+
+// staticSet holds the static pods a test hands to MirrorPods through
+// MirrorPodsOptions.StaticPods.
+type staticSet struct {
+	mu   sync.Mutex
+	pods []*v1.Pod
+}
+
+func (s *staticSet) get() []*v1.Pod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pods
+}
+
+// sync sets the static pods and runs one mirror pod sync.
+func (s *staticSet) sync(ctx context.Context, mp *MirrorPods, pods ...*v1.Pod) error {
+	s.mu.Lock()
+	s.pods = pods
+	s.mu.Unlock()
+	return mp.SyncOnce(ctx)
 }
 
 func mirrorWrites(client *fake.Clientset) []string {
@@ -52,7 +76,8 @@ func TestMirrorPodsFake(t *testing.T) {
 		a.(k8stesting.CreateAction).GetObject().(*v1.Pod).UID = types.UID("mirror-" + string(rune('0'+n)))
 		return false, nil, nil
 	})
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1"})
+	static := &staticSet{}
+	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1", StaticPods: static.get})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +85,7 @@ func TestMirrorPodsFake(t *testing.T) {
 	apiPod := testPod("api", "uid-api")
 	apiPod.Annotations = map[string]string{ConfigSourceAnnotation: APISource}
 
-	if err := mp.SyncOnce(ctx, []*v1.Pod{web, apiPod}); err != nil {
+	if err := static.sync(ctx, mp, web, apiPod); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(mirrorWrites(client), ","); got != "create web-n1" {
@@ -82,7 +107,7 @@ func TestMirrorPodsFake(t *testing.T) {
 	}
 
 	// In step: nothing to do.
-	if err := mp.SyncOnce(ctx, []*v1.Pod{web}); err != nil {
+	if err := static.sync(ctx, mp, web); err != nil {
 		t.Fatal(err)
 	}
 	if w := mirrorWrites(client); len(w) != 0 {
@@ -94,7 +119,7 @@ func TestMirrorPodsFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	client.ClearActions()
-	if err := mp.SyncOnce(ctx, []*v1.Pod{web}); err != nil {
+	if err := static.sync(ctx, mp, web); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(mirrorWrites(client), ","); got != "create web-n1" {
@@ -104,7 +129,7 @@ func TestMirrorPodsFake(t *testing.T) {
 	// The static pod changed: the stale mirror pod goes (with its UID as a
 	// precondition) and a new one comes.
 	web2 := staticPod(t, "web", "web:2")
-	if err := mp.SyncOnce(ctx, []*v1.Pod{web2}); err != nil {
+	if err := static.sync(ctx, mp, web2); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(mirrorWrites(client), ","); got != "delete web-n1 uid=mirror-2,create web-n1" {
@@ -121,7 +146,7 @@ func TestMirrorPodsFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	client.ClearActions()
-	if err := mp.SyncOnce(ctx, []*v1.Pod{web2}); err != nil {
+	if err := static.sync(ctx, mp, web2); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(mirrorWrites(client), ","); got != "delete old-n1 uid=mirror-4" {
@@ -129,7 +154,7 @@ func TestMirrorPodsFake(t *testing.T) {
 	}
 
 	// The static pod is gone: so is its mirror pod.
-	if err := mp.SyncOnce(ctx, nil); err != nil {
+	if err := static.sync(ctx, mp); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(mirrorWrites(client), ","); got != "delete web-n1 uid=mirror-3" {
@@ -139,14 +164,14 @@ func TestMirrorPodsFake(t *testing.T) {
 	// A static pod whose name a regular pod holds gets no mirror pod.
 	plain := staticPod(t, "x", "x:1")
 	plain.Name = "plain"
-	err = mp.SyncOnce(ctx, []*v1.Pod{plain})
+	err = static.sync(ctx, mp, plain)
 	if err == nil || !strings.Contains(err.Error(), "not a mirror pod") {
 		t.Errorf("name taken: %v", err)
 	}
 }
 
 func TestMirrorPodsRun(t *testing.T) {
-	defer verifyNoLeaks(t)
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
 	client := fake.NewClientset()
 	fc := clocktesting.NewFakeClock(seenTime)
 	calls := make(chan struct{}, 10)
@@ -189,8 +214,8 @@ func TestMirrorPodsRun(t *testing.T) {
 	if _, err := NewMirrorPods(MirrorPodsOptions{NodeName: "n1"}); err == nil || !strings.Contains(err.Error(), "MirrorPodsOptions.Client") {
 		t.Errorf("no client: %v", err)
 	}
-	noStatic, _ := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1"})
-	if err := noStatic.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "StaticPods") {
-		t.Errorf("Run without StaticPods: %v", err)
+	if _, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1"}); err == nil ||
+		err.Error() != "podsource: MirrorPodsOptions.StaticPods: required" {
+		t.Errorf("no StaticPods: %v", err)
 	}
 }

@@ -32,7 +32,7 @@ func TestOptionBoundsWording(t *testing.T) {
 			return err
 		}, "podsource: HTTPOptions.Period 48h0m0s must be in [1s, 24h0m0s]"},
 		{"mirror period", func() error {
-			_, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset().CoreV1(), NodeName: "n", Period: 5})
+			_, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset().CoreV1(), NodeName: "n", StaticPods: noPods, Period: 5})
 			return err
 		}, "podsource: MirrorPodsOptions.Period 5ns must be in [1s, 24h0m0s]"},
 		{"merger buffer", func() error {
@@ -57,9 +57,12 @@ func TestNodeNameOneRule(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewFile: %v", err)
 	}
-	pods, err := file.SyncOnce(ctx)
-	if err != nil || len(pods) != 1 {
-		t.Fatalf("SyncOnce: %v, %v", pods, err)
+	if err := file.SyncOnce(ctx); err != nil {
+		t.Fatalf("SyncOnce: %v", err)
+	}
+	pods := file.Pods()
+	if len(pods) != 1 {
+		t.Fatalf("Pods after SyncOnce: %v", pods)
 	}
 	decoded, err := DecodeManifest([]byte(webYAML), Origin{Source: FileSource, Location: filepath.Join(dir, "web.yaml"), NodeName: "node-1"})
 	if err != nil {
@@ -81,7 +84,7 @@ func TestNodeNameOneRule(t *testing.T) {
 	if err != nil || api.nodeName != "node-1" {
 		t.Errorf("NewAPI: node %q, %v", api.nodeName, err)
 	}
-	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset().CoreV1(), NodeName: "Node-1"})
+	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset().CoreV1(), NodeName: "Node-1", StaticPods: noPods})
 	if err != nil || mirrors.nodeName != "node-1" {
 		t.Errorf("NewMirrorPods: node %q, %v", mirrors.nodeName, err)
 	}

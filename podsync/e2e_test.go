@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime"
@@ -121,8 +121,7 @@ const sleeper = "trap 'exit 0' TERM; sleep 3600 & wait"
 
 func e2eSetup(t *testing.T) (*containerdtest.Containerd, *e2e) {
 	c := containerdtest.Need(t, ctrd)
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // runs after e.stop
+	t.Cleanup(leakcheck.Check(t)) // runs after e.stop
 
 	e := startE2E(t, c, t.TempDir())
 	t.Cleanup(e.stop)
@@ -253,8 +252,7 @@ func TestE2ERestartNever(t *testing.T) {
 
 func TestE2EAdoption(t *testing.T) {
 	c := containerdtest.Need(t, ctrd)
-	ignore := goleak.IgnoreCurrent()
-	defer goleak.VerifyNone(t, ignore)
+	defer leakcheck.Check(t)()
 	podRoot := t.TempDir()
 	e := startE2E(t, c, podRoot)
 	pod := e2ePod(c, "adopt", corev1.RestartPolicyAlways, "sh", "-c", sleeper)
@@ -282,8 +280,7 @@ func TestE2EAdoption(t *testing.T) {
 // without them is never touched.
 func TestE2EOrphansKilledForeignKept(t *testing.T) {
 	c := containerdtest.Need(t, ctrd)
-	ignore := goleak.IgnoreCurrent()
-	defer goleak.VerifyNone(t, ignore)
+	defer leakcheck.Check(t)()
 	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatal(err)

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -334,7 +334,7 @@ func TestEngineAdoption(t *testing.T) {
 }
 
 func TestEngineRun(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the containerd harness runs beside the tests
+	defer leakcheck.Check(t)() // the containerd harness runs beside the tests
 	h := newHarness(t)
 	updates := make(chan podsource.Update, 1)
 	var err error

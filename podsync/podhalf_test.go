@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/probe"
@@ -143,8 +143,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	t.Helper()
 	cp := controlplane.Need(t, cp)
 	c := containerdtest.Need(t, ctrd)
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(leakcheck.Check(t))
 
 	h := &podHalf{t: t, node: node, c: c, static: t.TempDir(),
 		source: &apiCounter{}, writes: &apiCounter{}, mirror: &apiCounter{}}

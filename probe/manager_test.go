@@ -11,13 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	testclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 )
 
@@ -772,8 +772,7 @@ func TestRunUnderFakeClock(t *testing.T) {
 // goroutine behind (those that ran before it, such as the package's
 // containerd harness, are ignored).
 func noLeaks(t *testing.T) func() {
-	opt := goleak.IgnoreCurrent()
-	return func() { goleak.VerifyNone(t, opt) }
+	return leakcheck.Check(t)
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/runtime/runtimetest/contract"
@@ -119,7 +119,7 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestDialRuntimeDown(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	ep := "unix://" + socketPath(t)
 	_, err := runtime.Dial(context.Background(), runtime.Options{Endpoint: ep, ConnectionTimeout: 2 * time.Second})
 	if err == nil {
@@ -134,7 +134,7 @@ func TestDialRuntimeDown(t *testing.T) {
 }
 
 func TestDialNotCRIv1(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	path := socketPath(t)
 	stop := serve(t, path, func(g *grpc.Server) { healthpb.RegisterHealthServer(g, health.NewServer()) })
 	defer stop()
@@ -153,7 +153,7 @@ func TestDialNotCRIv1(t *testing.T) {
 // A socket that serves HTTP/1 (a wrong path, some other daemon) is not a
 // runtime that is down: Dial says ErrNotCRIv1, not Unavailable.
 func TestDialHTTP1NotCRIv1(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	path := socketPath(t)
 	l, err := net.Listen("unix", path)
 	if err != nil {
@@ -371,7 +371,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestReconnectAfterRuntimeRestart(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.Check(t)()
 	f := runtimetest.New(runtimetest.Options{})
 	path := socketPath(t)
 	stop := serve(t, path, runtimetest.NewServer(f).Register)

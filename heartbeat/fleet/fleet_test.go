@@ -3,11 +3,11 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,12 +20,13 @@ import (
 	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/nodestatus"
 )
 
 // TestMain starts the package's control plane (for the integration tests)
 // and checks that no goroutine outlives the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(withControlPlane{m}) }
+func TestMain(m *testing.M) { os.Exit(leakcheck.Main(withControlPlane{m})) }
 
 type withControlPlane struct{ m *testing.M }
 

@@ -12,7 +12,6 @@ import (
 	goruntime "runtime"
 	"strings"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/containerdtest/ociimage"
@@ -62,12 +61,12 @@ func buildImages(ctx context.Context, bins binaries, dir, out string) error {
 	err = ociimage.WriteLayout(&buf,
 		ociimage.Image{
 			Name:    PauseImage,
-			Config:  v1.ImageConfig{Env: []string{imagePath}, Entrypoint: []string{"/pause"}},
+			Config:  ociimage.ImageConfig{Env: []string{imagePath}, Entrypoint: []string{"/pause"}},
 			Entries: []ociimage.Entry{{Path: "pause", Data: pause, Mode: 0o755}},
 		},
 		ociimage.Image{
 			Name:    BusyboxImage,
-			Config:  v1.ImageConfig{Env: []string{imagePath}, Cmd: []string{"sh"}},
+			Config:  ociimage.ImageConfig{Env: []string{imagePath}, Cmd: []string{"sh"}},
 			Entries: busyboxEntries(busybox, string(list)),
 		},
 	)

@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 var cp *controlplane.ControlPlane
@@ -101,5 +103,96 @@ func TestRestartAPIServer(t *testing.T) {
 	}
 	if _, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "restart"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("after restart: %v", err)
+	}
+}
+
+// With a watch open, kube-apiserver still shuts down gracefully on SIGTERM
+// (it ends the watch after a second) instead of waiting for SIGKILL after
+// 5s, and the watch's client sees it end.
+func TestStopAPIServerWithWatchOpen(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := cp.AdminClient().CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	start := time.Now()
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("StopAPIServer with a watch open took %v", took)
+	if took > 4*time.Second {
+		t.Errorf("StopAPIServer took %v: kube-apiserver did not end the watch and exit on SIGTERM", took)
+	}
+	select {
+	case _, ok := <-w.ResultChan():
+		for ok {
+			_, ok = <-w.ResultChan()
+		}
+	case <-ctx.Done():
+		t.Fatal("the watch did not end when the API server stopped")
+	}
+	if err := cp.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A second control plane beside the package's: ExtraAPIServerArgs reach
+// kube-apiserver, and after Stop (which may be repeated) nothing answers at
+// its address.
+func TestStartStop(t *testing.T) {
+	controlplane.Need(t, cp)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	other, err := controlplane.Start(ctx, controlplane.Options{
+		ExtraAPIServerArgs: map[string]string{"service-cluster-ip-range": "10.0.7.0/24"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Stop() }()
+	if other.Host() == cp.Host() {
+		t.Fatalf("two control planes at %s", cp.Host())
+	}
+	var svc *corev1.Service
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the kubernetes Service", func() bool {
+		svc, err = other.AdminClient().CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err == nil
+	})
+	if svc.Spec.ClusterIP != "10.0.7.1" {
+		t.Errorf("kubernetes Service ClusterIP %s, want 10.0.7.1 from the extra flag", svc.Spec.ClusterIP)
+	}
+	if err := other.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if _, err := other.AdminClient().CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
+		t.Fatal("the stopped control plane still answers")
+	}
+}
+
+// A kube-apiserver that exits at start-up fails Start at once (after a
+// retry with new ports), with the end of its log in the error.
+func TestStartFailsWhenAPIServerExits(t *testing.T) {
+	controlplane.Need(t, cp)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err := controlplane.Start(ctx, controlplane.Options{ExtraAPIServerArgs: map[string]string{"no-such-flag": "1"}})
+	if err == nil {
+		t.Fatal("Start with an unknown kube-apiserver flag succeeded")
+	}
+	for _, want := range []string{"attempt 3", "kube-apiserver exited", "no-such-flag"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("Start took %v to notice that kube-apiserver exited", took)
 	}
 }

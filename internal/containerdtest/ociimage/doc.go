@@ -3,6 +3,10 @@
 // tests run are built from local files (a static binary or two) and imported
 // into containerd with `ctr images import`.
 //
+// The OCI documents (index, manifest, config, descriptor) and sha256 digests
+// are the package's own small types (spec.go), with the specification's JSON
+// field names, so the tests need no image library.
+//
 // Each image has one uncompressed layer, so its layer digest is its diff ID.
 // The index annotates every manifest with io.containerd.image.name (the full
 // reference containerd's importer names the image after) and
@@ -13,7 +17,7 @@
 //
 //	err := ociimage.WriteLayout(w, ociimage.Image{
 //		Name:    "localhost/nodekit/busybox:test",
-//		Config:  v1.ImageConfig{Env: []string{"PATH=/bin"}, Cmd: []string{"sh"}},
+//		Config:  ociimage.ImageConfig{Env: []string{"PATH=/bin"}, Cmd: []string{"sh"}},
 //		Entries: append([]ociimage.Entry{{Path: "bin/busybox", Data: bin}},
 //			ociimage.Links("bin", "/bin/busybox", "sh", "echo")...),
 //	})

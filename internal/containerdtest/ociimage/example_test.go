@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/nodekit/nodekit/internal/containerdtest/ociimage"
 )
 
@@ -15,7 +13,7 @@ func ExampleWriteLayout() {
 	var buf bytes.Buffer
 	err := ociimage.WriteLayout(&buf, ociimage.Image{
 		Name:   "localhost/example/hello:v1",
-		Config: v1.ImageConfig{Entrypoint: []string{"/hello"}},
+		Config: ociimage.ImageConfig{Entrypoint: []string{"/hello"}},
 		Entries: []ociimage.Entry{
 			{Path: "hello", Data: []byte("#!/bin/sh\necho hello\n")},
 		},

@@ -3,8 +3,6 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,10 +12,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	digest "github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // AnnotationImageName is the index annotation containerd's importer reads the
@@ -53,7 +47,7 @@ type Image struct {
 	// runtime.GOARCH.
 	OS, Architecture string
 	// Config is the runtime configuration (Env, Entrypoint, Cmd, ...).
-	Config v1.ImageConfig
+	Config ImageConfig
 	// Entries make up the layer, written in this order. Parent directories
 	// that are not listed are added before their first child.
 	Entries []Entry
@@ -67,25 +61,25 @@ func WriteLayout(w io.Writer, images ...Image) error {
 		return errors.New("ociimage: no images")
 	}
 	tw := tar.NewWriter(w)
-	blobs := map[digest.Digest]bool{}
-	if err := writeDir(tw, v1.ImageBlobsDir+"/"); err != nil {
+	blobs := map[Digest]bool{}
+	if err := writeDir(tw, ImageBlobsDir+"/"); err != nil {
 		return err
 	}
-	if err := writeDir(tw, v1.ImageBlobsDir+"/sha256/"); err != nil {
+	if err := writeDir(tw, ImageBlobsDir+"/sha256/"); err != nil {
 		return err
 	}
-	addBlob := func(data []byte) (digest.Digest, error) {
-		d := digestOf(data)
+	addBlob := func(data []byte) (Digest, error) {
+		d := DigestOf(data)
 		if blobs[d] {
 			return d, nil
 		}
 		blobs[d] = true
-		return d, writeFile(tw, path.Join(v1.ImageBlobsDir, d.Algorithm().String(), d.Encoded()), data)
+		return d, writeFile(tw, path.Join(ImageBlobsDir, d.Algorithm(), d.Encoded()), data)
 	}
 
-	index := v1.Index{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: v1.MediaTypeImageIndex,
+	index := Index{
+		SchemaVersion: 2,
+		MediaType:     MediaTypeImageIndex,
 	}
 	for i, img := range images {
 		desc, err := writeImage(img, addBlob)
@@ -95,26 +89,26 @@ func WriteLayout(w io.Writer, images ...Image) error {
 		index.Manifests = append(index.Manifests, desc)
 	}
 
-	layout, err := json.Marshal(v1.ImageLayout{Version: v1.ImageLayoutVersion})
+	layout, err := json.Marshal(ImageLayout{Version: ImageLayoutVersion})
 	if err != nil {
 		return err
 	}
-	if err := writeFile(tw, v1.ImageLayoutFile, layout); err != nil {
+	if err := writeFile(tw, ImageLayoutFile, layout); err != nil {
 		return err
 	}
 	indexJSON, err := json.Marshal(index)
 	if err != nil {
 		return err
 	}
-	if err := writeFile(tw, v1.ImageIndexFile, indexJSON); err != nil {
+	if err := writeFile(tw, ImageIndexFile, indexJSON); err != nil {
 		return err
 	}
 	return tw.Close()
 }
 
-func writeImage(img Image, addBlob func([]byte) (digest.Digest, error)) (v1.Descriptor, error) {
+func writeImage(img Image, addBlob func([]byte) (Digest, error)) (Descriptor, error) {
 	if img.Name == "" {
-		return v1.Descriptor{}, errors.New("Name is empty")
+		return Descriptor{}, errors.New("Name is empty")
 	}
 	osName, arch := img.OS, img.Architecture
 	if osName == "" {
@@ -126,52 +120,53 @@ func writeImage(img Image, addBlob func([]byte) (digest.Digest, error)) (v1.Desc
 
 	layer, err := Layer(img.Entries)
 	if err != nil {
-		return v1.Descriptor{}, err
+		return Descriptor{}, err
 	}
 	layerDigest, err := addBlob(layer)
 	if err != nil {
-		return v1.Descriptor{}, err
+		return Descriptor{}, err
 	}
 
 	created := epoch
-	config, err := json.Marshal(v1.Image{
-		Created:  &created,
-		Platform: v1.Platform{OS: osName, Architecture: arch},
-		Config:   img.Config,
-		RootFS:   v1.RootFS{Type: "layers", DiffIDs: []digest.Digest{layerDigest}},
+	config, err := json.Marshal(ConfigFile{
+		Created:      &created,
+		Architecture: arch,
+		OS:           osName,
+		Config:       img.Config,
+		RootFS:       RootFS{Type: "layers", DiffIDs: []Digest{layerDigest}},
 	})
 	if err != nil {
-		return v1.Descriptor{}, err
+		return Descriptor{}, err
 	}
 	configDigest, err := addBlob(config)
 	if err != nil {
-		return v1.Descriptor{}, err
+		return Descriptor{}, err
 	}
 
-	manifest, err := json.Marshal(v1.Manifest{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: v1.MediaTypeImageManifest,
-		Config:    v1.Descriptor{MediaType: v1.MediaTypeImageConfig, Digest: configDigest, Size: int64(len(config))},
-		Layers:    []v1.Descriptor{{MediaType: v1.MediaTypeImageLayer, Digest: layerDigest, Size: int64(len(layer))}},
+	manifest, err := json.Marshal(Manifest{
+		SchemaVersion: 2,
+		MediaType:     MediaTypeImageManifest,
+		Config:        Descriptor{MediaType: MediaTypeImageConfig, Digest: configDigest, Size: int64(len(config))},
+		Layers:        []Descriptor{{MediaType: MediaTypeImageLayer, Digest: layerDigest, Size: int64(len(layer))}},
 	})
 	if err != nil {
-		return v1.Descriptor{}, err
+		return Descriptor{}, err
 	}
 	manifestDigest, err := addBlob(manifest)
 	if err != nil {
-		return v1.Descriptor{}, err
+		return Descriptor{}, err
 	}
 
 	annotations := map[string]string{AnnotationImageName: img.Name}
 	if tag := tagOf(img.Name); tag != "" {
-		annotations[v1.AnnotationRefName] = tag
+		annotations[AnnotationRefName] = tag
 	}
-	return v1.Descriptor{
-		MediaType:   v1.MediaTypeImageManifest,
+	return Descriptor{
+		MediaType:   MediaTypeImageManifest,
 		Digest:      manifestDigest,
 		Size:        int64(len(manifest)),
 		Annotations: annotations,
-		Platform:    &v1.Platform{OS: osName, Architecture: arch},
+		Platform:    &Platform{OS: osName, Architecture: arch},
 	}, nil
 }
 
@@ -280,11 +275,6 @@ func tagOf(ref string) string {
 		return ref[colon+1:]
 	}
 	return ""
-}
-
-func digestOf(data []byte) digest.Digest {
-	sum := sha256.Sum256(data)
-	return digest.NewDigestFromEncoded(digest.SHA256, hex.EncodeToString(sum[:]))
 }
 
 func writeDir(tw *tar.Writer, name string) error {

@@ -7,9 +7,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // readTar returns the regular files and all entry names of a tar stream.
@@ -38,13 +35,13 @@ func readTar(t *testing.T, data []byte) (map[string][]byte, map[string]*tar.Head
 	return files, headers
 }
 
-func blob(t *testing.T, files map[string][]byte, d digest.Digest) []byte {
+func blob(t *testing.T, files map[string][]byte, d Digest) []byte {
 	t.Helper()
 	b, ok := files["blobs/sha256/"+d.Encoded()]
 	if !ok {
 		t.Fatalf("blob %s missing", d)
 	}
-	if got := digest.FromBytes(b); got != d {
+	if got := DigestOf(b); got != d {
 		t.Fatalf("blob %s has digest %s", d, got)
 	}
 	return b
@@ -56,7 +53,7 @@ func TestWriteLayout(t *testing.T) {
 			Name:         "localhost/nodekit/a:test",
 			OS:           "linux",
 			Architecture: "amd64",
-			Config:       v1.ImageConfig{Env: []string{"PATH=/bin"}, Cmd: []string{"sh"}},
+			Config:       ImageConfig{Env: []string{"PATH=/bin"}, Cmd: []string{"sh"}},
 			Entries: append([]Entry{
 				{Path: "/bin/busybox", Data: []byte("binary")},
 				{Path: "tmp", Type: tar.TypeDir, Mode: 0o1777},
@@ -78,11 +75,11 @@ func TestWriteLayout(t *testing.T) {
 	}
 
 	files, _ := readTar(t, buf.Bytes())
-	var layout v1.ImageLayout
-	if err := json.Unmarshal(files["oci-layout"], &layout); err != nil || layout.Version != v1.ImageLayoutVersion {
+	var layout ImageLayout
+	if err := json.Unmarshal(files["oci-layout"], &layout); err != nil || layout.Version != ImageLayoutVersion {
 		t.Fatalf("oci-layout = %q, %v", files["oci-layout"], err)
 	}
-	var index v1.Index
+	var index Index
 	if err := json.Unmarshal(files["index.json"], &index); err != nil {
 		t.Fatal(err)
 	}
@@ -94,20 +91,20 @@ func TestWriteLayout(t *testing.T) {
 		if got := desc.Annotations[AnnotationImageName]; got != images[i].Name {
 			t.Errorf("manifest %d name annotation = %q, want %q", i, got, images[i].Name)
 		}
-		if got := desc.Annotations[v1.AnnotationRefName]; got != wantTags[i] {
+		if got := desc.Annotations[AnnotationRefName]; got != wantTags[i] {
 			t.Errorf("manifest %d ref.name = %q, want %q", i, got, wantTags[i])
 		}
 		if desc.Platform == nil || desc.Platform.OS == "" || desc.Platform.Architecture == "" {
 			t.Errorf("manifest %d platform = %+v", i, desc.Platform)
 		}
-		var m v1.Manifest
+		var m Manifest
 		if err := json.Unmarshal(blob(t, files, desc.Digest), &m); err != nil {
 			t.Fatal(err)
 		}
-		if m.MediaType != v1.MediaTypeImageManifest || len(m.Layers) != 1 || m.Layers[0].MediaType != v1.MediaTypeImageLayer {
+		if m.MediaType != MediaTypeImageManifest || len(m.Layers) != 1 || m.Layers[0].MediaType != MediaTypeImageLayer {
 			t.Fatalf("manifest %d = %+v", i, m)
 		}
-		var cfg v1.Image
+		var cfg ConfigFile
 		if err := json.Unmarshal(blob(t, files, m.Config.Digest), &cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -157,5 +154,20 @@ func TestWriteLayoutErrors(t *testing.T) {
 	}
 	if err := WriteLayout(io.Discard); err == nil {
 		t.Error("no images: no error")
+	}
+}
+
+func TestDigest(t *testing.T) {
+	d := DigestOf(nil)
+	if d != "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		t.Fatalf("digest of nothing = %s", d)
+	}
+	if d.Algorithm() != "sha256" || d.Encoded() != string(d)[len("sha256:"):] || d.Validate() != nil {
+		t.Fatalf("%s: algorithm %q, encoded %q, validate %v", d, d.Algorithm(), d.Encoded(), d.Validate())
+	}
+	for _, bad := range []Digest{"", "sha256:", "sha512:" + Digest(d.Encoded()), "sha256:" + Digest(strings.ToUpper(d.Encoded())), d + "0"} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate(%q) = nil", bad)
+		}
 	}
 }
