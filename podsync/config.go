@@ -1,6 +1,7 @@
 package podsync
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -32,6 +33,7 @@ type builder struct {
 	hostIPs        []string
 	memoryCapacity int64
 	seccompDefault bool
+	data           PodData // nil: emptyDir on disk and hostPath only
 }
 
 // PodLogDir is the kubelet's log directory of a pod below root:
@@ -158,7 +160,7 @@ func (b *builder) containerConfig(pod *corev1.Pod, c *corev1.Container, restartC
 	for _, kv := range env {
 		vars[kv.Key] = string(kv.Value)
 	}
-	mounts, err := b.mounts(pod, c, restartCount)
+	mounts, err := b.mounts(pod, c, restartCount, ips)
 	if err != nil {
 		return nil, err
 	}
@@ -222,31 +224,74 @@ var (
 	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
 
-// envVars resolves the container's env in order: literal values with
-// $(VAR) expanded against the variables before them, and downward-API field
-// references the node can answer. ConfigMap, Secret and resource references
-// are an ErrConfig.
+// envVars resolves the container's env as the kubelet does: envFrom
+// sources first (a later one overriding an earlier one), then env in order
+// (literal values with $(VAR) expanded against the variables before them
+// and the service variables, downward-API field references the node can
+// answer, and, through PodData, ConfigMap and Secret keys and container
+// resources), then the service variables the container does not set.
+// Without PodData, envFrom and references to the API or to resources are
+// an ErrConfig.
 func (b *builder) envVars(pod *corev1.Pod, c *corev1.Container, ips podIPs) ([]*runtimeapi.KeyValue, error) {
-	if len(c.EnvFrom) > 0 {
-		return nil, fmt.Errorf("%w: envFrom is not supported", ErrConfig)
+	// PodData reads from its caches; nothing it does here waits.
+	ctx := context.Background()
+	var from, services []corev1.EnvVar
+	switch {
+	case b.data != nil:
+		var err error
+		if from, services, err = b.data.EnvFrom(ctx, pod, c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	case len(c.EnvFrom) > 0:
+		return nil, fmt.Errorf("%w: envFrom needs CRIOptions.PodData", ErrConfig)
 	}
-	out := make([]*runtimeapi.KeyValue, 0, len(c.Env))
-	vars := make(map[string]string, len(c.Env))
+	vars := make(map[string]string, len(from)+len(c.Env)) // the container's own variables
+	all := make(map[string]string, len(services)+len(from)+len(c.Env))
+	for _, e := range services {
+		all[e.Name] = e.Value
+	}
+	order := make([]string, 0, len(from)+len(c.Env))
+	set := func(k, v string) {
+		if _, ok := vars[k]; !ok {
+			order = append(order, k)
+		}
+		vars[k], all[k] = v, v
+	}
+	for _, e := range from {
+		set(e.Name, e.Value)
+	}
 	for _, e := range c.Env {
 		v := e.Value
 		switch vf := e.ValueFrom; {
 		case vf == nil:
-			v = expand(v, vars)
+			v = expand(v, all)
 		case vf.FieldRef != nil:
 			var err error
 			if v, err = b.fieldRef(pod, vf.FieldRef.FieldPath, ips); err != nil {
 				return nil, err
 			}
+		case b.data != nil:
+			val, ok, err := b.data.EnvValue(ctx, pod, c, vf)
+			if err != nil {
+				return nil, fmt.Errorf("%w: env %s: %w", ErrConfig, e.Name, err)
+			}
+			if !ok {
+				continue
+			}
+			v = val
 		default:
-			return nil, fmt.Errorf("%w: env %s: only values and fieldRef are supported", ErrConfig, e.Name)
+			return nil, fmt.Errorf("%w: env %s: only values and fieldRef are supported without CRIOptions.PodData", ErrConfig, e.Name)
 		}
-		vars[e.Name] = v
-		out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(v)})
+		set(e.Name, v)
+	}
+	out := make([]*runtimeapi.KeyValue, 0, len(order)+len(services))
+	for _, k := range order {
+		out = append(out, &runtimeapi.KeyValue{Key: k, Value: []byte(vars[k])})
+	}
+	for _, e := range services {
+		if _, own := vars[e.Name]; !own {
+			out = append(out, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+		}
 	}
 	return out, nil
 }
@@ -343,22 +388,32 @@ func expand(s string, vars map[string]string) string {
 // podDir is where the pod's volumes and termination-message files live.
 func (b *builder) podDir(pod *corev1.Pod) string { return filepath.Join(b.podRoot, string(pod.UID)) }
 
-// mounts prepares and returns the container's mounts: emptyDir directories
-// under the pod's directory, hostPath volumes after the kubelet's type
-// checks, and the termination-message file.
-func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int) ([]*runtimeapi.Mount, error) {
+// mounts prepares and returns the container's mounts: volumes PodData
+// serves (read-only for Secret, ConfigMap, downward-API and projected
+// volumes, as the kubelet mounts them), emptyDir directories under the
+// pod's directory, hostPath volumes after the kubelet's type checks, subPaths
+// that stay inside their volume, the pod's /etc/hosts and the
+// termination-message file.
+func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int, ips podIPs) ([]*runtimeapi.Mount, error) {
 	vols := make(map[string]*corev1.Volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
 	}
 	var out []*runtimeapi.Mount
+	hosts := len(ips.pod) > 0 || pod.Spec.HostNetwork
 	for _, vm := range c.VolumeMounts {
+		hosts = hosts && vm.MountPath != etcHostsPath
 		v := vols[vm.Name]
 		if v == nil {
 			return nil, fmt.Errorf("%w: volume %q not found", ErrConfig, vm.Name)
 		}
 		var host string
+		served := false
+		if b.data != nil {
+			host, served = b.data.VolumePath(pod, b.podDir(pod), v)
+		}
 		switch {
+		case served:
 		case v.EmptyDir != nil:
 			host = filepath.Join(b.podDir(pod), "volumes", "kubernetes.io~empty-dir", v.Name)
 			if err := os.MkdirAll(host, 0o777); err != nil {
@@ -370,12 +425,16 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int)
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("%w: volume %q: only emptyDir and hostPath are supported", ErrConfig, vm.Name)
+			return nil, fmt.Errorf("%w: volume %q: only emptyDir and hostPath are supported without CRIOptions.PodData", ErrConfig, vm.Name)
 		}
 		if vm.SubPath != "" {
-			host = filepath.Join(host, vm.SubPath)
+			var err error
+			if host, err = subPath(host, vm.SubPath); err != nil {
+				return nil, fmt.Errorf("%w: volume %q: %w", ErrConfig, vm.Name, err)
+			}
 		}
-		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: vm.ReadOnly}
+		readOnly := vm.ReadOnly || v.Secret != nil || v.ConfigMap != nil || v.DownwardAPI != nil || v.Projected != nil
+		m := &runtimeapi.Mount{ContainerPath: vm.MountPath, HostPath: host, Readonly: readOnly}
 		if vm.MountPropagation != nil {
 			switch *vm.MountPropagation {
 			case corev1.MountPropagationHostToContainer:
@@ -385,6 +444,13 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int)
 			}
 		}
 		out = append(out, m)
+	}
+	if hosts {
+		f, err := b.writeHostsFile(pod, ips)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &runtimeapi.Mount{ContainerPath: etcHostsPath, HostPath: f})
 	}
 	if c.TerminationMessagePath != "" {
 		f := b.terminationMessageFile(pod.UID, c.Name, restartCount)
@@ -397,6 +463,105 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int)
 		out = append(out, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: f})
 	}
 	return out, nil
+}
+
+// subPath resolves sub below a volume's host directory as the kubelet
+// checks it: not absolute, no ".." element, and, after symlinks, still
+// inside the volume (a container cannot point a subPath at the host with a
+// symlink it made). A missing subPath is created as a directory.
+func subPath(volume, sub string) (string, error) {
+	if filepath.IsAbs(sub) {
+		return "", fmt.Errorf("subPath %q must not be an absolute path", sub)
+	}
+	for _, e := range strings.Split(sub, "/") {
+		if e == ".." {
+			return "", fmt.Errorf("subPath %q must not contain '..'", sub)
+		}
+	}
+	root, err := filepath.EvalSymlinks(volume)
+	if err != nil {
+		return "", err
+	}
+	inside := func(p string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+	// Walk down one element at a time, resolving each symlink and making
+	// missing directories only once their parent is known to be inside.
+	cur := root
+	for _, e := range strings.Split(filepath.Clean(sub), "/") {
+		next := filepath.Join(cur, e)
+		fi, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if err := os.Mkdir(next, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return "", err
+			}
+		case err != nil:
+			return "", err
+		case fi.Mode()&os.ModeSymlink != 0:
+			if next, err = filepath.EvalSymlinks(next); err != nil {
+				return "", err
+			}
+		}
+		if !inside(next) {
+			return "", fmt.Errorf("subPath %q resolves outside its volume", sub)
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// etcHostsPath is where a container sees the pod's hosts file.
+const etcHostsPath = "/etc/hosts"
+
+// nodeHostsFile is the node's hosts file, the base of host-network pods'.
+var nodeHostsFile = "/etc/hosts"
+
+// writeHostsFile writes the pod's hosts file, <pod dir>/etc-hosts, as the
+// kubelet does: for a pod-network pod the managed entries (localhost, the
+// IPv6 names, each pod IP with the pod's hostname and FQDN); for a
+// host-network pod the node's own hosts file; then the pod's hostAliases.
+func (b *builder) writeHostsFile(pod *corev1.Pod, ips podIPs) (string, error) {
+	var buf strings.Builder
+	if pod.Spec.HostNetwork {
+		node, err := os.ReadFile(nodeHostsFile)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		buf.WriteString("# Kubernetes-managed hosts file (host network).\n")
+		buf.Write(node)
+	} else {
+		buf.WriteString("# Kubernetes-managed hosts file.\n")
+		buf.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n")
+		host := pod.Name
+		if pod.Spec.Hostname != "" {
+			host = pod.Spec.Hostname
+		}
+		host = truncateHostname(host, 63)
+		domain := ""
+		if pod.Spec.Subdomain != "" && b.clusterDomain != "" {
+			domain = pod.Spec.Subdomain + "." + pod.Namespace + ".svc." + b.clusterDomain
+		}
+		for _, ip := range ips.pod {
+			if domain != "" {
+				fmt.Fprintf(&buf, "%s\t%s.%s\t%s\n", ip, host, domain, host)
+			} else {
+				fmt.Fprintf(&buf, "%s\t%s\n", ip, host)
+			}
+		}
+	}
+	if len(pod.Spec.HostAliases) > 0 {
+		buf.WriteString("\n# Entries added by HostAliases.\n")
+		for _, a := range pod.Spec.HostAliases {
+			fmt.Fprintf(&buf, "%s\t%s\n", a.IP, strings.Join(a.Hostnames, "\t"))
+		}
+	}
+	f := filepath.Join(b.podDir(pod), "etc-hosts")
+	if err := os.MkdirAll(filepath.Dir(f), 0o750); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(f, []byte(buf.String()), 0o644); err != nil {
+		return "", err
+	}
+	return f, os.Chmod(f, 0o644)
 }
 
 // terminationMessageFile is the host file mounted at a container's

@@ -143,10 +143,12 @@ func TestContainerConfig(t *testing.T) {
 	if cfg.LogPath != "app/3.log" || cfg.Metadata.Attempt != 3 || cfg.Annotations[AnnotationContainerRestartCount] != "3" {
 		t.Errorf("log path %s attempt %d annotations %v", cfg.LogPath, cfg.Metadata.Attempt, cfg.Annotations)
 	}
-	if len(cfg.Mounts) != 3 || cfg.Mounts[0].HostPath != filepath.Join(dir, "uid-1/volumes/kubernetes.io~empty-dir/scratch") || !cfg.Mounts[1].Readonly {
+	// A host-network pod gets the node's hosts file too, as from the kubelet.
+	if len(cfg.Mounts) != 4 || cfg.Mounts[0].HostPath != filepath.Join(dir, "uid-1/volumes/kubernetes.io~empty-dir/scratch") || !cfg.Mounts[1].Readonly ||
+		cfg.Mounts[2].ContainerPath != "/etc/hosts" || cfg.Mounts[2].HostPath != filepath.Join(dir, "uid-1/etc-hosts") {
 		t.Errorf("mounts %v", cfg.Mounts)
 	}
-	if _, err := os.Stat(cfg.Mounts[2].HostPath); err != nil {
+	if _, err := os.Stat(cfg.Mounts[3].HostPath); err != nil {
 		t.Errorf("termination message file: %v", err)
 	}
 	fileType := corev1.HostPathFile

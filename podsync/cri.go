@@ -91,6 +91,12 @@ type CRIOptions struct {
 	// ImagePullInitial and ImagePullMax bound the image pull back-off.
 	// Defaults 10s and 5m.
 	ImagePullInitial, ImagePullMax time.Duration
+	// PodData sets up volumes other than emptyDir on disk and hostPath,
+	// resolves env from the API, and gives image pull credentials;
+	// podsync/volume's Manager is the kubelet's. Default nil: such volumes
+	// and env are CreateContainerConfigError, pulls carry no credentials,
+	// and a terminated pod's directory is removed as it is.
+	PodData PodData
 	// Registerer receives kubelet_runtime_operations_errors_total (shared,
 	// idempotently, with the engine's metrics). Default nil: none.
 	Registerer prometheus.Registerer
@@ -207,7 +213,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 	c := &CRI{rt: o.Runtime, cgroups: cg, handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
-			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault},
+			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, data: o.PodData},
 		crashLoop: backoff.Map[string]{Initial: o.CrashLoopInitial, Max: o.CrashLoopMax},
 		pull:      backoff.Map[string]{Initial: o.ImagePullInitial, Max: o.ImagePullMax},
 		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*ContainerState{}, netReady: true,
@@ -513,6 +519,9 @@ func (c *CRI) crashLoopWait(key string, finishedAt time.Time) time.Duration {
 
 // SyncPod plans with ComputePodActions and carries the actions out.
 func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
+	if err := c.b.setUpPod(ctx, pod); err != nil {
+		return SyncResult{}, err
+	}
 	now := c.clock.Now()
 	a := ComputePodActions(PlanInput{Pod: pod, State: observed, Probes: c.probes, Now: now, CrashLoopWait: c.crashLoopWait})
 	res := a.BackOffResult(now)
@@ -778,7 +787,7 @@ func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Con
 	}
 	c.event(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", spec.Image)
 	start := c.clock.Now()
-	_, err := c.rt.PullImage(ctx, img, nil, sbConfig)
+	_, err := c.rt.PullImage(ctx, img, c.b.pullAuth(pod, spec.Image), sbConfig)
 	<-c.pulls
 	if err != nil {
 		c.mu.Lock()
@@ -990,7 +999,7 @@ func (c *CRI) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *
 		}
 	}
 	if pod != nil && pod.UID != "" {
-		if err := os.RemoveAll(c.b.podDir(pod)); err != nil {
+		if err := c.b.removePodDir(ctx, pod); err != nil {
 			return err
 		}
 		if c.cgroups != nil {

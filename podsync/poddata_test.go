@@ -1,0 +1,100 @@
+package podsync
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The hosts file of a pod-network pod, as the kubelet writes it: the
+// managed entries, the pod IP with its FQDN and hostname, then hostAliases.
+// A container that mounts its own /etc/hosts does not get it.
+func TestHostsFile(t *testing.T) {
+	dir := t.TempDir()
+	b := &builder{podRoot: dir, clusterDomain: "cluster.local"}
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	pod.Spec.HostNetwork = false
+	pod.Spec.Hostname, pod.Spec.Subdomain = "db-0", "db"
+	pod.Spec.HostAliases = []corev1.HostAlias{{IP: "10.1.2.3", Hostnames: []string{"foo.local", "bar.local"}}}
+	c := &pod.Spec.Containers[0]
+	cfg, err := b.containerConfig(pod, c, 0, podIPs{pod: []string{"10.244.0.5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts string
+	for _, m := range cfg.Mounts {
+		if m.ContainerPath == "/etc/hosts" {
+			hosts = m.HostPath
+		}
+	}
+	if hosts != filepath.Join(dir, "uid-1", "etc-hosts") {
+		t.Fatalf("no /etc/hosts mount from the pod directory: %v", cfg.Mounts)
+	}
+	got, err := os.ReadFile(hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Kubernetes-managed hosts file.\n" +
+		"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n" +
+		"10.244.0.5\tdb-0.db.default.svc.cluster.local\tdb-0\n" +
+		"\n# Entries added by HostAliases.\n10.1.2.3\tfoo.local\tbar.local\n"
+	if string(got) != want {
+		t.Errorf("hosts file:\n%s\nwant:\n%s", got, want)
+	}
+
+	// No pod IP yet on the pod network: no hosts file.
+	cfg, err = b.containerConfig(pod, c, 0, podIPs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cfg.Mounts {
+		if m.ContainerPath == "/etc/hosts" {
+			t.Errorf("hosts file mounted without a pod IP")
+		}
+	}
+	// The container mounts its own /etc/hosts.
+	pod.Spec.Volumes = []corev1.Volume{{Name: "h", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "h", MountPath: "/etc/hosts", SubPath: "hosts"}}
+	cfg, err = b.containerConfig(pod, c, 0, podIPs{pod: []string{"10.244.0.5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(cfg.String(), "/etc/hosts"); n != 1 {
+		t.Errorf("/etc/hosts mounted %d times: %v", n, cfg.Mounts)
+	}
+}
+
+// subPath stays inside its volume: absolute paths, ".." and symlinks that
+// lead out are refused; a missing subPath is made.
+func TestSubPath(t *testing.T) {
+	vol := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(vol, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("data", filepath.Join(vol, "inside")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(vol, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"/etc", "../x", "a/../../x", "escape", "escape/sub"} {
+		if p, err := subPath(vol, bad); err == nil {
+			t.Errorf("subPath %q accepted: %s", bad, p)
+		}
+	}
+	if p, err := subPath(vol, "inside"); err != nil || p != filepath.Join(vol, "data") {
+		t.Errorf("symlink inside the volume: %q, %v", p, err)
+	}
+	p, err := subPath(vol, "new/dir")
+	if err != nil || p != filepath.Join(vol, "new", "dir") {
+		t.Errorf("missing subPath: %q, %v", p, err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "sub")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("something was made outside the volume: %v", err)
+	}
+}

@@ -1,0 +1,635 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/listwatch"
+	"github.com/nodekit/nodekit/podsource"
+)
+
+// Client is the part of the core/v1 API the Manager reads and writes, all
+// of it allowed to a node identity (system:node:<name>) by the Node
+// authorizer for pods bound to the node: get, list and watch of single
+// Secrets and ConfigMaps (field-selected by name), list and watch of
+// Services, and create of serviceaccounts/token. A
+// kubernetes.Interface's CoreV1() is one.
+type Client interface {
+	corev1client.SecretsGetter
+	corev1client.ConfigMapsGetter
+	corev1client.ServicesGetter
+	corev1client.ServiceAccountsGetter
+}
+
+// Defaults and bounds of Options.
+const (
+	// DefaultSyncTimeout is how long SetUpPod waits for the first list of
+	// an object it starts watching: 1s.
+	DefaultSyncTimeout = time.Second
+	// MaxSyncTimeout bounds Options.SyncTimeout.
+	MaxSyncTimeout = time.Minute
+)
+
+// Options configure a Manager. Zero values take the default named in each
+// field's comment.
+type Options struct {
+	// Client reads Secrets, ConfigMaps and Services and requests tokens.
+	// Nil: standalone; pods that reference API objects fail to set up.
+	Client Client
+	// Clock times token refreshes and the wait for a first list, and
+	// stamps the atomic writer's directories. Default: the real clock.
+	Clock clock.WithTicker
+	// Recorder receives FailedMount events. Default nil: none.
+	Recorder record.EventRecorder
+	// Allocatable returns the node's allocatable resources, which the
+	// downward API shows for a limit a container leaves unset. Default nil:
+	// such limits are 0.
+	Allocatable func() corev1.ResourceList
+	// SyncTimeout is how long SetUpPod waits for the first list of an
+	// object it starts watching before it reports the object as not yet
+	// read. Between 0 and 1m. Default: 1s.
+	SyncTimeout time.Duration
+	// OnChange is called, from Run's goroutine, with the UID of each pod
+	// that uses an object that changed (created, updated, deleted, or
+	// refused to the node), after the pod's volumes were refreshed; an
+	// agent passes its engine's Trigger so a waiting pod starts as soon as
+	// its object appears. Default nil.
+	OnChange func(types.UID)
+	// Rand is the source of the token refresh jitter. Default: seeded
+	// from the runtime's random source.
+	Rand *rand.Rand
+}
+
+// ErrMount is wrapped by SetUpPod's error when a volume could not be set
+// up: the pod waits (the kubelet's FailedMount).
+var ErrMount = errors.New("unmounted volumes")
+
+// ErrStaticPodReference is wrapped by SetUpPod's error for a static pod
+// that references API objects, which static pods may not do.
+var ErrStaticPodReference = errors.New("static pods may not reference API objects")
+
+// Manager sets up pods' volumes and resolves their data from the API, as
+// the kubelet's volume manager, secret, configMap and token managers do.
+// It implements podsync.PodData.
+type Manager struct {
+	client      Client
+	clock       clock.WithTicker
+	recorder    record.EventRecorder
+	allocatable func() corev1.ResourceList
+	syncTimeout time.Duration
+	onChange    func(types.UID)
+
+	objects  *objectCache
+	tokens   *tokens
+	services *serviceCache
+	wake     chan struct{}
+
+	mu   sync.Mutex
+	pods map[types.UID]*podEntry
+}
+
+type podEntry struct {
+	mu      sync.Mutex // held while the pod's volumes are written
+	pod     *corev1.Pod
+	dir     string
+	mounted map[string]bool // volumes set up at least once
+
+	dirty bool // an object it uses changed; guarded by Manager.mu
+}
+
+// New returns a Manager. Its watches and token refreshes run while Run
+// runs.
+func New(o Options) (*Manager, error) {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.SyncTimeout == 0 {
+		o.SyncTimeout = DefaultSyncTimeout
+	}
+	if err := backoff.Check("volume: Options.SyncTimeout", o.SyncTimeout, 0, MaxSyncTimeout); err != nil {
+		return nil, err
+	}
+	if o.Allocatable == nil {
+		o.Allocatable = func() corev1.ResourceList { return nil }
+	}
+	if o.Rand == nil {
+		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	m := &Manager{client: o.Client, clock: o.Clock, recorder: o.Recorder, allocatable: o.Allocatable, syncTimeout: o.SyncTimeout,
+		onChange: o.OnChange, wake: make(chan struct{}, 1), pods: map[types.UID]*podEntry{}}
+	m.objects = &objectCache{objects: map[objectKey]*watched{}, changed: m.objectChanged}
+	var sa corev1client.ServiceAccountsGetter
+	if o.Client != nil {
+		c := o.Client
+		m.objects.secrets = func(ns string) (listFn, watchFn) {
+			return func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+					return c.Secrets(ns).List(ctx, lo)
+				}, func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+					return c.Secrets(ns).Watch(ctx, lo)
+				}
+		}
+		m.objects.configMaps = func(ns string) (listFn, watchFn) {
+			return func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+					return c.ConfigMaps(ns).List(ctx, lo)
+				}, func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+					return c.ConfigMaps(ns).Watch(ctx, lo)
+				}
+		}
+		m.services = newServiceCache(c)
+		sa = c
+	}
+	m.tokens = newTokens(sa, o.Clock, o.Rand)
+	return m, nil
+}
+
+// Run runs the object watches, refreshes volumes whose objects changed and
+// tokens that are due, and returns nil when ctx ends, after stopping every
+// watch.
+func (m *Manager) Run(ctx context.Context) error {
+	m.objects.start(ctx)
+	var wg sync.WaitGroup
+	if m.services != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.services.run(ctx) }()
+	}
+	defer func() {
+		m.objects.stop()
+		wg.Wait()
+	}()
+	logger := klog.FromContext(ctx)
+	for {
+		wait, err := m.SyncOnce(ctx)
+		if err != nil {
+			logger.V(2).Info("Refreshing pod volumes failed", "err", err)
+		}
+		var timer clock.Timer
+		var tc <-chan time.Time
+		if wait >= 0 {
+			timer = m.clock.NewTimer(wait)
+			tc = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case <-m.wake:
+		case <-tc:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// SyncOnce rewrites the volumes of pods whose objects changed and of pods
+// whose tokens are due for a refresh, calls OnChange for the former, and
+// returns how long until the next token refresh (negative: none is
+// scheduled).
+func (m *Manager) SyncOnce(ctx context.Context) (time.Duration, error) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	var due []*podEntry
+	var changed []types.UID
+	for uid, e := range m.pods {
+		at := m.tokens.next(uid)
+		if e.dirty || (!at.IsZero() && !now.Before(at)) {
+			due = append(due, e)
+		}
+		if e.dirty {
+			changed = append(changed, uid)
+			e.dirty = false
+		}
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, e := range due {
+		e.mu.Lock()
+		if e.pod != nil {
+			_, err := m.setUpVolumes(ctx, e, true)
+			errs = append(errs, err)
+		}
+		e.mu.Unlock()
+	}
+	if m.onChange != nil {
+		slices.Sort(changed)
+		for _, uid := range changed {
+			m.onChange(uid)
+		}
+	}
+	next := time.Duration(-1)
+	m.mu.Lock()
+	for uid := range m.pods {
+		if at := m.tokens.next(uid); !at.IsZero() {
+			if d := max(at.Sub(m.clock.Now()), 0); next < 0 || d < next {
+				next = d
+			}
+		}
+	}
+	m.mu.Unlock()
+	return next, errors.Join(errs...)
+}
+
+// objectChanged marks the object's pods for a refresh and wakes Run.
+func (m *Manager) objectChanged(_ objectKey, pods []types.UID) {
+	m.mu.Lock()
+	for _, uid := range pods {
+		if e := m.pods[uid]; e != nil {
+			e.dirty = true
+		}
+	}
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Watches returns how many objects are watched (one watch per object,
+// whatever the number of pods that use it).
+func (m *Manager) Watches() int { return m.objects.watches() }
+
+func isStatic(pod *corev1.Pod) bool {
+	src, ok := pod.Annotations[podsource.ConfigSourceAnnotation]
+	return ok && src != podsource.APISource
+}
+
+// references lists the Secrets and ConfigMaps the pod reads: volumes,
+// projections, env, envFrom and image pull secrets.
+func references(pod *corev1.Pod) []objectKey {
+	seen := map[objectKey]bool{}
+	var out []objectKey
+	add := func(k kind, name string) {
+		key := objectKey{kind: k, namespace: pod.Namespace, name: name}
+		if name != "" && !seen[key] {
+			seen[key] = true
+			out = append(out, key)
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.Secret != nil:
+			add(kindSecret, v.Secret.SecretName)
+		case v.ConfigMap != nil:
+			add(kindConfigMap, v.ConfigMap.Name)
+		case v.Projected != nil:
+			for _, s := range v.Projected.Sources {
+				if s.Secret != nil {
+					add(kindSecret, s.Secret.Name)
+				}
+				if s.ConfigMap != nil {
+					add(kindConfigMap, s.ConfigMap.Name)
+				}
+			}
+		}
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for _, e := range c.Env {
+				if vf := e.ValueFrom; vf != nil && vf.SecretKeyRef != nil {
+					add(kindSecret, vf.SecretKeyRef.Name)
+				} else if vf != nil && vf.ConfigMapKeyRef != nil {
+					add(kindConfigMap, vf.ConfigMapKeyRef.Name)
+				}
+			}
+			for _, ef := range c.EnvFrom {
+				if ef.SecretRef != nil {
+					add(kindSecret, ef.SecretRef.Name)
+				}
+				if ef.ConfigMapRef != nil {
+					add(kindConfigMap, ef.ConfigMapRef.Name)
+				}
+			}
+		}
+	}
+	for _, s := range pod.Spec.ImagePullSecrets {
+		add(kindSecret, s.Name)
+	}
+	return out
+}
+
+// usesToken reports whether the pod has a projected service-account token.
+func usesToken(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Projected != nil {
+			for _, s := range v.Projected.Sources {
+				if s.ServiceAccountToken != nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// SetUpPod makes the pod's directory (dir: <root>/pods/<uid> in the
+// kubelet's layout) with its volumes/ and plugins/ subdirectories, starts
+// watching the objects the pod references, and sets up or refreshes every
+// volume it serves. A volume that was never set up and cannot be is an
+// error wrapping ErrMount (the pod waits; a FailedMount event names the
+// volume and the cause); a volume set up before keeps its last content
+// when a refresh fails (the event is recorded, the error is not returned),
+// as the kubelet keeps a ConfigMap volume whose ConfigMap was deleted.
+func (m *Manager) SetUpPod(ctx context.Context, pod *corev1.Pod, dir string) error {
+	refs := references(pod)
+	if isStatic(pod) && (len(refs) > 0 || usesToken(pod)) {
+		return fmt.Errorf("%w: pod %s/%s references Secrets, ConfigMaps or service account tokens", ErrStaticPodReference, pod.Namespace, pod.Name)
+	}
+	m.mu.Lock()
+	e := m.pods[pod.UID]
+	if e == nil {
+		e = &podEntry{mounted: map[string]bool{}}
+		m.pods[pod.UID] = e
+	}
+	m.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.pod, e.dir = pod, dir
+	if len(refs) > 0 && m.client == nil {
+		return fmt.Errorf("%w: pod %s/%s references API objects and there is no API client", ErrMount, pod.Namespace, pod.Name)
+	}
+	var ws []*watched
+	keep := map[objectKey]bool{}
+	for _, k := range refs {
+		w, err := m.objects.acquire(k, pod.UID)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrMount, err)
+		}
+		ws = append(ws, w)
+		keep[k] = true
+	}
+	m.objects.release(pod.UID, keep)
+	m.waitSettled(ctx, ws)
+	for _, d := range []string{dir, filepath.Join(dir, "volumes"), filepath.Join(dir, "plugins")} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return err
+		}
+	}
+	unmounted, err := m.setUpVolumes(ctx, e, false)
+	if len(unmounted) > 0 {
+		return fmt.Errorf("%w=[%s]: %w", ErrMount, strings.Join(unmounted, " "), err)
+	}
+	return nil
+}
+
+// waitSettled waits until each watch listed once or failed to, at most
+// SyncTimeout in all.
+func (m *Manager) waitSettled(ctx context.Context, ws []*watched) {
+	var t clock.Timer
+	for _, w := range ws {
+		select {
+		case <-w.settled:
+			continue
+		default:
+		}
+		if t == nil {
+			t = m.clock.NewTimer(m.syncTimeout)
+			defer t.Stop()
+		}
+		select {
+		case <-w.settled:
+		case <-t.C():
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Plugin directory names of the kubelet's layout,
+// <pod dir>/volumes/<plugin>/<volume>.
+const (
+	PluginEmptyDir    = "kubernetes.io~empty-dir"
+	PluginSecret      = "kubernetes.io~secret"
+	PluginConfigMap   = "kubernetes.io~configmap"
+	PluginDownwardAPI = "kubernetes.io~downward-api"
+	PluginProjected   = "kubernetes.io~projected"
+)
+
+// plugin returns the plugin directory of a volume the Manager serves and
+// whether it sits on a tmpfs ("" for volumes it does not serve). As the
+// kubelet: Secret, downward-API and projected volumes are kept in memory,
+// ConfigMap volumes on disk, emptyDir on tmpfs only for medium Memory.
+func plugin(v *corev1.Volume) (string, bool) {
+	switch {
+	case v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory:
+		return PluginEmptyDir, true
+	case v.Secret != nil:
+		return PluginSecret, true
+	case v.ConfigMap != nil:
+		return PluginConfigMap, false
+	case v.DownwardAPI != nil:
+		return PluginDownwardAPI, true
+	case v.Projected != nil:
+		return PluginProjected, true
+	}
+	return "", false
+}
+
+// VolumePath is the host directory of a volume the Manager serves
+// (emptyDir with medium Memory, secret, configMap, downwardAPI, projected)
+// below the pod directory dir; ok false for other volumes.
+func (m *Manager) VolumePath(pod *corev1.Pod, dir string, v *corev1.Volume) (string, bool) {
+	p, _ := plugin(v)
+	if p == "" {
+		return "", false
+	}
+	return filepath.Join(dir, "volumes", p, v.Name), true
+}
+
+// setUpVolumes writes every volume of e's pod (refreshOnly: those set up
+// before) and returns the volumes never set up that failed.
+func (m *Manager) setUpVolumes(ctx context.Context, e *podEntry, refreshOnly bool) ([]string, error) {
+	pod := e.pod
+	var unmounted []string
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		p, tmpfs := plugin(v)
+		if p == "" || (refreshOnly && !e.mounted[v.Name]) {
+			continue
+		}
+		err := m.setUpVolume(ctx, pod, filepath.Join(e.dir, "volumes", p, v.Name), v, tmpfs)
+		if err == nil {
+			e.mounted[v.Name] = true
+			continue
+		}
+		m.event(pod, "FailedMount", fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
+		if !e.mounted[v.Name] {
+			unmounted = append(unmounted, v.Name)
+			errs = append(errs, fmt.Errorf("volume %q: %w", v.Name, err))
+		}
+	}
+	return unmounted, errors.Join(errs...)
+}
+
+func (m *Manager) setUpVolume(ctx context.Context, pod *corev1.Pod, path string, v *corev1.Volume, tmpfs bool) error {
+	var payload map[string]File
+	var err error
+	switch {
+	case v.EmptyDir != nil:
+		var size int64
+		if v.EmptyDir.SizeLimit != nil {
+			size = v.EmptyDir.SizeLimit.Value()
+		}
+		return mountTmpfs(path, size)
+	case v.Secret != nil:
+		s := v.Secret
+		payload, err = m.secretPayload(pod, s.SecretName, s.Items, s.DefaultMode, s.Optional != nil && *s.Optional)
+	case v.ConfigMap != nil:
+		c := v.ConfigMap
+		payload, err = m.configMapPayload(pod, c.Name, c.Items, c.DefaultMode, c.Optional != nil && *c.Optional)
+	case v.DownwardAPI != nil:
+		payload, err = m.downwardPayload(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
+	case v.Projected != nil:
+		payload, err = m.projectedPayload(ctx, pod, v.Projected)
+	}
+	if err != nil {
+		return err
+	}
+	for p := range payload {
+		if err := checkPath(p); err != nil {
+			return err
+		}
+	}
+	if tmpfs {
+		if err := mountTmpfs(path, 0); err != nil {
+			return err
+		}
+	}
+	_, err = writeAtomic(m.clock, path, payload)
+	return err
+}
+
+func (m *Manager) event(pod *corev1.Pod, reason, msg string) {
+	if m.recorder != nil {
+		m.recorder.Event(pod, corev1.EventTypeWarning, reason, msg)
+	}
+}
+
+// TearDownPod stops the pod's watches and forgets its tokens, unmounts
+// every mount below dir (tmpfs volumes) and removes dir. The pod's
+// containers must be gone.
+func (m *Manager) TearDownPod(ctx context.Context, pod *corev1.Pod, dir string) error {
+	m.mu.Lock()
+	e := m.pods[pod.UID]
+	delete(m.pods, pod.UID)
+	m.mu.Unlock()
+	if e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.pod = nil
+	}
+	m.objects.release(pod.UID, nil)
+	m.tokens.forget(pod.UID)
+	if err := unmountAll(dir); err != nil {
+		return err
+	}
+	if mounted, err := isMountPoint(dir); err == nil && mounted {
+		return fmt.Errorf("volume: pod directory %s is a mount point; not removed", dir)
+	}
+	return os.RemoveAll(dir)
+}
+
+// secret returns the Secret as the pod's watch last saw it.
+func (m *Manager) secret(pod *corev1.Pod, name string) (*corev1.Secret, error) {
+	obj, err := m.read(pod, objectKey{kind: kindSecret, namespace: pod.Namespace, name: name})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.Secret), nil
+}
+
+func (m *Manager) configMap(pod *corev1.Pod, name string) (*corev1.ConfigMap, error) {
+	obj, err := m.read(pod, objectKey{kind: kindConfigMap, namespace: pod.Namespace, name: name})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*corev1.ConfigMap), nil
+}
+
+func (m *Manager) read(pod *corev1.Pod, key objectKey) (runtime.Object, error) {
+	if isStatic(pod) {
+		return nil, fmt.Errorf("%w: %s", ErrStaticPodReference, key)
+	}
+	if m.client == nil {
+		return nil, fmt.Errorf("no API client to read %s", key)
+	}
+	w, err := m.objects.acquire(key, pod.UID)
+	if err != nil {
+		return nil, err
+	}
+	return w.get()
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// PullAuth returns the credential of the pod's image pull secrets that
+// covers image (the most specific registry key), or nil. Pull secrets that
+// are missing or unreadable are skipped, as the kubelet skips them.
+func (m *Manager) PullAuth(pod *corev1.Pod, image string) *runtimeapi.AuthConfig {
+	var creds []Credential
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		if ref.Name == "" {
+			continue
+		}
+		s, err := m.secret(pod, ref.Name)
+		if err != nil {
+			continue
+		}
+		c, err := ParsePullSecret(s)
+		if err != nil {
+			continue
+		}
+		creds = append(creds, c...)
+	}
+	return AuthFor(creds, image)
+}
+
+// serviceCache is a list-and-watch of every Service, for the service
+// environment variables.
+type serviceCache struct {
+	store      cache.Store
+	controller cache.Controller
+}
+
+func newServiceCache(c corev1client.ServicesGetter) *serviceCache {
+	lw := listwatch.Selected(func(ctx context.Context, o metav1.ListOptions) (*corev1.ServiceList, error) {
+		return c.Services(metav1.NamespaceAll).List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return c.Services(metav1.NamespaceAll).Watch(ctx, o)
+	}, "")
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &corev1.Service{}, Handler: cache.ResourceEventHandlerFuncs{}})
+	return &serviceCache{store: store, controller: ctrl}
+}
+
+func (s *serviceCache) run(ctx context.Context) { s.controller.RunWithContext(ctx) }
+
+// HasSynced reports whether the services were listed once.
+func (s *serviceCache) HasSynced() bool { return s.controller.HasSynced() }
+
+// List returns the services.
+func (s *serviceCache) List() []any { return s.store.List() }
