@@ -287,7 +287,9 @@ func kubeAPIAccess(expiration *int64, audience string) corev1.Volume {
 // earlier), not before.
 func TestProjectedTokenRefresh(t *testing.T) {
 	var api *tokenAPI
-	f := newFixtureWith(t, nil, func(f *fixture) { api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second }) },
+	f := newFixtureWith(t, nil, func(f *fixture) {
+		api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second })
+	},
 		configMap("kube-root-ca.crt", map[string]string{"ca.crt": "CA"}))
 	pod := newPod("web", kubeAPIAccess(ptr(int64(3600)), "vault"))
 	if err := f.setUp(pod); err != nil {
@@ -357,7 +359,9 @@ func TestTokenRefreshAfter24h(t *testing.T) {
 // A refused TokenRequest for a new pod: FailedMount, the pod waits.
 func TestTokenRefused(t *testing.T) {
 	var api *tokenAPI
-	f := newFixtureWith(t, nil, func(f *fixture) { api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second }) },
+	f := newFixtureWith(t, nil, func(f *fixture) {
+		api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second })
+	},
 		configMap("kube-root-ca.crt", map[string]string{"ca.crt": "CA"}))
 	api.err = apierrors.NewForbidden(authenticationv1.Resource("serviceaccounts/token"), "sa", errors.New("not allowed"))
 	pod := newPod("web", kubeAPIAccess(nil, ""))
