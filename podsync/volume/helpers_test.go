@@ -118,7 +118,7 @@ func newFixtureWith(t *testing.T, opts *Options, prep func(*fixture), objs ...ru
 	t.Helper()
 	ignore := goleak.IgnoreCurrent()
 	f := &fixture{t: t, clock: clocktesting.NewFakeClock(t0), rec: record.NewFakeRecorder(1000), root: t.TempDir()}
-	f.fake = fake.NewClientset(objs...)
+	f.fake = fake.NewSimpleClientset(objs...)
 	f.api = &hooked{CoreV1Interface: f.fake.CoreV1(), lists: map[string]int{}, watches: map[string]int{}}
 	if prep != nil {
 		prep(f)
@@ -246,3 +246,6 @@ func configMap(name string, data map[string]string) *corev1.ConfigMap {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// newFixtureClient is a fake core/v1 client for a Manager that does not run.
+func newFixtureClient() Client { return fake.NewSimpleClientset().CoreV1() }

@@ -582,6 +582,7 @@ func (m *Manager) read(pod *corev1.Pod, key objectKey) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.waitSettled(context.Background(), []*watched{w})
 	return w.get()
 }
 
