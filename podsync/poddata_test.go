@@ -1,6 +1,7 @@
 package podsync
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // The hosts file of a pod-network pod, as the kubelet writes it: the
@@ -96,5 +98,73 @@ func TestSubPath(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(outside, "sub")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("something was made outside the volume: %v", err)
+	}
+}
+
+// stubData is a PodData with fixed answers, to check how the builder
+// combines them with the container's own env.
+type stubData struct {
+	from, services []corev1.EnvVar
+	values         map[string]string // by ConfigMap key; missing: optional, left out
+	err            error
+}
+
+func (s *stubData) SetUpPod(context.Context, *corev1.Pod, string) error    { return nil }
+func (s *stubData) TearDownPod(context.Context, *corev1.Pod, string) error { return nil }
+func (s *stubData) VolumePath(_ *corev1.Pod, dir string, v *corev1.Volume) (string, bool) {
+	if v.Secret != nil {
+		return filepath.Join(dir, "volumes", "kubernetes.io~secret", v.Name), true
+	}
+	return "", false
+}
+func (s *stubData) EnvFrom(context.Context, *corev1.Pod, *corev1.Container) ([]corev1.EnvVar, []corev1.EnvVar, error) {
+	return s.from, s.services, s.err
+}
+func (s *stubData) EnvValue(_ context.Context, _ *corev1.Pod, _ *corev1.Container, src *corev1.EnvVarSource) (string, bool, error) {
+	v, ok := s.values[src.ConfigMapKeyRef.Key]
+	return v, ok, nil
+}
+func (s *stubData) PullAuth(*corev1.Pod, string) *runtimeapi.AuthConfig { return nil }
+
+// The env as the kubelet builds it: envFrom, then env overriding it in
+// order with $(VAR) seeing envFrom, earlier env and service variables,
+// then the service variables the container does not set. Secret volumes
+// are mounted read-only whatever the mount says.
+func TestEnvWithPodData(t *testing.T) {
+	b := &builder{podRoot: t.TempDir(), data: &stubData{
+		from:     []corev1.EnvVar{{Name: "A", Value: "from"}, {Name: "B", Value: "b"}},
+		services: []corev1.EnvVar{{Name: "SVC_HOST", Value: "10.0.0.1"}, {Name: "B", Value: "svc-b"}},
+		values:   map[string]string{"k": "cm"},
+	}}
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	pod.Spec.Volumes = []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}}
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "s", MountPath: "/s"}}
+	cmRef := func(key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: key}}
+	}
+	c.Env = []corev1.EnvVar{
+		{Name: "A", Value: "own-$(B)"},
+		{Name: "C", ValueFrom: cmRef("k")},
+		{Name: "D", ValueFrom: cmRef("absent")},
+		{Name: "E", Value: "$(C)@$(SVC_HOST)"},
+	}
+	cfg, err := b.containerConfig(pod, c, 0, podIPs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range cfg.Envs {
+		got = append(got, kv.Key+"="+string(kv.Value))
+	}
+	if want := "A=own-b B=b C=cm E=cm@10.0.0.1 SVC_HOST=10.0.0.1"; strings.Join(got, " ") != want {
+		t.Errorf("env %v, want %s", got, want)
+	}
+	if m := cfg.Mounts[0]; m.ContainerPath != "/s" || !m.Readonly || !strings.HasSuffix(m.HostPath, "uid-1/volumes/kubernetes.io~secret/s") {
+		t.Errorf("secret mount %v", m)
+	}
+	b.data.(*stubData).err = errors.New(`configmaps "x" not found`)
+	if _, err := b.containerConfig(pod, c, 0, podIPs{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `configmaps "x" not found`) {
+		t.Errorf("EnvFrom error: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -136,7 +137,7 @@ func TestServiceEnv(t *testing.T) {
 // Without a successful list of services, non-static pods wait
 // (CreateContainerConfigError), as the kubelet makes them.
 func TestServiceEnvNotSynced(t *testing.T) {
-	m, err := New(Options{Client: newFixtureClient()})
+	m, err := New(Options{Client: newFixtureClient(), SyncTimeout: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestServiceEnvNotSynced(t *testing.T) {
 	if _, _, err := m.EnvFrom(context.Background(), pod, &pod.Spec.Containers[0]); err == nil || !strings.Contains(err.Error(), "services have not yet been read") {
 		t.Errorf("EnvFrom before services were listed: %v", err)
 	}
-	if _, _, err := m.EnvValue(context.Background(), pod, &pod.Spec.Containers[0], &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}}}); !errors.Is(err, errNotRunning) {
+	if _, _, err := m.EnvValue(context.Background(), pod, &pod.Spec.Containers[0], &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}}}); !errors.Is(err, ErrNotSynced) {
 		t.Errorf("EnvValue while not running: %v", err)
 	}
 }

@@ -55,8 +55,9 @@ func (k objectKey) String() string { return fmt.Sprintf("%s %s/%s", k.kind, k.na
 type watched struct {
 	key    objectKey
 	refs   map[types.UID]bool
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel  context.CancelFunc
+	run     func(context.Context) // the reflector
+	started bool
 
 	mu      sync.Mutex
 	synced  bool
@@ -103,9 +104,6 @@ type (
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
 )
 
-// errNotRunning is returned by reads while the Manager does not run.
-var errNotRunning = errors.New("volume: Manager.Run is not running")
-
 // acquire makes pod a user of key, starting its watch if it is the first,
 // and returns the watch.
 func (c *objectCache) acquire(key objectKey, pod types.UID) (*watched, error) {
@@ -114,9 +112,6 @@ func (c *objectCache) acquire(key objectKey, pod types.UID) (*watched, error) {
 	if w := c.objects[key]; w != nil {
 		w.refs[pod] = true
 		return w, nil
-	}
-	if c.ctx == nil {
-		return nil, errNotRunning
 	}
 	var l listFn
 	var wf watchFn
@@ -128,8 +123,7 @@ func (c *objectCache) acquire(key objectKey, pod types.UID) (*watched, error) {
 	default:
 		return nil, fmt.Errorf("volume: no watch for %s", key)
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
-	w := &watched{key: key, refs: map[types.UID]bool{pod: true}, cancel: cancel, done: make(chan struct{}), settled: make(chan struct{})}
+	w := &watched{key: key, refs: map[types.UID]bool{pod: true}, cancel: func() {}, settled: make(chan struct{})}
 	sel := fields.OneTermEqualSelector("metadata.name", key.name).String()
 	lw := listwatch.Selected(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		obj, err := l(ctx, o)
@@ -150,14 +144,23 @@ func (c *objectCache) acquire(key objectKey, pod types.UID) (*watched, error) {
 		example = &corev1.ConfigMap{}
 	}
 	r := cache.NewReflectorWithOptions(lw, example, &oneObjectStore{w: w, c: c}, cache.ReflectorOptions{Name: key.String()})
+	w.run = r.RunWithContext
 	c.objects[key] = w
+	if c.ctx != nil {
+		c.launchLocked(w)
+	}
+	return w, nil
+}
+
+// launchLocked starts w's reflector under the Run context.
+func (c *objectCache) launchLocked(w *watched) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	w.cancel, w.started = cancel, true
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		defer close(w.done)
-		r.RunWithContext(ctx)
+		w.run(ctx)
 	}()
-	return w, nil
 }
 
 // release drops pod's use of every object but those in keep; a watch
@@ -196,11 +199,17 @@ func (c *objectCache) notify(w *watched) {
 	}
 }
 
-// start records the Run context; stop cancels every watch and waits for
-// their goroutines.
+// start records the Run context and starts the watches acquired before;
+// stop cancels every watch, waits for their goroutines and forgets them
+// (pods acquire them again at their next set-up).
 func (c *objectCache) start(ctx context.Context) {
 	c.mu.Lock()
 	c.ctx = ctx
+	for _, w := range c.objects {
+		if !w.started {
+			c.launchLocked(w)
+		}
+	}
 	c.mu.Unlock()
 }
 
