@@ -53,8 +53,8 @@ func (k objectKey) String() string { return fmt.Sprintf("%s %s/%s", k.kind, k.na
 // watched is one object's watch: a reflector with a field selector on the
 // object's name, shared by every pod that references the object.
 type watched struct {
-	key    objectKey
-	refs   map[types.UID]bool
+	key     objectKey
+	refs    map[types.UID]bool
 	cancel  context.CancelFunc
 	run     func(context.Context) // the reflector
 	started bool
