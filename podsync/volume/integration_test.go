@@ -99,10 +99,11 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // apiNode is a Node registered by itself on the test control plane, with a
 // counted node client and an admin client.
 type apiNode struct {
-	name  string
-	admin kubernetes.Interface
-	node  kubernetes.Interface
-	count *apiCounter
+	name       string
+	transports *[]http.RoundTripper
+	admin      kubernetes.Interface
+	node       kubernetes.Interface
+	count      *apiCounter
 }
 
 func newAPINode(t *testing.T, name string) *apiNode {
@@ -114,7 +115,7 @@ func newAPINode(t *testing.T, name string) *apiNode {
 			utilnet.CloseIdleConnectionsFor(rt)
 		}
 	})
-	n := &apiNode{name: name, count: &apiCounter{}}
+	n := &apiNode{name: name, count: &apiCounter{}, transports: &transports}
 	adminCfg := cp.AdminConfig()
 	adminCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { transports = append(transports, rt); return rt }
 	var err error
@@ -140,6 +141,13 @@ func newAPINode(t *testing.T, name string) *apiNode {
 	}
 	t.Cleanup(func() { _ = n.admin.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}) })
 	return n
+}
+
+// closeIdle closes the clients' idle connections (before a leak check).
+func (n *apiNode) closeIdle() {
+	for _, rt := range *n.transports {
+		utilnet.CloseIdleConnectionsFor(rt)
+	}
 }
 
 // create makes objects as an admin, deleting them at the end; an object
@@ -220,6 +228,7 @@ func TestIntegrationNodeReads(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
+		n.closeIdle()
 		goleak.VerifyNone(t, ignore)
 	}()
 	root := t.TempDir()
