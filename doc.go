@@ -23,7 +23,9 @@
 //	podsource   desired pods from a manifest directory, a URL and the API
 //	            server, merged into one stream, with mirror pods
 //	probe       liveness, readiness and startup probes (exec, HTTP, TCP, gRPC)
-//	podsync     makes the runtime match the desired pods and writes pod status
+//	podsync     makes the runtime match the desired pods and writes pod status;
+//	            podsync/volume gives pods their volumes, env and pull
+//	            credentials from the API
 //	examples    examples/agent composes the parts into a working node agent
 //
 // # How the parts compose

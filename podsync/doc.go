@@ -111,7 +111,20 @@
 // resources (shares, quota, memory limit, oom_score_adj), security context,
 // command, args and env with $(VAR) expansion and downward-API fieldRefs the
 // node can answer, emptyDir and hostPath volumes (with the kubelet's type
-// checks) and the termination-message file. Images are pulled per
+// checks), subPaths that stay inside their volume, the pod's /etc/hosts
+// (<PodRoot>/<uid>/etc-hosts: the kubelet's managed entries with the pod's
+// IPs, hostname and FQDN, or the node's hosts file for host-network pods,
+// then hostAliases; not when the container mounts its own /etc/hosts or a
+// pod-network pod has no IP yet) and the termination-message file. With
+// CRIOptions.PodData (podsync/volume's Manager) it also serves Secret,
+// ConfigMap, downward-API, projected and memory emptyDir volumes (mounted
+// read-only but for emptyDir), env from ConfigMaps, Secrets, resources and
+// Services, and pull credentials: SyncPod first calls PodData.SetUpPod (an
+// error returns before anything runs; the pod is retried), and
+// SyncTerminatedPod removes the pod directory through PodData.TearDownPod.
+// Env follows the kubelet's precedence: envFrom, then env in order (each
+// $(VAR) sees envFrom, earlier env and the service variables), then the
+// service variables the container does not set. Images are pulled per
 // imagePullPolicy with the kubelet's pull back-off (key <podUID>_<image>,
 // 10s doubling to 5m), one at a time unless CRIOptions.MaxParallelImagePulls
 // says otherwise. Pod-network pods wait while the runtime reports
@@ -148,14 +161,16 @@
 //     node-allocatable enforcement on kubepods, no pids limit, no hugetlb;
 //     the QoS cgroups are set when pods come and go, not also every minute.
 //     No eviction.
-//   - Volumes: emptyDir (on disk; medium Memory is not mounted as tmpfs) and
-//     hostPath only; ConfigMap, Secret, projected and CSI volumes and env
-//     from ConfigMaps or Secrets are CreateContainerConfigError. No
-//     /etc/hosts file is written for pod-network pods.
+//   - Volumes without PodData: emptyDir (on disk, also for medium Memory)
+//     and hostPath only; other volumes, envFrom and env from ConfigMaps,
+//     Secrets or resources are CreateContainerConfigError. With
+//     podsync/volume, its package documentation lists what differs. CSI,
+//     persistent and network volumes are not served.
 //   - In-place resize is not handled; the
 //     RestartAllContainers rule action restarts only the container, and the
-//     phase follows the pod's restartPolicy alone. Pull secrets and
-//     credential providers are not used.
+//     phase follows the pod's restartPolicy alone. Pull secrets are used
+//     only through PodData (one credential per pull); credential providers
+//     are not used.
 //   - Old containers are removed when they are no longer the newest exited
 //     one of their name (or were created and never started), and
 //     SyncTerminatedPod removes the pod's containers and sandboxes from the

@@ -249,3 +249,8 @@ func ptr[T any](v T) *T { return &v }
 
 // newFixtureClient is a fake core/v1 client for a Manager that does not run.
 func newFixtureClient() Client { return fake.NewSimpleClientset().CoreV1() }
+
+// newFixtureClientWith is the fake core/v1 client holding objs.
+func newFixtureClientWith(objs ...runtime.Object) corev1client.CoreV1Interface {
+	return fake.NewSimpleClientset(objs...).CoreV1()
+}
