@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/klog/v2"
@@ -19,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/podsync/volume"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -36,10 +38,12 @@ const registrationPoll = 100 * time.Millisecond
 // the API server's pods bound to the node) merged by a podsource.Merger;
 // mirror pods for static pods when there is an API server; and, once the
 // runtime is connected, a podsync Engine on the CRI syncer with a
-// probe.Manager and a podsync/status Writer. Goroutines: one per source, the
-// merger, mirror pods and the relay that triggers them, the writer, the event
-// broadcaster, the probe manager and the engine (with the
-// engine's bounded workers); none per pod.
+// probe.Manager, a podsync/status Writer and a podsync/volume Manager for
+// the pods' data. Goroutines: one per source, the merger, mirror pods and
+// the relay that triggers them, the writer, the event broadcaster, the probe
+// manager, the engine (with the engine's bounded workers), and the volume
+// Manager with one watch per Secret or ConfigMap that pods use and one of
+// Services; none per pod.
 type podHalf struct {
 	cfg      *config
 	name     string
@@ -55,6 +59,9 @@ type podHalf struct {
 	// admits a mirror pod only with an owner reference to the Node.
 	registered func() bool
 	recorder   *eventRecorder
+	// allocatable is the Node's allocatable as the heartbeat last wrote it
+	// (the downward API's default for unset limits); nil without one.
+	allocatable func() corev1.ResourceList
 }
 
 // newPodHalf builds the sources from cfg. It makes no request.
@@ -62,6 +69,14 @@ type podHalf struct {
 // registration and take the Node's UID from it.
 func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, client *nodeClientset, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
 	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg, recorder: &eventRecorder{}}
+	if hb != nil {
+		p.allocatable = func() corev1.ResourceList {
+			if n := hb.Node(); n != nil {
+				return n.Status.Allocatable
+			}
+			return nil
+		}
+	}
 	var sources []podsource.PodSource
 	if cfg.podManifestPath != "" {
 		f, err := podsource.NewFile(podsource.FileOptions{Path: cfg.podManifestPath, NodeName: name, Period: cfg.fileCheckFrequency, Clock: clk, Recorder: p.recorder})
@@ -126,7 +141,20 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The pods' volumes, env and pull credentials from the API, read as
+	// the node; standalone, pods that reference API objects wait.
+	var engine *podsync.Engine
+	vopts := volume.Options{Clock: p.clock, Recorder: p.recorder, Allocatable: p.allocatable,
+		OnChange: func(uid types.UID) { engine.Trigger(uid) }}
+	if p.client != nil {
+		vopts.Client = p.client.CoreV1()
+	}
+	data, err := volume.New(vopts)
+	if err != nil {
+		return err
+	}
 	cri, err := podsync.NewCRI(podsync.CRIOptions{
+		PodData:       data,
 		Runtime:       rt,
 		Probes:        probes,
 		Clock:         p.clock,
@@ -159,7 +187,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		relay = make(chan podsource.Update)
 		updates = relay
 	}
-	engine, err := podsync.New(podsync.Options{
+	engine, err = podsync.New(podsync.Options{
 		Syncer:       cri,
 		Writer:       writer,
 		Probes:       probes,
@@ -178,6 +206,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		{name: "status writer", run: writer.Run},
 		{name: "probes", run: probes.Run},
 		{name: "pod sync", run: engine.Run},
+		{name: "pod data", run: data.Run},
 	}
 	if p.mirrors != nil {
 		comps = append(comps, component{name: "mirror pods", run: p.runMirrors},

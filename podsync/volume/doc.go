@@ -130,7 +130,9 @@
 //
 // SetUpPod waits at most Options.SyncTimeout (1s) for the first list of an
 // object it starts watching, then reports it as not yet read
-// (ErrNotSynced); watches start when Run starts. Without a Client, pods that
+// (ErrNotSynced); watches start when Run starts. EnvFrom waits as long for
+// the first list of Services (the kubelet's "services have not yet been
+// read at least once" otherwise). Without a Client, pods that
 // reference API objects fail to set up and others work.
 //
 // # Differences from the kubelet

@@ -142,6 +142,15 @@ func (m *Manager) serviceEnv(pod *corev1.Pod) ([]corev1.EnvVar, error) {
 		return nil, nil
 	}
 	if !isStatic(pod) && !m.services.HasSynced() {
+		// Wait a little for the first list, as for an object's.
+		t := m.clock.NewTimer(m.syncTimeout)
+		select {
+		case <-m.services.synced:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+	if !isStatic(pod) && !m.services.HasSynced() {
 		return nil, fmt.Errorf("services have not yet been read at least once, cannot construct envvars")
 	}
 	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks

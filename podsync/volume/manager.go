@@ -613,8 +613,10 @@ func (m *Manager) PullAuth(pod *corev1.Pod, image string) *runtimeapi.AuthConfig
 // serviceCache is a list-and-watch of every Service, for the service
 // environment variables.
 type serviceCache struct {
-	store      cache.Store
-	controller cache.Controller
+	store     cache.Store
+	reflector *cache.Reflector
+	synced    chan struct{} // closed after the first list is stored
+	once      sync.Once
 }
 
 func newServiceCache(c corev1client.ServicesGetter) *serviceCache {
@@ -623,14 +625,34 @@ func newServiceCache(c corev1client.ServicesGetter) *serviceCache {
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return c.Services(metav1.NamespaceAll).Watch(ctx, o)
 	}, "")
-	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &corev1.Service{}, Handler: cache.ResourceEventHandlerFuncs{}})
-	return &serviceCache{store: store, controller: ctrl}
+	s := &serviceCache{store: cache.NewStore(cache.MetaNamespaceKeyFunc), synced: make(chan struct{})}
+	s.reflector = cache.NewReflectorWithOptions(lw, &corev1.Service{}, &syncedStore{Store: s.store, s: s}, cache.ReflectorOptions{Name: "services"})
+	return s
 }
 
-func (s *serviceCache) run(ctx context.Context) { s.controller.RunWithContext(ctx) }
+// syncedStore marks the cache synced after the first list.
+type syncedStore struct {
+	cache.Store
+	s *serviceCache
+}
+
+func (st *syncedStore) Replace(items []any, rv string) error {
+	err := st.Store.Replace(items, rv)
+	st.s.once.Do(func() { close(st.s.synced) })
+	return err
+}
+
+func (s *serviceCache) run(ctx context.Context) { s.reflector.RunWithContext(ctx) }
 
 // HasSynced reports whether the services were listed once.
-func (s *serviceCache) HasSynced() bool { return s.controller.HasSynced() }
+func (s *serviceCache) HasSynced() bool {
+	select {
+	case <-s.synced:
+		return true
+	default:
+		return false
+	}
+}
 
 // List returns the services.
 func (s *serviceCache) List() []any { return s.store.List() }
