@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -105,8 +106,12 @@ func BenchmarkSetUpPod(b *testing.B) {
 	pod := newPod("web", secretVol("s", "s"), configMapVol("c", "c"),
 		corev1.Volume{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
 			{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}})
-	dir := b.TempDir()
-	defer func() { _ = unmountAll(dir) }()
+	dir := filepath.Join(b.TempDir(), "pod")
+	defer func() {
+		if err := f.TearDownPod(context.Background(), pod, dir); err != nil {
+			b.Error(err)
+		}
+	}()
 	if err := f.SetUpPod(context.Background(), pod, dir); err != nil {
 		b.Fatal(err)
 	}
