@@ -20,6 +20,13 @@ import (
 // field reference it cannot resolve, a hostPath of the wrong type.
 var ErrConfig = errors.New("container config error")
 
+// configError is an ErrConfig whose message is its cause's alone, as the
+// kubelet reports an env source it cannot read (`configmaps "x" not found`).
+type configError struct{ err error }
+
+func (e configError) Error() string   { return e.err.Error() }
+func (e configError) Unwrap() []error { return []error{ErrConfig, e.err} }
+
 // builder turns pods into CRI configs. Fields are set by NewCRISyncer.
 type builder struct {
 	podLogRoot     string
@@ -240,7 +247,7 @@ func (b *builder) envVars(pod *corev1.Pod, c *corev1.Container, ips podIPs) ([]*
 	case b.data != nil:
 		var err error
 		if from, services, err = b.data.EnvFrom(ctx, pod, c); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+			return nil, configError{err}
 		}
 	case len(c.EnvFrom) > 0:
 		return nil, fmt.Errorf("%w: envFrom needs CRIOptions.PodData", ErrConfig)
@@ -273,7 +280,7 @@ func (b *builder) envVars(pod *corev1.Pod, c *corev1.Container, ips podIPs) ([]*
 		case b.data != nil:
 			val, ok, err := b.data.EnvValue(ctx, pod, c, vf)
 			if err != nil {
-				return nil, fmt.Errorf("%w: env %s: %w", ErrConfig, e.Name, err)
+				return nil, configError{err}
 			}
 			if !ok {
 				continue
