@@ -613,3 +613,25 @@ func TestNoClient(t *testing.T) {
 		t.Errorf("plain pod: %v", err)
 	}
 }
+
+// Over a simulated day on the fake clock, a pod's 1h token is requested
+// once and then refreshed every 48 minutes (jitter aside): 30 refreshes.
+func TestTokenRequestsPerDay(t *testing.T) {
+	var api *tokenAPI
+	f := newFixtureWith(t, nil, func(f *fixture) { api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second }) },
+		configMap("kube-root-ca.crt", map[string]string{"ca.crt": "CA"}))
+	pod := newPod("web", kubeAPIAccess(nil, ""))
+	if err := f.setUp(pod); err != nil {
+		t.Fatal(err)
+	}
+	for range 24 * 60 {
+		f.clock.Step(time.Minute)
+		if _, err := f.m.SyncOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := api.count() - 1; n < 30 || n > 31 {
+		t.Errorf("%d refreshes in 24h, want 30 (31 with the jitter)", n)
+	}
+	t.Logf("token requests in a simulated day: %d (1 + %d refreshes)", api.count(), api.count()-1)
+}
