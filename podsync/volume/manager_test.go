@@ -618,7 +618,9 @@ func TestNoClient(t *testing.T) {
 // once and then refreshed every 48 minutes (jitter aside): 30 refreshes.
 func TestTokenRequestsPerDay(t *testing.T) {
 	var api *tokenAPI
-	f := newFixtureWith(t, nil, func(f *fixture) { api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second }) },
+	f := newFixtureWith(t, nil, func(f *fixture) {
+		api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second })
+	},
 		configMap("kube-root-ca.crt", map[string]string{"ca.crt": "CA"}))
 	pod := newPod("web", kubeAPIAccess(nil, ""))
 	if err := f.setUp(pod); err != nil {
