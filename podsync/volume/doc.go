@@ -28,8 +28,11 @@
 //
 // As the kubelet keeps them: Secret, downward-API and projected volumes on a
 // tmpfs of their own (their content never reaches the disk), ConfigMap
-// volumes on disk, emptyDir volumes with medium Memory on a tmpfs whose size
-// is the sizeLimit (the kernel's default, half the memory, without one).
+// volumes on disk, emptyDir volumes with medium Memory on a tmpfs sized as
+// the kubelet sizes it: the smallest of the node's allocatable memory
+// (Options.Allocatable), the pod's memory limit (when every container has
+// one) and the volume's sizeLimit (the kernel's default, half the memory,
+// when none is known).
 // Every key becomes a file named after it, or only the items, each at its
 // path with its mode; defaultMode (0644 when unset) applies otherwise. A
 // missing optional Secret or ConfigMap is an empty volume, a missing

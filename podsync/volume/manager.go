@@ -491,11 +491,7 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *corev1.Pod, path string,
 	var err error
 	switch {
 	case v.EmptyDir != nil:
-		var size int64
-		if v.EmptyDir.SizeLimit != nil {
-			size = v.EmptyDir.SizeLimit.Value()
-		}
-		return mountTmpfs(path, size)
+		return mountTmpfs(path, m.memoryVolumeSize(pod, v.EmptyDir))
 	case v.Secret != nil:
 		s := v.Secret
 		payload, err = m.secretPayload(pod, s.SecretName, s.Items, s.DefaultMode, s.Optional != nil && *s.Optional)
@@ -522,6 +518,53 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *corev1.Pod, path string,
 	}
 	_, err = writeAtomic(m.clock, path, payload)
 	return err
+}
+
+// memoryVolumeSize is the size of a memory-backed emptyDir as the kubelet
+// sizes it: the node's allocatable memory, or the pod's memory limit when
+// every container has one and it is smaller, or the volume's sizeLimit when
+// smaller still; 0 (the kernel's default) when none is known.
+func (m *Manager) memoryVolumeSize(pod *corev1.Pod, ed *corev1.EmptyDirVolumeSource) int64 {
+	size := int64(0)
+	if q, ok := m.allocatable()[corev1.ResourceMemory]; ok && q.Value() > 0 {
+		size = q.Value()
+	}
+	smaller := func(v int64) {
+		if v > 0 && (size == 0 || v <= size) {
+			size = v
+		}
+	}
+	smaller(podMemoryLimit(pod))
+	if ed.SizeLimit != nil {
+		smaller(ed.SizeLimit.Value())
+	}
+	return size
+}
+
+// podMemoryLimit is the pod's memory limit as its cgroup gets it: the sum of
+// the regular containers' limits or the largest init container's, whichever
+// is more; 0 when a container has none.
+func podMemoryLimit(pod *corev1.Pod) int64 {
+	var sum, initMax int64
+	for _, c := range pod.Spec.Containers {
+		q, ok := c.Resources.Limits[corev1.ResourceMemory]
+		if !ok {
+			return 0
+		}
+		sum += q.Value()
+	}
+	for _, c := range pod.Spec.InitContainers {
+		q, ok := c.Resources.Limits[corev1.ResourceMemory]
+		if !ok {
+			return 0
+		}
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sum += q.Value() // a sidecar runs beside the containers
+		} else {
+			initMax = max(initMax, q.Value())
+		}
+	}
+	return max(sum, initMax)
 }
 
 func (m *Manager) event(pod *corev1.Pod, reason, msg string) {

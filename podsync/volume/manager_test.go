@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -519,7 +520,13 @@ func TestForbiddenObject(t *testing.T) {
 // Memory-backed emptyDir: a tmpfs with the size limit, unmounted and
 // removed at tear-down.
 func TestEmptyDirMemory(t *testing.T) {
-	f := newFixture(t, nil)
+	var alloc atomic.Pointer[corev1.ResourceList]
+	f := newFixture(t, &Options{Allocatable: func() corev1.ResourceList {
+		if a := alloc.Load(); a != nil {
+			return *a
+		}
+		return nil
+	}})
 	size := resource.MustParse("16Mi")
 	pod := newPod("web", corev1.Volume{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}},
 		corev1.Volume{Name: "disk", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
@@ -536,6 +543,23 @@ func TestEmptyDirMemory(t *testing.T) {
 	}
 	if _, ok := f.m.VolumePath(pod, f.dir(pod), &pod.Spec.Volumes[1]); ok {
 		t.Error("disk emptyDir claimed")
+	}
+	// Without a sizeLimit: the pod's memory limit, else the allocatable.
+	noLimit := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
+	if got := f.m.memoryVolumeSize(pod, noLimit); got != 0 {
+		t.Errorf("size with nothing known: %d", got)
+	}
+	alloc.Store(&corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")})
+	if got := f.m.memoryVolumeSize(pod, noLimit); got != 1<<30 {
+		t.Errorf("size from the allocatable: %d", got)
+	}
+	limited := pod.DeepCopy()
+	limited.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	if got := f.m.memoryVolumeSize(limited, noLimit); got != 64<<20 {
+		t.Errorf("size from the pod's limit: %d", got)
+	}
+	if got := f.m.memoryVolumeSize(limited, pod.Spec.Volumes[0].EmptyDir); got != 16<<20 {
+		t.Errorf("size from the sizeLimit: %d", got)
 	}
 	// Set up again (every sync does): not mounted twice.
 	if err := f.setUp(pod); err != nil {
