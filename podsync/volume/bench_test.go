@@ -102,6 +102,7 @@ func BenchmarkWatchedObject(b *testing.B) {
 // ConfigMap and downward-API volumes are unchanged (the steady state: the
 // atomic writer compares and writes nothing).
 func BenchmarkSetUpPod(b *testing.B) {
+	needRoot(b)
 	f := newBenchFixture(b)
 	pod := newPod("web", secretVol("s", "s"), configMapVol("c", "c"),
 		corev1.Volume{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{

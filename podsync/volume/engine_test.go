@@ -106,6 +106,7 @@ func TestEngineEnvWaitsForConfigMap(t *testing.T) {
 // A pod whose Secret volume cannot be set up runs nothing (no sandbox),
 // reports ContainerCreating and a FailedMount event; other pods run.
 func TestEngineVolumeWaitsForSecret(t *testing.T) {
+	needRoot(t)
 	e := newEngineFixture(t)
 	pod := newPod("web", secretVol("s", "later"))
 	pod.Spec.HostNetwork = true

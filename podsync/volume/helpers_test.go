@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,15 @@ import (
 )
 
 const waitTimeout = 10 * time.Second
+
+// needRoot skips a test that mounts tmpfs volumes unless it runs as root
+// (under NODEKIT_REQUIRE_ALL=1 it fails instead).
+func needRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (to mount tmpfs volumes)", "test", fmt.Errorf("euid %d", os.Geteuid()))
+	}
+}
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()

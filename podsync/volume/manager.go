@@ -356,7 +356,9 @@ func usesToken(pod *corev1.Pod) bool {
 func (m *Manager) SetUpPod(ctx context.Context, pod *corev1.Pod, dir string) error {
 	refs := references(pod)
 	if isStatic(pod) && (len(refs) > 0 || usesToken(pod)) {
-		return fmt.Errorf("%w: pod %s/%s references Secrets, ConfigMaps or service account tokens", ErrStaticPodReference, pod.Namespace, pod.Name)
+		err := fmt.Errorf("%w: pod %s/%s references Secrets, ConfigMaps or service account tokens", ErrStaticPodReference, pod.Namespace, pod.Name)
+		m.event(pod, "FailedMount", err.Error())
+		return err
 	}
 	m.mu.Lock()
 	e := m.pods[pod.UID]

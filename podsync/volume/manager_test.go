@@ -37,6 +37,7 @@ func TestOptionsBounds(t *testing.T) {
 // with their modes; the default mode; Secrets on a tmpfs, ConfigMaps on
 // disk.
 func TestSecretAndConfigMapVolumes(t *testing.T) {
+	needRoot(t)
 	f := newFixture(t, nil,
 		secret("creds", map[string]string{"user": "admin", "pass": "s3cret"}),
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg", Namespace: "ns"}, Data: map[string]string{"app.conf": "x=1"}, BinaryData: map[string][]byte{"blob": {0, 1, 2}}})
@@ -130,6 +131,7 @@ func TestConfigMapUpdateRefreshes(t *testing.T) {
 // A pod whose Secret does not exist waits with FailedMount and starts as
 // soon as it appears; another pod is not held up meanwhile.
 func TestMissingSecretWaitsThenStarts(t *testing.T) {
+	needRoot(t)
 	f := newFixture(t, nil, configMap("other", map[string]string{"a": "b"}))
 	waiting := newPod("waiting", secretVol("s", "later"))
 	err := f.setUp(waiting)
@@ -163,6 +165,7 @@ func TestMissingSecretWaitsThenStarts(t *testing.T) {
 
 // Optional sources that are missing: an empty volume, no error.
 func TestOptionalMissing(t *testing.T) {
+	needRoot(t)
 	f := newFixture(t, nil, secret("partial", map[string]string{"a": "1"}))
 	s := secretVol("s", "absent")
 	s.Secret.Optional = ptr(true)
@@ -196,6 +199,7 @@ func TestOptionalMissing(t *testing.T) {
 // the node's allocatable for an unset limit. A label change reaches the
 // file at the next SetUpPod.
 func TestDownwardAPIVolume(t *testing.T) {
+	needRoot(t)
 	f := newFixture(t, &Options{Allocatable: func() corev1.ResourceList {
 		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}
 	}})
@@ -287,6 +291,7 @@ func kubeAPIAccess(expiration *int64, audience string) corev1.Volume {
 // refreshed at 80% of its lifetime on the fake clock (jitter up to 10s
 // earlier), not before.
 func TestProjectedTokenRefresh(t *testing.T) {
+	needRoot(t)
 	var api *tokenAPI
 	f := newFixtureWith(t, nil, func(f *fixture) {
 		api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second })
@@ -346,6 +351,7 @@ func TestProjectedTokenRefresh(t *testing.T) {
 
 // A token whose lifetime is longer than a day is refreshed after 24h.
 func TestTokenRefreshAfter24h(t *testing.T) {
+	needRoot(t)
 	f := newFixtureWith(t, nil, func(f *fixture) { f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second }) },
 		configMap("kube-root-ca.crt", map[string]string{"ca.crt": "CA"}))
 	pod := newPod("web", kubeAPIAccess(ptr(int64(7*24*3600)), ""))
@@ -379,6 +385,7 @@ func TestTokenRefused(t *testing.T) {
 // projected paths, a 1 MiB Secret; nothing is written outside the pod's
 // directory.
 func TestBadInput(t *testing.T) {
+	needRoot(t)
 	big := strings.Repeat("x", 1<<20)
 	f := newFixture(t, nil,
 		secret("s", map[string]string{"ok": "1", "..sneaky": "2"}),
@@ -487,6 +494,7 @@ func TestSharedWatch(t *testing.T) {
 // The node may not read an object: the watch's list error is the pod's
 // FailedMount, and the pod starts once the object becomes readable.
 func TestForbiddenObject(t *testing.T) {
+	needRoot(t)
 	var mu sync.Mutex
 	forbidden := true
 	f := newFixtureWith(t, nil, func(f *fixture) {
@@ -520,6 +528,7 @@ func TestForbiddenObject(t *testing.T) {
 // Memory-backed emptyDir: a tmpfs with the size limit, unmounted and
 // removed at tear-down.
 func TestEmptyDirMemory(t *testing.T) {
+	needRoot(t)
 	var alloc atomic.Pointer[corev1.ResourceList]
 	f := newFixture(t, &Options{Allocatable: func() corev1.ResourceList {
 		if a := alloc.Load(); a != nil {
@@ -611,6 +620,9 @@ func TestStaticPodRefused(t *testing.T) {
 	if err := f.setUp(pod); !errors.Is(err, ErrStaticPodReference) {
 		t.Errorf("SetUpPod: %v", err)
 	}
+	if ev := f.events(); !hasEvent(ev, "Warning FailedMount", "static pods may not reference API objects") {
+		t.Errorf("events %v", ev)
+	}
 	if n := f.m.Watches(); n != 0 {
 		t.Errorf("%d watches for a static pod", n)
 	}
@@ -641,6 +653,7 @@ func TestNoClient(t *testing.T) {
 // Over a simulated day on the fake clock, a pod's 1h token is requested
 // once and then refreshed every 48 minutes (jitter aside): 30 refreshes.
 func TestTokenRequestsPerDay(t *testing.T) {
+	needRoot(t)
 	var api *tokenAPI
 	f := newFixtureWith(t, nil, func(f *fixture) {
 		api = f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second })
