@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
@@ -34,7 +34,7 @@ func TestE2EPodData(t *testing.T) {
 	n := newAPINode(t, "volume-e2e")
 	apiObjects(t, n.admin, "default", "e2e")
 	ctx := context.Background()
-	ignore := goleak.IgnoreCurrent()
+	snap := leakcheck.Take()
 
 	out := t.TempDir()
 	podRoot := t.TempDir()
@@ -114,7 +114,7 @@ while true; do cat /c/greeting > /out/live.tmp && mv /out/live.tmp /out/live; sl
 		}
 		_ = rt.Close()
 		n.closeIdle()
-		goleak.VerifyNone(t, ignore)
+		snap.Verify(t)
 	}()
 
 	eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{created}})

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 )
 
@@ -126,7 +126,7 @@ func newFixture(t *testing.T, opts *Options, objs ...runtime.Object) *fixture {
 // (the fake clientset's reactors may not change while it is in use).
 func newFixtureWith(t *testing.T, opts *Options, prep func(*fixture), objs ...runtime.Object) *fixture {
 	t.Helper()
-	ignore := goleak.IgnoreCurrent()
+	snap := leakcheck.Take()
 	f := &fixture{t: t, clock: clocktesting.NewFakeClock(t0), rec: record.NewFakeRecorder(1000), root: t.TempDir()}
 	f.fake = fake.NewSimpleClientset(objs...)
 	f.api = &hooked{CoreV1Interface: f.fake.CoreV1(), lists: map[string]int{}, watches: map[string]int{}}
@@ -166,7 +166,7 @@ func newFixtureWith(t *testing.T, opts *Options, prep func(*fixture), objs ...ru
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-		goleak.VerifyNone(t, ignore)
+		snap.Verify(t)
 	})
 	return f
 }

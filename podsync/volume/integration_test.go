@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 // ctrd is the end-to-end tests' containerd and cp the integration tests'
@@ -214,7 +214,7 @@ func TestIntegrationNodeReads(t *testing.T) {
 		_ = pods.Delete(ctx, "theirs", metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
 
-	ignore := goleak.IgnoreCurrent()
+	snap := leakcheck.Take()
 	rec := record.NewFakeRecorder(100)
 	m, err := New(Options{Client: n.node.CoreV1(), Recorder: rec})
 	if err != nil {
@@ -229,7 +229,7 @@ func TestIntegrationNodeReads(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 		n.closeIdle()
-		goleak.VerifyNone(t, ignore)
+		snap.Verify(t)
 	}()
 	root := t.TempDir()
 	defer func() { _ = unmountAll(root) }()

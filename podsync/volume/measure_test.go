@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 // TestMeasureAPICost sets up one pod with a Secret, a ConfigMap and the
@@ -42,7 +43,7 @@ func TestMeasureAPICost(t *testing.T) {
 	defer func() {
 		_ = n.admin.CoreV1().Pods("default").Delete(ctx, "measure", metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}()
-	ignore := goleak.IgnoreCurrent()
+	snap := leakcheck.Take()
 	m, err := New(Options{Client: n.node.CoreV1()})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestMeasureAPICost(t *testing.T) {
 		t.Error(err)
 	}
 	n.closeIdle()
-	goleak.VerifyNone(t, ignore)
+	snap.Verify(t)
 }
 
 func diff(now, before map[string]int) string {
