@@ -75,7 +75,8 @@ type Options struct {
 	// that uses an object that changed (created, updated, deleted, or
 	// refused to the node), after the pod's volumes were refreshed; an
 	// agent passes its engine's Trigger so a waiting pod starts as soon as
-	// its object appears. Default nil.
+	// its object appears (a running pod's sync then changes nothing: its
+	// files were rewritten already). Default nil.
 	OnChange func(types.UID)
 	// Rand is the source of the token refresh jitter. Default: seeded
 	// from the runtime's random source.
