@@ -21,7 +21,7 @@ import (
 var ErrConfig = errors.New("container config error")
 
 // configError is an ErrConfig whose message is its cause's alone, as the
-// kubelet reports an env source it cannot read (`configmaps "x" not found`).
+// kubelet reports an env source it cannot read (`configmap "x" not found`).
 type configError struct{ err error }
 
 func (e configError) Error() string   { return e.err.Error() }

@@ -163,8 +163,8 @@ func TestEnvWithPodData(t *testing.T) {
 	if m := cfg.Mounts[0]; m.ContainerPath != "/s" || !m.Readonly || !strings.HasSuffix(m.HostPath, "uid-1/volumes/kubernetes.io~secret/s") {
 		t.Errorf("secret mount %v", m)
 	}
-	b.data.(*stubData).err = errors.New(`configmaps "x" not found`)
-	if _, err := b.containerConfig(pod, c, 0, podIPs{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `configmaps "x" not found`) {
+	b.data.(*stubData).err = errors.New(`configmap "x" not found`)
+	if _, err := b.containerConfig(pod, c, 0, podIPs{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `configmap "x" not found`) {
 		t.Errorf("EnvFrom error: %v", err)
 	}
 }

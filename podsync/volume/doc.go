@@ -120,8 +120,11 @@
 // pods bound to the node use. A pod that references an object the node may
 // not read, or one that does not exist, waits: SetUpPod returns an error
 // wrapping ErrMount ("unmounted volumes=[…]") and records a FailedMount
-// event ("MountVolume.SetUp failed for volume "x" : secrets "x" is
-// forbidden: …" or "… not found"), env references make the container wait
+// event: "MountVolume.SetUp failed for volume "x" : secret "x" not found"
+// as from the kubelet, or, for an object the node may not read, the API
+// server's error ("secrets "x" is forbidden: User "system:node:…" cannot
+// list resource …"), where the kubelet reports a timed-out cache sync.
+// Env references make the container wait
 // in CreateContainerConfigError; other pods are not held up, and the pod is
 // synced again when the object changes (OnChange). A volume that was set up
 // once keeps its last content when a refresh fails (a ConfigMap deleted

@@ -85,10 +85,10 @@ func TestEngineEnvWaitsForConfigMap(t *testing.T) {
 		LocalObjectReference: corev1.LocalObjectReference{Name: "later"}, Key: "k"}}}}
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 	s := e.step()
-	if got := waiting(s); got != `CreateContainerConfigError: configmaps "later" not found` {
+	if got := waiting(s); got != `CreateContainerConfigError: configmap "later" not found` {
 		t.Errorf("waiting %q", got)
 	}
-	if ev := e.events(); !hasEvent(ev, "Warning Failed", `Error: configmaps "later" not found`) {
+	if ev := e.events(); !hasEvent(ev, "Warning Failed", `Error: configmap "later" not found`) {
 		t.Errorf("events %v", ev)
 	}
 	eventually(t, "watch in place", func() bool { return e.api.watching("configmaps") > 0 })
@@ -120,7 +120,7 @@ func TestEngineVolumeWaitsForSecret(t *testing.T) {
 	if got := waiting(s); !strings.HasPrefix(got, "ContainerCreating") {
 		t.Errorf("waiting %q", got)
 	}
-	if ev := e.events(); !hasEvent(ev, "Warning FailedMount", `MountVolume.SetUp failed for volume "s" : secrets "later" not found`) {
+	if ev := e.events(); !hasEvent(ev, "Warning FailedMount", `MountVolume.SetUp failed for volume "s" : secret "later" not found`) {
 		t.Errorf("events %v", ev)
 	}
 	sbs, _ := e.rt.ListPodSandbox(context.Background(), nil)

@@ -53,7 +53,7 @@ func TestEnvFrom(t *testing.T) {
 	if err := f.setUp(pod); err != nil {
 		t.Fatal(err) // env is not a volume: set-up succeeds, the container waits
 	}
-	if _, _, err := f.m.EnvFrom(context.Background(), pod, c); err == nil || !strings.Contains(err.Error(), `secrets "required" not found`) {
+	if _, _, err := f.m.EnvFrom(context.Background(), pod, c); err == nil || !strings.Contains(err.Error(), `secret "required" not found`) {
 		t.Errorf("missing required envFrom: %v", err)
 	}
 }
@@ -86,7 +86,7 @@ func TestEnvValue(t *testing.T) {
 		{"missing key", corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "x"}}, "", false, "couldn't find key x in Secret ns/sec"},
 		{"optional key", corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}, Key: "x", Optional: ptr(true)}}, "", false, ""},
 		{"optional object", corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Key: "x", Optional: ptr(true)}}, "", false, ""},
-		{"missing object", corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Key: "x"}}, "", false, `configmaps "none" not found`},
+		{"missing object", corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "none"}, Key: "x"}}, "", false, `configmap "none" not found`},
 		{"requests.cpu in m", corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.cpu", Divisor: resource.MustParse("1m")}}, "250", true, ""},
 		{"requests.cpu rounded up", corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.cpu"}}, "1", true, ""},
 		{"limits.cpu from allocatable", corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.cpu"}}, "4", true, ""},

@@ -135,10 +135,10 @@ func TestMissingSecretWaitsThenStarts(t *testing.T) {
 	f := newFixture(t, nil, configMap("other", map[string]string{"a": "b"}))
 	waiting := newPod("waiting", secretVol("s", "later"))
 	err := f.setUp(waiting)
-	if !errors.Is(err, ErrMount) || !strings.Contains(err.Error(), `unmounted volumes=[s]`) || !strings.Contains(err.Error(), `secrets "later" not found`) {
+	if !errors.Is(err, ErrMount) || !strings.Contains(err.Error(), `unmounted volumes=[s]`) || !strings.Contains(err.Error(), `secret "later" not found`) {
 		t.Fatalf("SetUpPod: %v", err)
 	}
-	if ev := f.events(); !hasEvent(ev, "Warning FailedMount", `MountVolume.SetUp failed for volume "s" : secrets "later" not found`) {
+	if ev := f.events(); !hasEvent(ev, "Warning FailedMount", `MountVolume.SetUp failed for volume "s" : secret "later" not found`) {
 		t.Errorf("events %v", ev)
 	}
 	other := newPod("other", configMapVol("c", "other"))

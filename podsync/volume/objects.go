@@ -29,18 +29,11 @@ type kind string
 const (
 	kindSecret    kind = "secret"
 	kindConfigMap kind = "configmap"
-	kindService   kind = "services"
-)
+	)
 
-func (k kind) resource() schema.GroupResource {
-	switch k {
-	case kindSecret:
-		return corev1.Resource("secrets")
-	case kindConfigMap:
-		return corev1.Resource("configmaps")
-	}
-	return corev1.Resource(string(k))
-}
+// resource names the kind in NotFound errors as the kubelet's secret and
+// configMap managers do, in the singular: `secret "x" not found`.
+func (k kind) resource() schema.GroupResource { return corev1.Resource(string(k)) }
 
 type objectKey struct {
 	kind      kind
