@@ -29,7 +29,7 @@ type kind string
 const (
 	kindSecret    kind = "secret"
 	kindConfigMap kind = "configmap"
-	)
+)
 
 // resource names the kind in NotFound errors as the kubelet's secret and
 // configMap managers do, in the singular: `secret "x" not found`.
