@@ -219,6 +219,12 @@ func TestE2EGracefulStopRunsPreStop(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "bye")); err != nil || string(b) != "bye\n" {
 		t.Errorf("preStop output %q, %v", b, err)
 	}
+	// The writer hears of the end after the runtime is clean.
+	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, "writer told the pod terminated and removed", func() bool {
+		e.writer.mu.Lock()
+		defer e.writer.mu.Unlock()
+		return len(e.writer.terminated) >= 1 && len(e.writer.removed) >= 1
+	})
 	e.writer.mu.Lock()
 	defer e.writer.mu.Unlock()
 	if len(e.writer.terminated) != 1 || len(e.writer.removed) != 1 {
