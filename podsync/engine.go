@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/probe"
 )
 
@@ -66,6 +67,11 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Recorder receives Killing events for orphaned pods. Default nil: none.
 	Recorder record.EventRecorder
+	// Admit decides whether a pod new to the engine may run (kubelet's
+	// admission); new pods of one update are offered oldest first. A
+	// rejected pod never runs: its status is phase Failed with the reason
+	// (see admit.go). Default nil: every pod is admitted.
+	Admit admission.Admitter
 	// Rand jitters resyncs (×[1, 1.5)). Default: a seeded generator.
 	Rand *rand.Rand
 	// RelistPeriod: the runtime is relisted this long after the last relist.
@@ -160,6 +166,7 @@ type worker struct {
 	firstSeen time.Time
 	started   bool
 	synced    bool
+	rejected  bool // refused by Options.Admit; never runs
 }
 
 // Engine runs one pod worker per pod UID: the latest update wins, at most
@@ -223,13 +230,13 @@ func (e *Engine) Trigger(uid types.UID) {
 func (e *Engine) HandleUpdate(u podsource.Update) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
-	for _, pod := range u.Pods {
+	for _, pod := range e.admissionOrder(u) {
 		if pod == nil || podsource.IsMirrorPod(pod) {
 			continue
 		}
 		w := e.workers[pod.UID]
 		if w == nil {
-			if u.Op == podsource.OpRemove {
+			if u.Op == podsource.OpRemove || e.rejectLocked(pod, now) {
 				continue
 			}
 			w = &worker{uid: pod.UID, firstSeen: now}
@@ -241,6 +248,8 @@ func (e *Engine) HandleUpdate(u podsource.Update) {
 		if w.life == Done {
 			if u.Op == podsource.OpRemove {
 				e.forgetLocked(w)
+			} else if w.rejected {
+				e.rejectedUpdateLocked(w, pod)
 			}
 			continue
 		}

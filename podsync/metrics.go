@@ -13,6 +13,7 @@ type metrics struct {
 	runtimeErrors     *prometheus.CounterVec
 	runningPods       prometheus.Gauge
 	runningContainers *prometheus.GaugeVec
+	rejected          *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Subsystem: "kubelet", Name: "running_containers",
 			Help: "Number of containers currently running, by state.",
 		}, []string{"container_state"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "admission_rejections_total",
+			Help: "Cumulative number of pods rejected at admission, by reason.",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -57,6 +62,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.runningContainers, err = promutil.Register(reg, m.runningContainers); err != nil {
+		return nil, err
+	}
+	if m.rejected, err = promutil.Register(reg, m.rejected); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -1,0 +1,274 @@
+package admission
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	goruntime "runtime"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/podsource"
+)
+
+// Admitter decides whether a pod new to the node may run there, given the
+// pods already admitted that still run or are stopping (active). It is
+// called for one pod at a time, in the order the pods are to be admitted.
+type Admitter interface {
+	Admit(pod *corev1.Pod, active []*corev1.Pod) Result
+}
+
+// AdmitterFunc adapts a function to Admitter.
+type AdmitterFunc func(pod *corev1.Pod, active []*corev1.Pod) Result
+
+// Admit calls f.
+func (f AdmitterFunc) Admit(pod *corev1.Pod, active []*corev1.Pod) Result { return f(pod, active) }
+
+var (
+	_ Admitter = AdmitterFunc(nil)
+	_ Admitter = (*Predicates)(nil)
+)
+
+// Result is an admission decision. A rejected pod gets phase Failed with
+// Reason and the status message "Pod was rejected: " + Message, as kubelet
+// writes it, and a Warning event with Reason and Message.
+type Result struct {
+	Admit   bool
+	Reason  string
+	Message string
+}
+
+// Admitted is the Result of a pod that may run.
+var Admitted = Result{Admit: true}
+
+// Kubelet's rejection reasons.
+const (
+	ReasonInvalidNodeInfo                    = "InvalidNodeInfo"
+	ReasonPodOSSelectorNodeLabelDoesNotMatch = "PodOSSelectorNodeLabelDoesNotMatch"
+	ReasonPodOSNotSupported                  = "PodOSNotSupported"
+	// ReasonOutOfPrefix + the resource name: OutOfcpu, OutOfmemory,
+	// OutOfephemeral-storage, OutOfpods, OutOfexample.com/gpu.
+	ReasonOutOfPrefix = "OutOf"
+	ReasonOutOfCPU    = "OutOfcpu"
+	ReasonOutOfMemory = "OutOfmemory"
+	ReasonOutOfPods   = "OutOfpods"
+	// The scheduler's plugin names, which kubelet uses as reasons.
+	ReasonNodeAffinity    = "NodeAffinity"
+	ReasonNodeName        = "NodeName"
+	ReasonNodePorts       = "NodePorts"
+	ReasonTaintToleration = "TaintToleration"
+)
+
+// The scheduler's failure texts for its plugins, which kubelet puts in the
+// message after "Predicate <name> failed: ".
+const (
+	nodeAffinityText    = "node(s) didn't match Pod's node affinity/selector"
+	nodeNameText        = "node(s) didn't match the requested node name"
+	nodePortsText       = "node(s) didn't have free ports for the requested pod ports"
+	taintTolerationText = "node(s) had taints that the pod didn't tolerate"
+)
+
+// Options configure Predicates.
+type Options struct {
+	// Node returns the node as last known: its name, labels, taints and
+	// status.allocatable. Required. An error rejects the pod with
+	// InvalidNodeInfo, as kubelet does when it cannot get its node.
+	Node func() (*corev1.Node, error)
+	// OS is the node's operating system, compared with spec.os.name and the
+	// kubernetes.io/os pod label. Default runtime.GOOS.
+	OS string
+}
+
+// Predicates is kubelet's predicate admission (pkg/kubelet/lifecycle): the
+// OS checks, then the scheduler's general predicates as kubelet runs them
+// (resources, node affinity, node name, host ports) and NoExecute taints for
+// pods that are not static; the first failure is the reason.
+type Predicates struct {
+	o Options
+}
+
+// New checks o and returns the predicates.
+func New(o Options) (*Predicates, error) {
+	if o.Node == nil {
+		return nil, errors.New("admission: Options.Node is required")
+	}
+	if o.OS == "" {
+		o.OS = goruntime.GOOS
+	}
+	return &Predicates{o: o}, nil
+}
+
+// Admit runs the predicates on pod against the node and the active pods.
+func (p *Predicates) Admit(pod *corev1.Pod, active []*corev1.Pod) Result {
+	node, err := p.o.Node()
+	if err != nil || node == nil {
+		return Result{Reason: ReasonInvalidNodeInfo, Message: "Kubelet cannot get node info."}
+	}
+	// The checks that no eviction could help come first.
+	if os, ok := pod.Labels[corev1.LabelOSStable]; ok && os != p.o.OS {
+		return Result{Reason: ReasonPodOSSelectorNodeLabelDoesNotMatch,
+			Message: "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"}
+	}
+	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != p.o.OS {
+		return Result{Reason: ReasonPodOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
+	}
+	if r, ok := fitsResources(pod, node, active); !ok {
+		return r
+	}
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+		return predicateFailure(ReasonNodeAffinity, nodeAffinityText)
+	}
+	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
+		return predicateFailure(ReasonNodeName, nodeNameText)
+	}
+	if portsConflict(pod, active) {
+		return predicateFailure(ReasonNodePorts, nodePortsText)
+	}
+	if !podsource.IsStaticPod(pod) {
+		noExecute := func(t *corev1.Taint) bool { return t.Effect == corev1.TaintEffectNoExecute }
+		if _, untolerated := schedcorev1.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noExecute, false); untolerated {
+			return predicateFailure(ReasonTaintToleration, taintTolerationText)
+		}
+	}
+	return Admitted
+}
+
+func predicateFailure(name, text string) Result {
+	return Result{Reason: name, Message: fmt.Sprintf("Predicate %s failed: %s", name, text)}
+}
+
+// insufficient is kubelet's message for a resource that does not fit.
+func insufficient(name corev1.ResourceName, requested, used, capacity int64) Result {
+	return Result{Reason: ReasonOutOfPrefix + string(name),
+		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, requested, used, capacity)}
+}
+
+// fitsResources checks the pod count, then cpu (millicores), memory,
+// ephemeral storage and the other resources the pod requests against the
+// node's allocatable minus what the active pods request. Extended resources
+// the node does not list are not checked (they may be cluster-level).
+func fitsResources(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) (Result, bool) {
+	alloc := node.Status.Allocatable
+	if maxPods := alloc.Pods().Value(); int64(len(active))+1 > maxPods {
+		return insufficient(corev1.ResourcePods, 1, int64(len(active)), maxPods), false
+	}
+	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	used := corev1.ResourceList{}
+	for _, a := range active {
+		for name, q := range resourcehelper.PodRequests(a, resourcehelper.PodResourcesOptions{}) {
+			u := used[name]
+			u.Add(q)
+			used[name] = u
+		}
+	}
+	value := func(l corev1.ResourceList, name corev1.ResourceName) int64 {
+		q, ok := l[name]
+		if !ok {
+			return 0
+		}
+		if name == corev1.ResourceCPU {
+			return q.MilliValue()
+		}
+		return q.Value()
+	}
+	names := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
+	var other []corev1.ResourceName
+	for name, q := range want {
+		if slices.Contains(names, name) || name == corev1.ResourcePods || q.IsZero() {
+			continue
+		}
+		if _, listed := alloc[name]; !listed && isExtended(name) {
+			continue
+		}
+		other = append(other, name)
+	}
+	slices.Sort(other)
+	for _, name := range append(names, other...) {
+		w := value(want, name)
+		if w <= 0 {
+			continue
+		}
+		if u, c := value(used, name), value(alloc, name); w > c-u {
+			return insufficient(name, w, u, c), false
+		}
+	}
+	return Result{}, true
+}
+
+// isExtended reports whether name is an extended resource: outside the
+// kubernetes.io domain and not requests.*.
+func isExtended(name corev1.ResourceName) bool {
+	s := string(name)
+	if !strings.Contains(s, "/") || strings.HasPrefix(s, "requests.") {
+		return false
+	}
+	domain, _, _ := strings.Cut(s, "/")
+	return domain != "kubernetes.io" && !strings.HasSuffix(domain, ".kubernetes.io")
+}
+
+type hostPort struct {
+	ip       string
+	protocol corev1.Protocol
+	port     int32
+}
+
+// hostPorts are the host ports pod asks for: those of its regular
+// containers and its restartable init containers (sidecars).
+func hostPorts(pod *corev1.Pod) []hostPort {
+	var out []hostPort
+	add := func(cs []corev1.Container, sidecarsOnly bool) {
+		for i := range cs {
+			if sidecarsOnly && (cs[i].RestartPolicy == nil || *cs[i].RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+				continue
+			}
+			for _, p := range cs[i].Ports {
+				if p.HostPort <= 0 {
+					continue
+				}
+				hp := hostPort{ip: p.HostIP, protocol: p.Protocol, port: p.HostPort}
+				if hp.ip == "" {
+					hp.ip = net.IPv4zero.String()
+				}
+				if hp.protocol == "" {
+					hp.protocol = corev1.ProtocolTCP
+				}
+				out = append(out, hp)
+			}
+		}
+	}
+	add(pod.Spec.InitContainers, true)
+	add(pod.Spec.Containers, false)
+	return out
+}
+
+// portsConflict reports whether a host port of pod is taken by an active
+// pod: same protocol and port, and the same IP or either the wildcard.
+func portsConflict(pod *corev1.Pod, active []*corev1.Pod) bool {
+	want := hostPorts(pod)
+	if len(want) == 0 {
+		return false
+	}
+	wildcard := net.IPv4zero.String()
+	for _, a := range active {
+		for _, u := range hostPorts(a) {
+			for _, w := range want {
+				if w.port == u.port && w.protocol == u.protocol && (w.ip == u.ip || w.ip == wildcard || u.ip == wildcard) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Status is the status kubelet writes for a pod it rejected: phase Failed,
+// the reason, "Pod was rejected: " + the message, and the pod's QoS class.
+func (r Result) Status(qos corev1.PodQOSClass) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodFailed, Reason: r.Reason, Message: "Pod was rejected: " + r.Message, QOSClass: qos}
+}

@@ -1,0 +1,42 @@
+// Package admission decides, as kubelet does, whether a pod new to the node
+// may run there.
+//
+// Admitter is the seam: Admit(pod, active) returns a Result, admitted or
+// rejected with kubelet's reason and message. podsync's Engine calls it
+// (podsync.Options.Admit) for every pod new to it, oldest first by creation
+// time as kubelet sorts its additions, with the pods it admitted before that
+// still run or are stopping; a rejected pod never runs: its status becomes
+// Result.Status (phase Failed, the reason, "Pod was rejected: " and the
+// message) and a Warning event carries the reason.
+//
+// Predicates is kubelet's predicate admission (pkg/kubelet/lifecycle), the
+// first failure winning:
+//
+//	PodOSSelectorNodeLabelDoesNotMatch  the pod's kubernetes.io/os label is not the node's OS
+//	PodOSNotSupported                   spec.os.name is not the node's OS
+//	OutOfpods                           the active pods already fill allocatable pods (max-pods)
+//	OutOfcpu, OutOfmemory,              the pod's requests (containers, the largest init
+//	OutOfephemeral-storage,             container, sidecars, overhead; pod-level requests
+//	OutOf<resource>                     when set) exceed allocatable minus the active pods'
+//	NodeAffinity                        nodeSelector or required node affinity does not match the node's labels
+//	NodeName                            spec.nodeName is another node
+//	NodePorts                           a host port (protocol, IP, port) is taken by an active pod
+//	TaintToleration                     a NoExecute taint is not tolerated (not checked for static pods)
+//	InvalidNodeInfo                     the node is not known (Options.Node failed)
+//
+// Resource messages are kubelet's ("Node didn't have enough resource: cpu,
+// requested: 1500, used: 600, capacity: 2000", cpu in millicores, others in
+// units); predicate messages are "Predicate NodeAffinity failed: node(s)
+// didn't match Pod's node affinity/selector" and the like. Extended
+// resources the node does not list are not checked, as kubelet leaves them
+// to cluster-level allocation.
+//
+// # Limits
+//
+// Kubelet's other admit handlers (eviction under node pressure, sysctls,
+// topology and resource managers, AppArmor, node shutdown) are not here;
+// an agent can chain its own Admitter before or after Predicates. Kubelet
+// makes room for a critical pod (static, mirror or system-critical
+// priority) that fails only on resources by evicting other pods; Predicates
+// rejects it like any other pod.
+package admission

@@ -1,0 +1,46 @@
+package admission_test
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/podsync/admission"
+)
+
+// A node with room for two pods admits the first two and rejects the third
+// with kubelet's OutOfpods; a pod for another zone is rejected with
+// NodeAffinity.
+func Example() {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Labels: map[string]string{"zone": "north"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourcePods: resource.MustParse("2"),
+			corev1.ResourceCPU:  resource.MustParse("4"),
+		}},
+	}
+	preds, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return node, nil }, OS: "linux"})
+	if err != nil {
+		panic(err)
+	}
+	var active []*corev1.Pod
+	for _, name := range []string{"a", "b", "c"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		r := preds.Admit(p, active)
+		if r.Admit {
+			active = append(active, p)
+			fmt.Println(name, "admitted")
+			continue
+		}
+		fmt.Println(name, r.Reason+":", r.Message)
+	}
+	south := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{"zone": "south"}}}
+	fmt.Println(preds.Admit(south, nil).Status(corev1.PodQOSBestEffort).Message)
+	// Output:
+	// a admitted
+	// b admitted
+	// c OutOfpods: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2
+	// Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector
+}

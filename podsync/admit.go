@@ -1,0 +1,80 @@
+package podsync
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/podsource"
+)
+
+// admissionOrder returns u's pods in the order kubelet admits additions:
+// oldest creation time first. Without Options.Admit, or for updates that add
+// nothing, the order is the update's.
+func (e *Engine) admissionOrder(u podsource.Update) []*corev1.Pod {
+	if e.o.Admit == nil || len(u.Pods) < 2 || u.Op == podsource.OpRemove {
+		return u.Pods
+	}
+	pods := slices.Clone(u.Pods)
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		if a == nil || b == nil {
+			return cmp.Compare(btoi(a != nil), btoi(b != nil))
+		}
+		return a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time)
+	})
+	return pods
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// rejectLocked runs Options.Admit on pod, new to the engine, against the
+// admitted pods that run or are stopping. A rejected pod gets a worker that
+// is Done at once, so that later updates neither admit it again nor run
+// it; its status is kubelet's for a rejected pod and a Warning event says
+// why. A pod already terminal or being deleted is not offered (it will
+// never run). It reports whether pod was rejected. The caller holds e.mu.
+func (e *Engine) rejectLocked(pod *corev1.Pod, now time.Time) bool {
+	if e.o.Admit == nil || pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) {
+		return false
+	}
+	var active []*corev1.Pod
+	for _, w := range e.workers {
+		if !w.orphan && !w.rejected && w.pod != nil && (w.life == Syncing || w.life == Terminating) {
+			active = append(active, w.pod)
+		}
+	}
+	r := e.o.Admit.Admit(pod, active)
+	if r.Admit {
+		return false
+	}
+	s := r.Status(QOSClass(pod))
+	e.workers[pod.UID] = &worker{uid: pod.UID, pod: pod, life: Done, rejected: true, status: &s, firstSeen: now}
+	e.metrics.rejected.WithLabelValues(r.Reason).Inc()
+	if e.o.Recorder != nil {
+		e.o.Recorder.Event(pod, corev1.EventTypeWarning, r.Reason, r.Message)
+	}
+	if e.o.Writer != nil {
+		e.o.Writer.SetPodStatus(pod, s)
+		// Nothing of it ever ran: its termination is already over, so a
+		// deleted API pod can be deleted for good.
+		e.o.Writer.PodTerminated(pod)
+	}
+	return true
+}
+
+// rejectedUpdateLocked passes a newer copy of a rejected pod to the writer,
+// which learns of its deletion from it and then deletes it for good. The
+// caller holds e.mu.
+func (e *Engine) rejectedUpdateLocked(w *worker, pod *corev1.Pod) {
+	w.pod = pod
+	if e.o.Writer != nil && pod.DeletionTimestamp != nil {
+		e.o.Writer.PodTerminated(pod)
+	}
+}

@@ -1,0 +1,220 @@
+package podsync
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync/admission"
+	"github.com/nodekit/nodekit/podsync/status"
+)
+
+// admitNode is a node with room for two pods, labelled zone=a.
+func admitNode() *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourcePods: resource.MustParse("2"), corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi"),
+		}},
+	}
+}
+
+func admitPod(name string, created time.Duration) *corev1.Pod {
+	p := busyboxPod(corev1.RestartPolicyAlways, "app")
+	p.Name, p.UID = name, types.UID("uid-"+name)
+	p.CreationTimestamp = metav1.NewTime(t0.Add(created))
+	p.Annotations = map[string]string{podsource.ConfigSourceAnnotation: podsource.APISource}
+	return p
+}
+
+func newAdmitHarness(t *testing.T, rec record.EventRecorder) *harness {
+	t.Helper()
+	h := newHarness(t)
+	preds, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return admitNode(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, Admit: preds, Recorder: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) sandboxNames() []string {
+	h.t.Helper()
+	sbs, err := h.rt.ListPodSandbox(h.ctx, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var names []string
+	for _, sb := range sbs {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			names = append(names, sb.Metadata.Name)
+		}
+	}
+	return names
+}
+
+// Pods that arrive together are admitted oldest first; the youngest does
+// not fit in max pods and is rejected with kubelet's OutOfpods, a pod for
+// another zone with NodeAffinity; neither ever runs, both are Failed with
+// the reason and a Warning event, and a later update does not run them.
+// Once an admitted pod is gone, a new pod fits again.
+func TestEngineAdmission(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	h := newAdmitHarness(t, rec)
+	young, old, older := admitPod("young", 3*time.Second), admitPod("old", 2*time.Second), admitPod("older", time.Second)
+	elsewhere := admitPod("elsewhere", 0)
+	elsewhere.Spec.NodeSelector = map[string]string{"zone": "b"}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{young, old, older, elsewhere}})
+	h.steps(3)
+
+	if got := strings.Join(h.sandboxNames(), ","); got != "old,older" && got != "older,old" {
+		t.Fatalf("running sandboxes %q, want old and older", got)
+	}
+	for _, tc := range []struct {
+		pod             *corev1.Pod
+		reason, message string
+	}{
+		{young, "OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"},
+		{elsewhere, "NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"},
+	} {
+		s := h.writer.last(tc.pod.UID)
+		if s.Phase != corev1.PodFailed || s.Reason != tc.reason || s.Message != "Pod was rejected: "+tc.message || s.QOSClass != corev1.PodQOSBestEffort {
+			t.Errorf("%s: status %+v", tc.pod.Name, s)
+		}
+		if life, ok := h.eng.PodLifecycle(tc.pod.UID); !ok || life != Done {
+			t.Errorf("%s: lifecycle %v %v, want Done", tc.pod.Name, life, ok)
+		}
+	}
+	// The admitted pods' status is theirs.
+	if s := h.writer.last(old.UID); s.Phase != corev1.PodRunning {
+		t.Errorf("old: status %+v", s)
+	}
+	var events []string
+	for len(rec.Events) > 0 {
+		events = append(events, <-rec.Events)
+	}
+	want := []string{
+		"Warning NodeAffinity Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
+		"Warning OutOfpods Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2",
+	}
+	if strings.Join(events, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(want, "\n"))
+	}
+
+	// An update of a rejected pod neither admits nor runs it.
+	young2 := young.DeepCopy()
+	young2.Labels = map[string]string{"v": "2"}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Source: podsource.APISource, Pods: []*corev1.Pod{young2}})
+	h.steps(2)
+	if n := len(h.sandboxNames()); n != 2 {
+		t.Fatalf("%d sandboxes after an update of a rejected pod, want 2", n)
+	}
+
+	// old goes; a new pod fits once old's worker is gone.
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{old}})
+	h.steps(4)
+	newer := admitPod("newer", 4*time.Second)
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{newer}})
+	h.steps(3)
+	if got := strings.Join(h.sandboxNames(), ","); got != "newer,older" && got != "older,newer" {
+		t.Fatalf("running sandboxes %q, want newer and older", got)
+	}
+	// A rejected pod that goes is forgotten.
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{young2, elsewhere}})
+	if _, ok := h.eng.PodLifecycle(young.UID); ok {
+		t.Error("removed rejected pod still known")
+	}
+}
+
+// Without Options.Admit every pod runs, whatever it asks for.
+func TestEngineNoAdmission(t *testing.T) {
+	h := newHarness(t)
+	var pods []*corev1.Pod
+	for _, n := range []string{"a", "b", "c"} {
+		p := admitPod(n, 0)
+		p.Spec.NodeSelector = map[string]string{"zone": "nowhere"}
+		pods = append(pods, p)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: pods})
+	h.steps(3)
+	if n := len(h.sandboxNames()); n != 3 {
+		t.Fatalf("%d sandboxes, want 3", n)
+	}
+}
+
+// With the status writer on the fake clientset: a rejected API pod is
+// Failed in the API with kubelet's reason and message, and once deleted it
+// is deleted for good (the writer's final delete), though it never ran.
+func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	pod := admitPod("big", 0)
+	pod.Spec.NodeName = "n1"
+	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
+	client := fake.NewClientset(pod)
+	writer, err := status.New(status.Options{Client: client.CoreV1(), Clock: h.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	preds, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return admitNode(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng, err = New(Options{Syncer: h.cri, Writer: writer, Clock: h.clock, Admit: preds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := client.CoreV1().Pods("default").Get(ctx, "big", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{api}})
+	h.steps(2)
+	if _, err := writer.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().Pods("default").Get(ctx, "big", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Status; s.Phase != corev1.PodFailed || s.Reason != "OutOfcpu" ||
+		s.Message != "Pod was rejected: Node didn't have enough resource: cpu, requested: 3000, used: 0, capacity: 2000" {
+		t.Fatalf("API status %+v", s)
+	}
+	if n := len(h.sandboxNames()); n != 0 {
+		t.Fatalf("%d sandboxes for a rejected pod", n)
+	}
+
+	// Deletion: the API source sends the pod with its deletion timestamp.
+	deleting := got.DeepCopy()
+	now := metav1.NewTime(h.clock.Now())
+	grace := int64(30)
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &grace
+	deleting.ResourceVersion = "999"
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Source: podsource.APISource, Pods: []*corev1.Pod{deleting}})
+	for range 3 {
+		if _, err := writer.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var deleted bool
+	for _, a := range client.Actions() {
+		deleted = deleted || (a.GetVerb() == "delete" && a.GetResource().Resource == "pods")
+	}
+	if !deleted {
+		t.Fatalf("the rejected pod was not deleted; actions %v", client.Actions())
+	}
+}
