@@ -90,7 +90,7 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 		hbOpts := heartbeat.Options{
 			Client:                    a.client,
 			NodeName:                  name,
-			Node:                      nodeTemplate(name, cfg.nodeLabels),
+			Node:                      nodeTemplate(cfg, name),
 			StatusSetter:              a.setters,
 			Strategy:                  heartbeat.LeaseStrategy(),
 			NodeStatusUpdateFrequency: cfg.statusUpdateFrequency,
@@ -147,8 +147,9 @@ func newClient(cfg *rest.Config, counter *apiCounter) (*nodeClientset, error) {
 }
 
 // nodeTemplate is the Node the agent registers: kubelet's default labels,
-// the user's labels, and the attach/detach annotation kubelet sets.
-func nodeTemplate(name string, labels map[string]string) *corev1.Node {
+// the user's labels, the attach/detach annotation kubelet sets, and the
+// taints and provider ID asked for.
+func nodeTemplate(cfg *config, name string) *corev1.Node {
 	l := map[string]string{
 		corev1.LabelHostname:      name,
 		corev1.LabelOSStable:      goruntime.GOOS,
@@ -156,14 +157,17 @@ func nodeTemplate(name string, labels map[string]string) *corev1.Node {
 		"beta.kubernetes.io/os":   goruntime.GOOS,
 		"beta.kubernetes.io/arch": goruntime.GOARCH,
 	}
-	for k, v := range labels {
+	for k, v := range cfg.nodeLabels {
 		l[k] = v
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name:        name,
-		Labels:      l,
-		Annotations: map[string]string{heartbeat.ControllerManagedAttachAnnotation: "true"},
-	}}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      l,
+			Annotations: map[string]string{heartbeat.ControllerManagedAttachAnnotation: "true"},
+		},
+		Spec: corev1.NodeSpec{Taints: cfg.registerWithTaints, ProviderID: cfg.providerID},
+	}
 }
 
 // newSetters returns kubelet's default setters with the custom DiskUsage
@@ -174,6 +178,7 @@ func newSetters(cfg *config, name string, rt nodestatus.RuntimeInfo) (nodestatus
 		NodeIPs:        cfg.nodeIPs,
 		Runtime:        rt,
 		MaxPods:        cfg.maxPods,
+		PodsPerCore:    cfg.podsPerCore,
 		SystemReserved: cfg.systemReserved,
 		KubeReserved:   cfg.kubeReserved,
 	})

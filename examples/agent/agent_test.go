@@ -243,7 +243,7 @@ func TestAgentOnFakes(t *testing.T) {
 		t.Errorf("DiskUsage at %d, Ready at %d; want DiskUsage just before Ready", i, j)
 	}
 	client := fake.NewClientset()
-	tmpl := nodeTemplate("n1", map[string]string{"x": "y"})
+	tmpl := nodeTemplate(&config{nodeLabels: map[string]string{"x": "y"}}, "n1")
 	// The node's pod CIDR reaches the runtime through the agent's runtime connection.
 	tmpl.Spec.PodCIDR, tmpl.Spec.PodCIDRs = "10.244.7.0/24", []string{"10.244.7.0/24"}
 	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: "n1", Node: tmpl, StatusSetter: setters})

@@ -24,6 +24,7 @@ import (
 // that the packages apply kubelet's rules for defaults that depend on each
 // other (the report frequency follows an explicitly set update frequency).
 type config struct {
+	configFile            string
 	kubeconfig            string
 	hostnameOverride      string
 	nodeIPs               []net.IP
@@ -34,6 +35,9 @@ type config struct {
 	leaseDuration         time.Duration
 	runtimeEndpoint       string
 	maxPods               int
+	podsPerCore           int
+	registerWithTaints    []corev1.Taint
+	providerID            string
 	systemReserved        corev1.ResourceList
 	kubeReserved          corev1.ResourceList
 	diskUsagePath         string
@@ -55,6 +59,9 @@ type config struct {
 	clusterDNS         []string
 	clusterDomain      string
 	resolvConf         string
+	syncFrequency      time.Duration
+	podInfraImage      string
+	seccompDefault     bool
 }
 
 // headerFlag is a repeated --manifest-url-header key:value.
@@ -78,9 +85,33 @@ func (f *headerFlag) Set(v string) error {
 // defaultListen is kubelet's healthz address.
 const defaultListen = "127.0.0.1:10248"
 
-// parseFlags parses args (without the program name). Errors name the flag.
-// klog's flags (-v, -vmodule, ...) are registered on the same set.
+// parseFlags parses args (without the program name) and the --config file.
+// Errors name the flag, or the file and its field for a value from the
+// file. klog's flags (-v, -vmodule, ...) are registered on the same set.
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	var file configFile
+	c, err := parseArgs(args, stderr, &file)
+	if err != nil {
+		for flagName, field := range file.fields {
+			if msg := err.Error(); strings.HasPrefix(msg, "--"+flagName+" ") || strings.HasPrefix(msg, "--"+flagName+":") {
+				return nil, fmt.Errorf("--config %s: field %q: %w", file.path, field, err)
+			}
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// configFile is the --config file as parseArgs applied it: its path, and
+// the flags it set with the field that set each.
+type configFile struct {
+	path   string
+	fields map[string]string
+}
+
+// parseArgs is parseFlags but for the naming of the file's fields in
+// errors: it fills in file.
+func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	klog.InitFlags(fs)
@@ -92,7 +123,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		memLimit                        string
 		headers                         headerFlag
 		clusterDNS                      string
+		taints                          string
 	)
+	fs.StringVar(&c.configFile, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) with the fields this agent supports; flags given on the command line override it.")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to the kubeconfig of the node's identity (system:node:<name>). Empty: standalone, no API server (static pods only; no registration, lease or mirror pods).")
 	fs.StringVar(&c.hostnameOverride, "hostname-override", "", "Node name and Hostname address to use instead of the host name (lower-cased).")
 	fs.StringVar(&nodeIP, "node-ip", "", "Comma-separated node IPs (one per family) to report as InternalIP. Default: the default-route address.")
@@ -102,7 +135,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.statusReportFrequency, "node-status-report-frequency", 0, "How often an unchanged status is posted (default 5m, or the update frequency when only that is given).")
 	fs.IntVar(&leaseSeconds, "node-lease-duration-seconds", 40, "Duration of the node lease; it is renewed every quarter of it.")
 	fs.StringVar(&c.runtimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint, for example unix:///run/containerd/containerd.sock. Empty: an in-memory fake runtime.")
-	fs.IntVar(&c.maxPods, "max-pods", 110, "Pods capacity of the node.")
+	fs.IntVar(&c.maxPods, "max-pods", 110, "Pods capacity of the node; pods beyond it are rejected (OutOfpods).")
+	fs.IntVar(&c.podsPerCore, "pods-per-core", 0, "When positive, caps pods capacity at this many pods per core. 0: no cap.")
+	fs.StringVar(&taints, "register-with-taints", "", "Taints the node registers with: key[=value]:Effect, separated by commas.")
+	fs.StringVar(&c.providerID, "provider-id", "", "spec.providerID of the node when it registers.")
 	fs.StringVar(&sysRes, "system-reserved", "", "Resources reserved for the system, for example cpu=500m,memory=1Gi.")
 	fs.StringVar(&kubeRes, "kube-reserved", "", "Resources reserved for Kubernetes daemons, for example cpu=100m,memory=256Mi.")
 	fs.StringVar(&c.diskUsagePath, "disk-usage-path", "/", "Directory whose file system the custom DiskUsageHigh condition reports on. Empty: no such condition.")
@@ -123,12 +159,24 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&clusterDNS, "cluster-dns", "", "Comma-separated DNS server IPs for ClusterFirst pods. Empty: pods get the node's resolver.")
 	fs.StringVar(&c.clusterDomain, "cluster-domain", "", "Cluster domain added to ClusterFirst pods' search paths, for example cluster.local.")
 	fs.StringVar(&c.resolvConf, "resolv-conf", "/etc/resolv.conf", "The node's resolver configuration, the base of pods' DNS; \"\" for none.")
+	fs.DurationVar(&c.syncFrequency, "sync-frequency", time.Minute, "How often a running pod is synced again when nothing happens to it.")
+	fs.StringVar(&c.podInfraImage, "pod-infra-container-image", "", "The sandbox (pause) image. The runtime's own configuration chooses the image sandboxes run, as with kubelet; the agent makes sure the runtime has this one before it runs pods. Empty: no check.")
+	fs.BoolVar(&c.seccompDefault, "seccomp-default", false, "Give containers without a seccomp profile the runtime's default one.")
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if c.configFile != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		var err error
+		file.path = c.configFile
+		if file.fields, err = applyConfigFile(fs, c.configFile, set); err != nil {
+			return nil, err
+		}
 	}
 	var err error
 	if err = c.parsePodFlags(clusterDNS, headers.h); err != nil {
@@ -155,6 +203,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.maxPods < 0 {
 		return nil, fmt.Errorf("--max-pods %d must not be negative", c.maxPods)
+	}
+	if c.podsPerCore < 0 {
+		return nil, fmt.Errorf("--pods-per-core %d must not be negative", c.podsPerCore)
+	}
+	if c.registerWithTaints, err = parseTaints(taints); err != nil {
+		return nil, fmt.Errorf("--register-with-taints: %w", err)
 	}
 	if c.diskUsagePath != "" {
 		if c.diskUsagePath, err = filepath.Abs(c.diskUsagePath); err != nil {
@@ -223,6 +277,9 @@ func (c *config) parsePodFlags(clusterDNS string, headers http.Header) error {
 		if errs := validation.IsDNS1123Subdomain(c.clusterDomain); len(errs) > 0 {
 			return fmt.Errorf("--cluster-domain %q: %s", c.clusterDomain, strings.Join(errs, "; "))
 		}
+	}
+	if c.syncFrequency < time.Second || c.syncFrequency > time.Hour {
+		return fmt.Errorf("--sync-frequency %v must be between 1s and 1h", c.syncFrequency)
 	}
 	if c.resolvConf == "" {
 		c.resolvConf = "-" // podsync's "none"
@@ -304,6 +361,37 @@ func parseResources(s string) (corev1.ResourceList, error) {
 			return nil, fmt.Errorf("%s: %s is negative", k, v)
 		}
 		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
+}
+
+// parseTaints parses key[=value]:Effect,... as kubelet's --register-with-taints.
+func parseTaints(s string) ([]corev1.Taint, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []corev1.Taint
+	for _, part := range strings.Split(s, ",") {
+		kv, effect, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key[=value]:Effect", part)
+		}
+		t := corev1.Taint{Effect: corev1.TaintEffect(effect)}
+		t.Key, t.Value, _ = strings.Cut(kv, "=")
+		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+			return nil, fmt.Errorf("taint key %q: %s", t.Key, strings.Join(errs, "; "))
+		}
+		if t.Value != "" {
+			if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
+				return nil, fmt.Errorf("taint %q value %q: %s", t.Key, t.Value, strings.Join(errs, "; "))
+			}
+		}
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			return nil, fmt.Errorf("taint %q: effect %q must be NoSchedule, PreferNoSchedule or NoExecute", t.Key, effect)
+		}
+		out = append(out, t)
 	}
 	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/podsync/volume"
 	"github.com/nodekit/nodekit/probe"
@@ -62,13 +63,16 @@ type podHalf struct {
 	// allocatable is the Node's allocatable as the heartbeat last wrote it
 	// (the downward API's default for unset limits); nil without one.
 	allocatable func() corev1.ResourceList
+	// node is the node pods are admitted against.
+	node *admissionNode
 }
 
 // newPodHalf builds the sources from cfg. It makes no request.
 // With an API server, hb is the node's heartbeat: mirror pods wait for its
 // registration and take the Node's UID from it.
 func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, client *nodeClientset, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
-	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg, recorder: &eventRecorder{}}
+	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg, recorder: &eventRecorder{},
+		node: &admissionNode{cfg: cfg, name: name, hb: hb, rt: rt, clock: clk}}
 	if hb != nil {
 		p.allocatable = func() corev1.ResourceList {
 			if n := hb.Node(); n != nil {
@@ -133,6 +137,11 @@ func (p *podHalf) Run(ctx context.Context) error {
 		return nil // ctx ended
 	}
 	ips := p.hostIPs(ctx)
+	ensurePauseImage(ctx, rt, p.cfg.podInfraImage)
+	admit, err := admission.New(admission.Options{Node: p.node.Node})
+	if err != nil {
+		return err
+	}
 	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: rt})
 	if err != nil {
 		return err
@@ -154,21 +163,22 @@ func (p *podHalf) Run(ctx context.Context) error {
 		return err
 	}
 	cri, err := podsync.NewCRI(podsync.CRIOptions{
-		PodData:       data,
-		Runtime:       rt,
-		Probes:        probes,
-		Clock:         p.clock,
-		PodLogRoot:    p.cfg.podLogRoot,
-		PodRoot:       filepath.Join(p.cfg.rootDir, "pods"),
-		CgroupDriver:  p.cfg.cgroupDriver,
-		CgroupRoot:    p.cfg.cgroupRoot,
-		ClusterDNS:    p.cfg.clusterDNS,
-		ClusterDomain: p.cfg.clusterDomain,
-		ResolvConf:    p.cfg.resolvConf,
-		NodeName:      p.name,
-		HostIPs:       ips,
-		Registerer:    p.registry,
-		Recorder:      p.recorder,
+		PodData:        data,
+		Runtime:        rt,
+		Probes:         probes,
+		Clock:          p.clock,
+		PodLogRoot:     p.cfg.podLogRoot,
+		PodRoot:        filepath.Join(p.cfg.rootDir, "pods"),
+		CgroupDriver:   p.cfg.cgroupDriver,
+		CgroupRoot:     p.cfg.cgroupRoot,
+		ClusterDNS:     p.cfg.clusterDNS,
+		ClusterDomain:  p.cfg.clusterDomain,
+		ResolvConf:     p.cfg.resolvConf,
+		NodeName:       p.name,
+		HostIPs:        ips,
+		SeccompDefault: p.cfg.seccompDefault,
+		Registerer:     p.registry,
+		Recorder:       p.recorder,
 	})
 	if err != nil {
 		return err
@@ -194,6 +204,8 @@ func (p *podHalf) Run(ctx context.Context) error {
 		Updates:      updates,
 		SourcesReady: p.merger.SeenAllSources,
 		HostIPs:      ips,
+		Admit:        admit,
+		ResyncPeriod: p.cfg.syncFrequency,
 		Clock:        p.clock,
 		Registerer:   p.registry,
 		Recorder:     p.recorder,
