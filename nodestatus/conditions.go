@@ -154,7 +154,7 @@ func (r *ready) passClock() clock.PassiveClock { return r.clock }
 // returns the runtime's and the network's errors, as kubelet words them, and
 // the check's own failure.
 func (r *ready) runtimeErrors(ctx context.Context, now time.Time) (runtimeErrs, networkErrs []error, checkErr error) {
-	st, err := r.src.status(ctx)
+	st, at, err := r.src.statusAt(ctx, now)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -166,8 +166,8 @@ func (r *ready) runtimeErrors(ctx context.Context, now time.Time) (runtimeErrs, 
 		}
 		if c := runtimeCondition(st.Status, runtimeapi.RuntimeReady); c == nil || !c.Status {
 			r.runtimeErr = fmt.Errorf("container runtime not ready: %s", formatRuntimeCondition(c))
-		} else {
-			r.lastGood = now
+		} else if at.After(r.lastGood) {
+			r.lastGood = at
 		}
 	}
 	switch {

@@ -105,6 +105,13 @@ type Options struct {
 	Host Host
 	// Runtime supplies the runtime's version, status and images. Required.
 	Runtime RuntimeInfo
+	// RuntimeStatus, when set, supplies the runtime's status as another
+	// component last observed it (podsync's CRI syncer observes it on every
+	// relist), so that the setters do not ask the runtime a second time:
+	// Ready, RuntimeHandlers and NodeFeatures read it instead of calling
+	// Runtime.Status, and Ready dates the runtime's last good answer by the
+	// observation's time. Default nil: each pass asks Runtime.Status.
+	RuntimeStatus RuntimeStatusSource
 	// MaxPods is the pods capacity. Default 110.
 	MaxPods int
 	// PodsPerCore, when positive, caps pods capacity at PodsPerCore times the
@@ -163,7 +170,7 @@ func DefaultSetters(opts Options) (Setters, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := &sources{host: o.Host, runtime: o.Runtime, recorder: o.Recorder}
+	src := &sources{host: o.Host, runtime: o.Runtime, statusSource: o.RuntimeStatus, recorder: o.Recorder}
 	var thresholds thresholds
 	if opts.EvictionHard == nil {
 		thresholds = defaultThresholds() // parsed once, shared: read-only
@@ -317,9 +324,10 @@ func validateNodeIPs(ips []net.IP) error {
 // sources are what the default setters of one list share: the host and the
 // runtime, each asked at most once per pass (see once).
 type sources struct {
-	host     Host
-	runtime  RuntimeInfo
-	recorder record.EventRecorder
+	host         Host
+	runtime      RuntimeInfo
+	statusSource RuntimeStatusSource // nil: ask runtime
+	recorder     record.EventRecorder
 }
 
 type (
@@ -349,13 +357,31 @@ func (s *sources) version(ctx context.Context) (*runtimeapi.VersionResponse, err
 }
 
 func (s *sources) status(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+	st, _, err := s.statusAt(ctx, time.Time{})
+	return st, err
+}
+
+// statusAt returns the runtime's status and when it was observed: now for
+// a status asked of the runtime in this pass, the observation's time for
+// one from the RuntimeStatus source.
+func (s *sources) statusAt(ctx context.Context, now time.Time) (*runtimeapi.StatusResponse, time.Time, error) {
+	if s.statusSource != nil {
+		st, at, err := s.statusSource.LatestRuntimeStatus()
+		if err == nil && at.IsZero() {
+			err = errRuntimeStatusNotObserved
+		}
+		if err == nil && (st == nil || st.Status == nil) {
+			err = errors.New("runtime returned no status")
+		}
+		return st, at, err
+	}
 	st, err := once(ctx, statusKey{s}, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
 		return s.runtime.Status(ctx, false)
 	})
 	if err == nil && (st == nil || st.Status == nil) {
 		err = errors.New("runtime returned no status")
 	}
-	return st, err
+	return st, now, err
 }
 
 func (s *sources) images(ctx context.Context) ([]*runtimeapi.Image, error) {

@@ -842,3 +842,89 @@ func TestConcurrentChanges(t *testing.T) {
 	}
 	<-done
 }
+
+// With Options.RuntimeStatus the setters read the runtime's status from
+// the source and never ask the runtime; Ready dates the runtime's last good
+// answer by the observation's time, so a source that stops observing makes
+// the node NotReady 30s after its last good observation.
+func TestReadyFromRuntimeStatusSource(t *testing.T) {
+	var (
+		mu       atomic.Pointer[runtimeapi.StatusResponse]
+		observed atomic.Pointer[time.Time]
+		srcErr   atomic.Pointer[error]
+	)
+	status := func(runtimeReady, networkReady bool) *runtimeapi.StatusResponse {
+		return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+			{Type: runtimeapi.RuntimeReady, Status: runtimeReady},
+			{Type: runtimeapi.NetworkReady, Status: networkReady, Reason: "NetworkPluginNotReady", Message: "cni plugin not initialized"},
+		}}}
+	}
+	source := nodestatus.RuntimeStatusFunc(func() (*runtimeapi.StatusResponse, time.Time, error) {
+		if p := srcErr.Load(); p != nil {
+			return nil, time.Time{}, *p
+		}
+		at := observed.Load()
+		if at == nil {
+			return nil, time.Time{}, nil
+		}
+		return mu.Load(), *at, nil
+	})
+	f := newFixture(t, func(o *nodestatus.Options) { o.RuntimeStatus = source })
+	// The runtime itself fails every Status call: it must not be asked.
+	f.rt.SetErrors(nil, errors.New("runtime asked"), nil)
+	ready := func() corev1.NodeCondition { return cond(t, f.node, corev1.NodeReady) }
+	observe := func(st *runtimeapi.StatusResponse) {
+		now := f.clock.Now()
+		mu.Store(st)
+		observed.Store(&now)
+	}
+
+	if err := f.pass(t); err == nil || !strings.Contains(err.Error(), "has not been observed yet") {
+		t.Fatalf("pass before any observation: %v", err)
+	}
+	if c := ready(); c.Status != corev1.ConditionFalse || c.Message != "container runtime status check may not have completed yet" {
+		t.Fatalf("ready before any observation: %s %q", c.Status, c.Message)
+	}
+
+	observe(status(true, true))
+	f.mustPass(t)
+	if c := ready(); c.Status != corev1.ConditionTrue || c.Reason != "KubeletReady" {
+		t.Fatalf("ready after a good observation: %s %q", c.Status, c.Message)
+	}
+
+	f.clock.Step(time.Second)
+	observe(status(true, false))
+	f.mustPass(t)
+	if c := ready(); c.Status != corev1.ConditionFalse || c.Reason != "KubeletNotReady" ||
+		c.Message != "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni plugin not initialized" {
+		t.Fatalf("ready with the network not ready: %s %s %q", c.Status, c.Reason, c.Message)
+	}
+
+	// The source stops observing: still Ready for 30s after its last good
+	// observation, then the runtime is down.
+	observe(status(true, true))
+	last := f.clock.Now()
+	f.clock.Step(29 * time.Second)
+	f.mustPass(t)
+	if c := ready(); c.Status != corev1.ConditionTrue {
+		t.Fatalf("ready %v after the last observation: %s %q", f.clock.Since(last), c.Status, c.Message)
+	}
+	f.clock.Step(time.Second)
+	f.mustPass(t)
+	if c := ready(); c.Status != corev1.ConditionFalse || c.Message != "container runtime is down" {
+		t.Fatalf("ready 30s after the last observation: %s %q", c.Status, c.Message)
+	}
+
+	// The source's own error is the pass's; what the last answer said holds.
+	observe(status(true, true))
+	f.mustPass(t)
+	e := errors.New("relist failed")
+	srcErr.Store(&e)
+	f.clock.Step(time.Second)
+	if err := f.pass(t); err == nil || !strings.Contains(err.Error(), "relist failed") {
+		t.Fatalf("pass with a failing source: %v", err)
+	}
+	if c := ready(); c.Status != corev1.ConditionTrue {
+		t.Fatalf("ready after one failed observation: %s %q", c.Status, c.Message)
+	}
+}

@@ -124,6 +124,7 @@ type CRI struct {
 	pull      backoff.Map[string]
 	name      string // runtime name, for container IDs
 	netReady  bool   // NetworkReady at the last relist
+	status    observedStatus
 	sandboxes map[string]*sandboxCache
 	ctrs      map[string]*ContainerState
 }
@@ -257,7 +258,9 @@ func (c *CRI) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
 		c.name = v.RuntimeName
 		c.mu.Unlock()
 	}
-	if st, err := c.rt.Status(ctx, false); err == nil {
+	st, err := c.rt.Status(ctx, false)
+	c.observeStatus(st, err)
+	if err == nil {
 		ready := false
 		for _, cond := range st.GetStatus().GetConditions() {
 			if cond.Type == runtimeapi.NetworkReady {

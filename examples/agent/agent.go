@@ -69,6 +69,9 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 	)
 
 	a.runtime = newRuntimeConn(cfg.runtimeEndpoint, clk)
+	// With an API server there is always a pod half (the API source), whose
+	// relists give the node its runtime status.
+	rs := &runtimeStatus{conn: a.runtime}
 	a.components = []component{{name: "runtime", run: a.runtime.Run}}
 
 	// The node half: only with an API server.
@@ -84,7 +87,7 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 		if a.client, err = newClient(restCfg, counter); err != nil {
 			return nil, err
 		}
-		if a.setters, err = newSetters(cfg, name, a.runtime); err != nil {
+		if a.setters, err = newSetters(cfg, name, a.runtime, rs); err != nil {
 			return nil, err
 		}
 		hbOpts := heartbeat.Options{
@@ -112,7 +115,7 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 	if !ok {
 		tclk = clock.RealClock{}
 	}
-	if a.pods, err = newPodHalf(cfg, name, tclk, a.runtime, a.client, a.heartbeat, a.registry); err != nil {
+	if a.pods, err = newPodHalf(cfg, name, tclk, a.runtime, rs, a.client, a.heartbeat, a.registry); err != nil {
 		return nil, err
 	}
 	if a.pods != nil {
@@ -172,11 +175,13 @@ func nodeTemplate(cfg *config, name string) *corev1.Node {
 
 // newSetters returns kubelet's default setters with the custom DiskUsage
 // setter placed before Ready.
-func newSetters(cfg *config, name string, rt nodestatus.RuntimeInfo) (nodestatus.Setters, error) {
+// status, when not nil, is the runtime's status as the pod half observes it.
+func newSetters(cfg *config, name string, rt nodestatus.RuntimeInfo, status nodestatus.RuntimeStatusSource) (nodestatus.Setters, error) {
 	setters, err := nodestatus.DefaultSetters(nodestatus.Options{
 		Hostname:       name,
 		NodeIPs:        cfg.nodeIPs,
 		Runtime:        rt,
+		RuntimeStatus:  status,
 		MaxPods:        cfg.maxPods,
 		PodsPerCore:    cfg.podsPerCore,
 		SystemReserved: cfg.systemReserved,

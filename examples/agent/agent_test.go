@@ -235,7 +235,7 @@ func TestAgentOnFakes(t *testing.T) {
 	cfg := &config{hostnameOverride: "n1", registerNode: true, leaseDuration: 40 * time.Second,
 		diskUsagePath: t.TempDir(), diskUsageThreshold: 99.9, maxPods: 110}
 	rc := newRuntimeConn("", clock.RealClock{})
-	setters, err := newSetters(cfg, "n1", rc)
+	setters, err := newSetters(cfg, "n1", rc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

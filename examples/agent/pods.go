@@ -50,6 +50,7 @@ type podHalf struct {
 	name     string
 	clock    clock.WithTicker
 	runtime  *runtimeConn
+	status   *runtimeStatus // given the CRI syncer once it exists
 	client   *nodeClientset // nil: standalone
 	registry prometheus.Registerer
 
@@ -70,8 +71,8 @@ type podHalf struct {
 // newPodHalf builds the sources from cfg. It makes no request.
 // With an API server, hb is the node's heartbeat: mirror pods wait for its
 // registration and take the Node's UID from it.
-func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, client *nodeClientset, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
-	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, client: client, registry: reg, recorder: &eventRecorder{},
+func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, rs *runtimeStatus, client *nodeClientset, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
+	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, status: rs, client: client, registry: reg, recorder: &eventRecorder{},
 		node: &admissionNode{cfg: cfg, name: name, hb: hb, rt: rt, clock: clk}}
 	if hb != nil {
 		p.allocatable = func() corev1.ResourceList {
@@ -183,6 +184,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.status.cri.Store(cri)
 	wopts := status.Options{Clock: p.clock, Registerer: p.registry}
 	if p.client != nil {
 		wopts.Client = p.client.CoreV1()

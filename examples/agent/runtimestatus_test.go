@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// The node's Ready condition follows the pod half's relists: before the
+// pod half runs it says the runtime check has not completed; after a relist
+// it is Ready; a network that goes down shows only once a relist saw it
+// (the setters do not ask the runtime themselves), with kubelet's message.
+func TestNodeReadyFromPodHalfRelist(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := &config{hostnameOverride: "n1", maxPods: 110}
+	rc := newRuntimeConn("", clock.RealClock{})
+	rs := &runtimeStatus{conn: rc}
+	setters, err := newSetters(cfg, "n1", rc, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := func() corev1.NodeCondition {
+		t.Helper()
+		node := nodeTemplate(cfg, "n1")
+		_ = setters.SetStatus(ctx, node)
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c
+			}
+		}
+		t.Fatal("no Ready condition")
+		return corev1.NodeCondition{}
+	}
+	if c := ready(); c.Status != corev1.ConditionFalse || c.Message != "container runtime status check may not have completed yet" {
+		t.Fatalf("before the pod half: %s %q", c.Status, c.Message)
+	}
+
+	rt, err := rc.Runtime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cri, err := podsync.NewCRI(podsync.CRIOptions{Runtime: rt, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.cri.Store(cri)
+	if _, err := cri.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := ready(); c.Status != corev1.ConditionTrue || c.Reason != "KubeletReady" {
+		t.Fatalf("after a relist: %s %q", c.Status, c.Message)
+	}
+
+	fake := rt.(*runtimetest.Runtime)
+	fake.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
+	// Still Ready: the setters read the last relist, not the runtime.
+	if c := ready(); c.Status != corev1.ConditionTrue {
+		t.Fatalf("before the next relist: %s %q", c.Status, c.Message)
+	}
+	if _, err := cri.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := ready(); c.Status != corev1.ConditionFalse || c.Reason != "KubeletNotReady" ||
+		c.Message != "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni config uninitialized" {
+		t.Fatalf("after a relist that saw the network down: %s %s %q", c.Status, c.Reason, c.Message)
+	}
+}

@@ -1,0 +1,46 @@
+package podsync
+
+import (
+	"errors"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// observedStatus is the runtime's status as the last relist saw it.
+type observedStatus struct {
+	status *runtimeapi.StatusResponse
+	at     time.Time
+	err    error
+}
+
+// observeStatus records the runtime status call of a relist.
+func (c *CRI) observeStatus(st *runtimeapi.StatusResponse, err error) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.status.err, c.status.at = err, now
+		return
+	}
+	c.status = observedStatus{status: st, at: now}
+}
+
+// LatestRuntimeStatus returns the runtime's status as the last relist
+// observed it and when, or the error of that relist's status call; a
+// nodestatus.RuntimeStatusSource, so that the node's Ready condition
+// follows what the pod half sees without a second poll of the runtime. It
+// never waits on the runtime.
+func (c *CRI) LatestRuntimeStatus() (*runtimeapi.StatusResponse, time.Time, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.status.err != nil {
+		return nil, c.status.at, c.status.err
+	}
+	if c.status.status == nil {
+		return nil, time.Time{}, errNotRelisted
+	}
+	return c.status.status, c.status.at, nil
+}
+
+var errNotRelisted = errors.New("podsync: the runtime has not been relisted yet")
