@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,11 +41,11 @@ const registrationPoll = 100 * time.Millisecond
 // mirror pods for static pods when there is an API server; and, once the
 // runtime is connected, a podsync Engine on the CRI syncer with a
 // probe.Manager, a podsync/status Writer and a podsync/volume Manager for
-// the pods' data. Goroutines: one per source, the merger, mirror pods and
-// the relay that triggers them, the writer, the event broadcaster, the probe
-// manager, the engine (with the engine's bounded workers), and the volume
-// Manager with one watch per Secret or ConfigMap that pods use and one of
-// Services; none per pod.
+// the pods' data. Goroutines: one per source, the merger, mirror pods, the
+// relay of updates to the engine, the writer, the event broadcaster, the
+// probe manager, the engine (with the engine's bounded workers), and the
+// volume Manager with one watch per Secret or ConfigMap that pods use and
+// one of Services; none per pod.
 type podHalf struct {
 	cfg      *config
 	name     string
@@ -66,6 +67,10 @@ type podHalf struct {
 	allocatable func() corev1.ResourceList
 	// node is the node pods are admitted against.
 	node *admissionNode
+
+	sources     int // how many sources the merger has
+	forwardedMu sync.Mutex
+	forwarded   map[string]bool // sources whose updates reached the engine
 }
 
 // newPodHalf builds the sources from cfg. It makes no request.
@@ -108,6 +113,7 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 	if len(sources) == 0 {
 		return nil, nil // nothing can ever ask for a pod
 	}
+	p.sources, p.forwarded = len(sources), map[string]bool{}
 	var err error
 	if p.merger, err = podsource.NewMerger(podsource.MergerOptions{Sources: sources, Clock: clk, Recorder: p.recorder}); err != nil {
 		return nil, err
@@ -193,18 +199,13 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	updates := p.merger.Updates()
-	var relay chan podsource.Update
-	if p.mirrors != nil {
-		relay = make(chan podsource.Update)
-		updates = relay
-	}
+	relay := make(chan podsource.Update)
 	engine, err = podsync.New(podsync.Options{
 		Syncer:       cri,
 		Writer:       writer,
 		Probes:       probes,
-		Updates:      updates,
-		SourcesReady: p.merger.SeenAllSources,
+		Updates:      relay,
+		SourcesReady: p.sourcesReady,
 		HostIPs:      ips,
 		Admit:        admit,
 		ResyncPeriod: p.cfg.syncFrequency,
@@ -221,10 +222,10 @@ func (p *podHalf) Run(ctx context.Context) error {
 		{name: "probes", run: probes.Run},
 		{name: "pod sync", run: engine.Run},
 		{name: "pod data", run: data.Run},
+		{name: "pod updates", run: func(ctx context.Context) error { return p.relay(ctx, relay) }},
 	}
 	if p.mirrors != nil {
-		comps = append(comps, component{name: "mirror pods", run: p.runMirrors},
-			component{name: "static pod changes", run: func(ctx context.Context) error { return p.relay(ctx, relay) }})
+		comps = append(comps, component{name: "mirror pods", run: p.runMirrors})
 	}
 	klog.FromContext(ctx).Info("Running pods", "manifestPath", p.cfg.podManifestPath, "manifestURL", p.cfg.manifestURL,
 		"apiServer", p.client != nil, "podRoot", filepath.Join(p.cfg.rootDir, "pods"))
@@ -253,7 +254,8 @@ func (p *podHalf) hostIPs(ctx context.Context) []string {
 	return []string{ip.String()}
 }
 
-// relay passes the merged updates on to the engine, and asks the mirror
+// relay passes the merged updates on to the engine, notes which sources
+// the engine has received updates from (sourcesReady), and asks the mirror
 // pods for a sync whenever static pods change, so that a mirror pod is
 // created or deleted at once rather than at the next period.
 func (p *podHalf) relay(ctx context.Context, to chan<- podsource.Update) error {
@@ -263,7 +265,7 @@ func (p *podHalf) relay(ctx context.Context, to chan<- podsource.Update) error {
 		case <-ctx.Done():
 			return nil
 		case u := <-from:
-			if u.Source == podsource.FileSource || u.Source == podsource.HTTPSource {
+			if p.mirrors != nil && (u.Source == podsource.FileSource || u.Source == podsource.HTTPSource) {
 				p.mirrors.Trigger()
 			}
 			select {
@@ -271,8 +273,23 @@ func (p *podHalf) relay(ctx context.Context, to chan<- podsource.Update) error {
 				return nil
 			case to <- u:
 			}
+			p.forwardedMu.Lock()
+			p.forwarded[u.Source] = true
+			p.forwardedMu.Unlock()
 		}
 	}
+}
+
+// sourcesReady reports whether the engine has received every source's
+// first set: the merger announces each source's first set with an update,
+// even an empty one, and the engine handles an update it received before
+// its next relist. Until then a running pod no worker knows yet is not an
+// orphan (a restarted agent adopts its pods). The merger's own
+// SeenAllSources turns true before its last update reaches the engine.
+func (p *podHalf) sourcesReady() bool {
+	p.forwardedMu.Lock()
+	defer p.forwardedMu.Unlock()
+	return p.merger.SeenAllSources() && len(p.forwarded) == p.sources
 }
 
 // runMirrors runs the mirror pods once the Node is registered.
