@@ -35,6 +35,7 @@ fmt-check:
 TESTING_ALLOWED := \
 	github.com/nodekit/nodekit/runtime/runtimetest/contract \
 	github.com/nodekit/nodekit/internal/containerdtest \
+	github.com/nodekit/nodekit/internal/containerdtest/localcontainerd \
 	github.com/nodekit/nodekit/internal/controlplane \
 	github.com/nodekit/nodekit/internal/controlplane/localcluster
 

@@ -4,7 +4,13 @@
 #   make demo                    # runs until Ctrl-C
 #   make demo DEMO_SECONDS=60    # runs 60 s in all, then tears everything down
 #   make demo RUNTIME=containerd # insist on a real containerd
+#   make demo RUNTIME=private    # a private containerd the demo starts (root)
 #   make demo RUNTIME=fake       # the in-memory fake runtime
+#
+# On a containerd the demo starts itself it also runs pods: a static pod from
+# a manifest it writes (with its mirror pod) and an API pod applied with
+# kubectl, carrying an HTTP readiness probe; both reach Running and Ready,
+# `kubectl get pods -o wide` shows them, and the API pod is then deleted.
 #
 # Environment:
 #   KUBEBUILDER_ASSETS  directory with kube-apiserver, etcd and kubectl
@@ -12,10 +18,15 @@
 #   DEMO_SECONDS        0 (default): run until Ctrl-C; N: stop N seconds after
 #                       the agent started (builds and start-up not counted)
 #   RUNTIME             empty (default): the system containerd when
-#                       /run/containerd/containerd.sock answers, else the fake;
+#                       /run/containerd/containerd.sock answers, else (as
+#                       root) a private containerd, else the fake;
 #                       containerd: the system containerd, or else (as root) a
-#                       private containerd started in the demo directory;
-#                       fake: the fake
+#                       private containerd; private: a private containerd
+#                       (root); fake: the fake. The private containerd is the
+#                       test harness's (internal/containerdtest), started in
+#                       the demo directory with the locally built pause and
+#                       busybox images; the demo's pods run only on it.
+#   DEMO_HTTP_PORT      host port of the demo's API pod (default 18080)
 #   DEMO_NODE           node name (default nodekit-demo)
 #   DEMO_DIR            working directory (default: a new /tmp/nodekit-demo.*,
 #                       removed at the end)
@@ -47,7 +58,7 @@ cleanup() {
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
     pid=${pids[i]}
     kill -TERM -- "-$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$pid" 2>/dev/null || true
   done
   if [ -n "$ctrd_dir" ]; then
@@ -125,67 +136,39 @@ containerd_answers() {
   [ -S "$1" ] && command -v ctr >/dev/null 2>&1 && timeout 5 ctr --address "$1" version >/dev/null 2>&1
 }
 
-# start_private_containerd: a containerd of the demo's own, with its root,
-# state and socket in $dir/containerd and a loopback-only CNI configuration
-# (no pod networking, but the runtime reports NetworkReady, so the node is
-# Ready).
+# start_private_containerd: the test harness's containerd (localcontainerd),
+# with its root, state, sockets and cgroup root of its own, the locally built
+# pause and busybox images imported and a loopback-only CNI configuration (no
+# pod networking, but the runtime reports NetworkReady, so the node is
+# Ready). It removes everything it made when it stops.
 start_private_containerd() {
-  [ "$(id -u)" = 0 ] || die "RUNTIME=containerd: no containerd at $system_sock, and starting one needs root"
-  if ! command -v containerd >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
-    log "installing containerd and runc (hack/containerd-deps.sh)"
-    "$root/hack/containerd-deps.sh" >/dev/null
-  fi
-  ctrd_dir="$dir/containerd"
-  mkdir -p "$ctrd_dir/cni/conf" "$ctrd_dir/cni/bin"
-  cat >"$ctrd_dir/cni/conf/10-demo.conflist" <<'EOF'
-{"cniVersion": "0.4.0", "name": "nodekit-demo", "plugins": [{"type": "loopback"}]}
-EOF
-  cat >"$ctrd_dir/config.toml" <<EOF
-version = 2
-root = "$ctrd_dir/root"
-state = "$ctrd_dir/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "$ctrd_dir/containerd.sock"
-[ttrpc]
-  address = "$ctrd_dir/containerd.sock.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.grpc.v1.cri"]
-  disable_tcp_service = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-      Root = "$ctrd_dir/runc"
-      SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$ctrd_dir/cni/bin"
-    conf_dir = "$ctrd_dir/cni/conf"
-EOF
-  log "starting a private containerd ($(containerd --version | awk '{print $3}')) in $ctrd_dir"
-  start_bg containerd containerd --config "$ctrd_dir/config.toml"
-  if ! wait_for 60 containerd containerd_answers "$ctrd_dir/containerd.sock"; then
+  [ "$(id -u)" = 0 ] || die "RUNTIME=$RUNTIME: no containerd at $system_sock, and starting one needs root"
+  log "checking containerd, runc and busybox-static (hack/containerd-deps.sh)"
+  "$root/hack/containerd-deps.sh" >/dev/null
+  (cd "$root" && go build -o "$dir/bin/localcontainerd" ./internal/containerdtest/localcontainerd)
+  log "starting a private containerd ($(containerd --version | awk '{print $3}')) with the local pause and busybox images"
+  start_bg containerd "$dir/bin/localcontainerd" -dir "$dir"
+  if ! wait_for 180 containerd grep -q '^ready ' "$dir/containerd.log"; then
     tail -n 20 "$dir/containerd.log" >&2
-    die "the private containerd did not answer within 60 s"
+    die "the private containerd did not start within 180 s (log: $dir/containerd.log)"
   fi
-  runtime_endpoint="unix://$ctrd_dir/containerd.sock"
+  read -r _ runtime_endpoint busybox_image pod_log_root cgroup_root < <(grep '^ready ' "$dir/containerd.log")
+  private_runtime=1
 }
 
 choose_runtime() {
   runtime_endpoint=""
+  private_runtime=0
   case "$RUNTIME" in
     fake) ;;
     "")
       if containerd_answers "$system_sock"; then
         runtime_endpoint="unix://$system_sock"
+      elif [ "$(id -u)" = 0 ]; then
+        start_private_containerd
       fi
       ;;
+    private) start_private_containerd ;;
     containerd)
       if containerd_answers "$system_sock"; then
         runtime_endpoint="unix://$system_sock"
@@ -193,12 +176,12 @@ choose_runtime() {
         start_private_containerd
       fi
       ;;
-    *) die "RUNTIME=$RUNTIME: want containerd, fake or nothing" ;;
+    *) die "RUNTIME=$RUNTIME: want containerd, private, fake or nothing" ;;
   esac
   if [ -n "$runtime_endpoint" ]; then
     log "runtime: containerd at $runtime_endpoint"
   else
-    log "runtime: the in-memory fake (no containerd answers at $system_sock; RUNTIME=containerd starts one as root)"
+    log "runtime: the in-memory fake (no containerd answers at $system_sock; as root the demo starts one)"
   fi
 }
 
@@ -207,6 +190,13 @@ start_agent() {
     --disk-usage-path "$dir" --listen "${DEMO_LISTEN:-127.0.0.1:10248}" "$@")
   if [ -n "$runtime_endpoint" ]; then
     args+=(--container-runtime-endpoint "$runtime_endpoint")
+  fi
+  if [ "$private_runtime" = 1 ]; then
+    # The pod half's files stay in the demo directory; the harness's
+    # containerd gives the cgroup root and the pod log root it cleans up.
+    mkdir -p "$dir/manifests"
+    args+=(--pod-manifest-path "$dir/manifests" --file-check-frequency 1s --root-dir "$dir/root"
+      --pod-log-root "$pod_log_root" --cgroup-root "$cgroup_root" --resolv-conf "")
   fi
   log "starting the agent: agent ${args[*]}"
   agent_start=$(date +%s.%N)
@@ -242,6 +232,92 @@ show() {
   echo
 }
 
+# pod_ready NAME: the pod is Running and Ready.
+pod_ready() {
+  [ "$(kubectl get pod "$1" -o jsonpath='{.status.phase}/{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = Running/True ]
+}
+
+# pods_ready: both demo pods are Running and Ready.
+pods_ready() { pod_ready demo-web && pod_ready "demo-static-$DEMO_NODE"; }
+
+# show_pods: a static pod and an API pod with an HTTP readiness probe on the
+# private containerd; on any other runtime it says why there are none.
+show_pods() {
+  echo "== pods"
+  if [ "$private_runtime" != 1 ]; then
+    if [ -n "$runtime_endpoint" ]; then
+      echo "No demo pods: they use the locally built busybox image, imported only into the"
+      echo "containerd the demo starts itself (RUNTIME=private, as root)."
+    else
+      echo "No demo pods: the in-memory fake runtime runs no containers. Pods need containerd:"
+      echo "run make demo as root (it starts a private containerd) or with a system containerd."
+    fi
+    echo
+    return
+  fi
+  local port=${DEMO_HTTP_PORT:-18080} t
+  cat >"$dir/manifests/.demo-static.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-static
+spec:
+  hostNetwork: true
+  dnsPolicy: Default
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: $busybox_image
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+EOF
+  mv "$dir/manifests/.demo-static.yaml" "$dir/manifests/demo-static.yaml"
+  echo "static pod: $dir/manifests/demo-static.yaml (mirror pod demo-static-$DEMO_NODE)"
+  cat >"$dir/demo-web.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: demo-web
+  namespace: default
+spec:
+  nodeName: $DEMO_NODE
+  hostNetwork: true
+  dnsPolicy: Default
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: web
+    image: $busybox_image
+    imagePullPolicy: Never
+    command: ["sh", "-c", "mkdir -p /www && echo nodekit > /www/index.html && trap 'exit 0' TERM; httpd -f -p $port -h /www & wait"]
+    ports:
+    - containerPort: $port
+    readinessProbe:
+      httpGet: {path: /, port: $port}
+      periodSeconds: 1
+EOF
+  echo "API pod: kubectl apply -f $dir/demo-web.yaml (busybox httpd on host port $port, HTTP readiness probe)"
+  kubectl apply -f "$dir/demo-web.yaml" >/dev/null
+  t=$SECONDS
+  if ! wait_for 90 "pods Ready" pods_ready; then
+    kubectl get pods -o wide >&2 || true
+    tail -n 20 "$dir/agent.log" >&2
+    die "the demo pods were not Running and Ready within 90 s (agent log: $dir/agent.log)"
+  fi
+  echo "both pods Running and Ready $((SECONDS - t)) s after the API pod was applied"
+  echo
+  echo "== kubectl get pods -o wide"
+  kubectl get pods -o wide
+  echo
+  echo "== kubectl delete pod demo-web"
+  t=$SECONDS
+  kubectl delete pod demo-web --wait=true --timeout=60s
+  echo "deleted in $((SECONDS - t)) s; left:"
+  kubectl get pods -o wide
+  echo
+}
+
 main() {
   setup_dir
   local t0=$SECONDS
@@ -257,6 +333,7 @@ main() {
   ready=$(awk -v s="$agent_start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
   log "node $DEMO_NODE Ready (seen by kubectl ${ready}s after the agent started; $((SECONDS - t0))s since make demo began)"
   show
+  show_pods
   echo "Point kubectl at the demo cluster:"
   echo "  export KUBECONFIG=$dir/admin.kubeconfig"
   echo "  kubectl get nodes; kubectl -n kube-node-lease get lease $DEMO_NODE -w"
