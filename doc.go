@@ -25,7 +25,8 @@
 //	probe       liveness, readiness and startup probes (exec, HTTP, TCP, gRPC)
 //	podsync     makes the runtime match the desired pods and writes pod status;
 //	            podsync/volume gives pods their volumes, env and pull
-//	            credentials from the API
+//	            credentials from the API; podsync/admission admits new pods
+//	            as kubelet does
 //	examples    examples/agent composes the parts into a working node agent
 //
 // # How the parts compose

@@ -114,6 +114,16 @@
 // signatures of runtime.Runtime, so any runtime.Runtime will do;
 // nodestatustest.Runtime is a small settable fake.
 //
+// Options.RuntimeStatus replaces the status check with a
+// RuntimeStatusSource: the runtime's status as another component last
+// observed it (podsync's CRI syncer asks on every relist, once a second), so
+// an agent that runs pods does not poll the runtime twice. Ready,
+// RuntimeHandlers and NodeFeatures then read the source and never call
+// Runtime.Status; a good answer is dated by its observation, so a source
+// that stops observing makes the node NotReady ("container runtime is
+// down") RuntimeDownAfter after its last good observation. Without it each
+// pass asks Runtime.Status, as before.
+//
 // Within one Setters.SetStatus call the host and each runtime method are
 // asked at most once, shared by all setters; nothing is cached from one call
 // to the next, so a pass never sees a stale answer.

@@ -16,6 +16,14 @@
 //   - Engine: one worker per pod UID fed by podsource.Update, a relist, a
 //     resync and probe result changes, handing statuses to a StatusWriter
 //     (podsync/status writes them to the API server).
+//   - Admission (Options.Admit, an admission.Admitter; podsync/admission has
+//     kubelet's predicates): a pod new to the engine is offered, oldest
+//     first by creation time within an update, with the admitted pods that
+//     run or stop. A rejected pod never runs: its worker is Done at once,
+//     its status is phase Failed with kubelet's reason and "Pod was
+//     rejected: " and the message, a Warning event carries the reason, and
+//     kubelet_admission_rejections_total{reason} counts it; once its
+//     deletion begins the writer deletes it for good.
 //
 // # Lifecycle
 //
@@ -128,7 +136,10 @@
 // imagePullPolicy with the kubelet's pull back-off (key <podUID>_<image>,
 // 10s doubling to 5m), one at a time unless CRIOptions.MaxParallelImagePulls
 // says otherwise. Pod-network pods wait while the runtime reports
-// NetworkReady false (ErrNetworkNotReady, retried after 1s). Termination
+// NetworkReady false (ErrNetworkNotReady, retried after 1s). Every relist
+// asks the runtime for its status; LatestRuntimeStatus returns the last
+// answer and when it came, so nodestatus (Options.RuntimeStatus) can report
+// the node's readiness from it without polling the runtime a second time. Termination
 // messages come from the file mounted at terminationMessagePath (4 KiB) or,
 // under FallbackToLogsOnError after a failure, from the log's last 80 lines
 // (2 KiB). postStart hooks run after start (a failure kills the
@@ -160,7 +171,9 @@
 //   - Pod-level cgroups only with CgroupsPerQOS on the cgroupfs driver; no
 //     node-allocatable enforcement on kubepods, no pids limit, no hugetlb;
 //     the QoS cgroups are set when pods come and go, not also every minute.
-//     No eviction.
+//     No eviction. Admission is kubelet's predicates only
+//     (podsync/admission), and only with Options.Admit; no preemption to
+//     admit critical pods.
 //   - Volumes without PodData: emptyDir (on disk, also for medium Memory)
 //     and hostPath only; other volumes, envFrom and env from ConfigMaps,
 //     Secrets or resources are CreateContainerConfigError. With

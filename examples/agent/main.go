@@ -10,6 +10,9 @@
 //	      --container-runtime-endpoint unix:///run/containerd/containerd.sock \
 //	      --pod-manifest-path /etc/kubernetes/manifests
 //
+// --config reads kubelet's KubeletConfiguration file for the fields the
+// agent supports (flags override it). Pods the node cannot take are
+// rejected with kubelet's reasons (OutOfpods, OutOfcpu, NodeAffinity, ...).
 // Without --kubeconfig it runs standalone: static pods only, no API server
 // (no registration, lease, mirror pods or pod status writes). Without
 // --container-runtime-endpoint it runs on an in-memory fake runtime. Like
