@@ -37,8 +37,9 @@ func btoi(b bool) int {
 // rejectLocked runs Options.Admit on pod, new to the engine, against the
 // admitted pods that run or are stopping. A rejected pod gets a worker that
 // is Done at once, so that later updates neither admit it again nor run
-// it; its status is kubelet's for a rejected pod and a Warning event says
-// why. A pod already terminal or being deleted is not offered (it will
+// it (or, when the last relist saw it running, one that stops it and is
+// then forgotten); its status is kubelet's for a rejected pod and a Warning
+// event says why. A pod already terminal or being deleted is not offered (it will
 // never run). It reports whether pod was rejected. The caller holds e.mu.
 func (e *Engine) rejectLocked(pod *corev1.Pod, now time.Time) bool {
 	if e.o.Admit == nil || pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) {
@@ -55,7 +56,14 @@ func (e *Engine) rejectLocked(pod *corev1.Pod, now time.Time) bool {
 		return false
 	}
 	s := r.Status(QOSClass(pod))
-	e.workers[pod.UID] = &worker{uid: pod.UID, pod: pod, life: Done, rejected: true, status: &s, firstSeen: now}
+	w := &worker{uid: pod.UID, pod: pod, life: Done, rejected: true, status: &s, firstSeen: now}
+	if st := e.cache[pod.UID]; st != nil && len(st.Sandboxes)+len(st.Containers) > 0 {
+		// Something of it runs already (an engine restarted on a node that
+		// changed): it is stopped, as kubelet stops what it did not admit.
+		w.life, w.grace, w.orphan = Terminating, PodGracePeriod(pod), true
+		e.scheduleLocked(pod.UID, now)
+	}
+	e.workers[pod.UID] = w
 	e.metrics.rejected.WithLabelValues(r.Reason).Inc()
 	if e.o.Recorder != nil {
 		e.o.Recorder.Event(pod, corev1.EventTypeWarning, r.Reason, r.Message)

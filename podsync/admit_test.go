@@ -3,6 +3,7 @@ package podsync
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,5 +217,40 @@ func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
 	}
 	if !deleted {
 		t.Fatalf("the rejected pod was not deleted; actions %v", client.Actions())
+	}
+}
+
+// An engine started on a runtime that already runs pods (a restarted agent)
+// admits them again; one that no longer fits is stopped, not left running.
+func TestEngineRejectedPodThatRunsIsStopped(t *testing.T) {
+	h := newHarness(t)
+	a, b := admitPod("a", time.Second), admitPod("b", 2*time.Second)
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{a, b}})
+	h.steps(3)
+	if n := len(h.sandboxNames()); n != 2 {
+		t.Fatalf("%d sandboxes before the restart, want 2", n)
+	}
+
+	// The restarted engine's node takes one pod.
+	node := admitNode()
+	node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("1")
+	preds, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return node, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sourcesReady atomic.Bool
+	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, SourcesReady: sourcesReady.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.steps(1) // the first relist comes before the first update, as in Run
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{b, a}})
+	sourcesReady.Store(true)
+	h.steps(4)
+	if got := strings.Join(h.sandboxNames(), ","); got != "a" {
+		t.Fatalf("running sandboxes %q, want only a", got)
+	}
+	if s := h.writer.last(b.UID); s.Phase != corev1.PodFailed || s.Reason != "OutOfpods" {
+		t.Fatalf("b: status %+v", s)
 	}
 }
