@@ -250,7 +250,11 @@ show_pods() {
       echo "containerd the demo starts itself (RUNTIME=private, as root)."
     else
       echo "No demo pods: the in-memory fake runtime runs no containers. Pods need containerd:"
-      echo "run make demo as root (it starts a private containerd) or with a system containerd."
+      if [ "$RUNTIME" = fake ]; then
+        echo "run make demo without RUNTIME=fake, as root (it starts a private containerd)."
+      else
+        echo "run make demo as root (it starts a private containerd) or with a system containerd."
+      fi
     fi
     echo
     return
