@@ -203,8 +203,9 @@ func TestAgentThreeSourcesOnContainerd(t *testing.T) {
 
 // A bad --config is refused at start with the file and the field; pods the
 // node cannot take are rejected with kubelet's reason and message: beyond
-// --max-pods (OutOfpods) and for another zone (NodeAffinity); they never
-// run, are Failed in the API with a Warning event, and deleting them
+// --max-pods (OutOfpods) and for another zone (NodeAffinity, an API pod and
+// a static pod, whose mirror pod shows it); they never run, are Failed in
+// the API with a Warning event, and deleting them (or the manifest)
 // removes them.
 func TestAgentRejectsOnContainerd(t *testing.T) {
 	bin := buildAgent(t)
@@ -225,7 +226,14 @@ func TestAgentRejectsOnContainerd(t *testing.T) {
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
 	const node = "e2e-admit"
-	p := startAgent(t, node, append(podArgs(t, c, t.TempDir()), "--max-pods=2", "--node-labels=zone=north")...)
+	// A static pod for another zone: static pods are admitted too.
+	manifests := t.TempDir()
+	staticSouth := filepath.Join(manifests, "south.yaml")
+	manifest := strings.Replace(staticManifest("static-south", c.BusyboxImage), "spec:\n", "spec:\n  nodeSelector: {zone: south}\n", 1)
+	if err := os.WriteFile(staticSouth, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, node, append(podArgs(t, c, manifests), "--max-pods=2", "--node-labels=zone=north")...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
 	grace := int64(30)
@@ -265,6 +273,8 @@ func TestAgentRejectsOnContainerd(t *testing.T) {
 		}
 	}
 
+	// Its mirror pod carries the rejection.
+	rejected("static-south-"+node, "NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector")
 	mkPod("first", nil)
 	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "first Running and Ready", running("first"))
 	mkPod("south", map[string]string{"zone": "south"})
@@ -279,7 +289,10 @@ func TestAgentRejectsOnContainerd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the four pods gone from the API and containerd empty", func() bool {
+	if err := os.Remove(staticSouth); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the five pods gone from the API and containerd empty", func() bool {
 		list, err := admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		return err == nil && len(list.Items) == 0 && runtimeEmpty(rt)
 	})
