@@ -602,7 +602,6 @@ func TestParallelWrites(t *testing.T) {
 	var inFlight, most atomic.Int32
 	release, entered := make(chan struct{}), make(chan struct{}, len(pods))
 	gate := func() {
-		entered <- struct{}{}
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for {
@@ -611,6 +610,7 @@ func TestParallelWrites(t *testing.T) {
 				break
 			}
 		}
+		entered <- struct{}{} // counted before the test can release anyone
 		<-release
 	}
 	w, err := status.New(status.Options{Client: gatedPods{e.client.CoreV1(), gate}, Clock: e.clock})
