@@ -61,6 +61,10 @@ var configFields = []configField{
 	{"systemReserved", "system-reserved", resourcesValue},
 	{"kubeReserved", "kube-reserved", resourcesValue},
 	{"seccompDefault", "seccomp-default", boolValue},
+	{"cgroupsPerQOS", "cgroups-per-qos", boolValue},
+	{"containerLogMaxSize", "container-log-max-size", stringValue},
+	{"containerLogMaxFiles", "container-log-max-files", intValue},
+	{"containerLogMonitorInterval", "container-log-monitor-interval", durationValue},
 	// healthzBindAddress and healthzPort together are --listen.
 }
 
@@ -73,7 +77,7 @@ var kubeletConfigFields = []string{
 	"registryPullQPS", "registryBurst", "imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
 	"eventRecordQPS", "eventBurst", "enableDebuggingHandlers", "enableContentionProfiling", "oomScoreAdj",
 	"streamingConnectionIdleTimeout", "imageMinimumGCAge", "imageMaximumGCAge", "imageGCHighThresholdPercent",
-	"imageGCLowThresholdPercent", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupsPerQOS",
+	"imageGCLowThresholdPercent", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups",
 	"cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod",
 	"memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope", "topologyManagerPolicyOptions", "qosReserved",
 	"runtimeRequestTimeout", "hairpinMode", "podCIDR", "podPidsLimit", "runOnce", "cpuCFSQuota", "cpuCFSQuotaPeriod",
@@ -81,8 +85,7 @@ var kubeletConfigFields = []string{
 	"maxParallelImagePulls", "evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
 	"evictionMaxPodGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings", "enableControllerAttachDetach",
 	"protectKernelDefaults", "makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit", "featureGates",
-	"failSwapOn", "memorySwap", "containerLogMaxSize", "containerLogMaxFiles", "containerLogMaxWorkers",
-	"containerLogMonitorInterval", "configMapAndSecretChangeDetectionStrategy", "reservedSystemCPUs",
+	"failSwapOn", "memorySwap", "containerLogMaxWorkers", "configMapAndSecretChangeDetectionStrategy", "reservedSystemCPUs",
 	"showHiddenMetricsForVersion", "systemReservedCgroup", "kubeReservedCgroup", "enforceNodeAllocatable",
 	"allowedUnsafeSysctls", "defaultPodSysctls", "volumePluginDir", "kernelMemcgNotification", "logging",
 	"enableSystemLogHandler", "enableSystemLogQuery", "shutdownGracePeriod", "shutdownGracePeriodCriticalPods",

@@ -55,6 +55,10 @@ providerID: edge://n1
 systemReserved: {cpu: 500m, memory: 1Gi}
 kubeReserved: {memory: 256Mi}
 seccompDefault: true
+cgroupsPerQOS: false
+containerLogMaxSize: 5Mi
+containerLogMaxFiles: 3
+containerLogMonitorInterval: 30s
 healthzBindAddress: 0.0.0.0
 healthzPort: 10300
 `)
@@ -68,7 +72,8 @@ healthzPort: 10300
 		cfg.statusUpdateFrequency != 4*time.Second || cfg.statusReportFrequency != time.Minute || cfg.leaseDuration != 20*time.Second ||
 		cfg.cgroupDriver != "systemd" || cfg.cgroupRoot != "/custom" || strings.Join(cfg.clusterDNS, ",") != "10.96.0.10,10.96.0.11" ||
 		cfg.resolvConf != "-" || cfg.podsPerCore != 4 || cfg.runtimeEndpoint != "unix:///run/containerd/containerd.sock" ||
-		cfg.registerNode || cfg.providerID != "edge://n1" || !cfg.seccompDefault || cfg.listen != "0.0.0.0:10300" {
+		cfg.registerNode || cfg.providerID != "edge://n1" || !cfg.seccompDefault || cfg.listen != "0.0.0.0:10300" ||
+		cfg.cgroupsPerQOS || cfg.logMaxSize != 5<<20 || cfg.logMaxFiles != 3 || cfg.logMonitorInterval != 30*time.Second {
 		t.Errorf("cfg = %+v", cfg)
 	}
 	if cfg.maxPods != 5 || cfg.clusterDomain != "example.org" {

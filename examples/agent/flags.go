@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/logrotate"
 )
 
 // config is what the command line says. Zero durations mean "not given", so
@@ -62,6 +63,10 @@ type config struct {
 	syncFrequency      time.Duration
 	podInfraImage      string
 	seccompDefault     bool
+	cgroupsPerQOS      bool
+	logMaxSize         int64
+	logMaxFiles        int
+	logMonitorInterval time.Duration
 }
 
 // headerFlag is a repeated --manifest-url-header key:value.
@@ -162,6 +167,10 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.DurationVar(&c.syncFrequency, "sync-frequency", time.Minute, "How often a running pod is synced again when nothing happens to it.")
 	fs.StringVar(&c.podInfraImage, "pod-infra-container-image", "", "The sandbox (pause) image. The runtime's own configuration chooses the image sandboxes run, as with kubelet; the agent makes sure the runtime has this one before it runs pods. Empty: no check.")
 	fs.BoolVar(&c.seccompDefault, "seccomp-default", false, "Give containers without a seccomp profile the runtime's default one.")
+	fs.BoolVar(&c.cgroupsPerQOS, "cgroups-per-qos", true, "Keep the kubepods QoS cgroups and one cgroup per pod with the pod's resources (cgroupfs driver; not with the in-memory fake runtime).")
+	logMaxSize := fs.String("container-log-max-size", "10Mi", "Size at which a running container's log is rotated (a quantity, at least 1Ki).")
+	fs.IntVar(&c.logMaxFiles, "container-log-max-files", logrotate.DefaultMaxFiles, "Log files kept per container, the one written included (at least 2).")
+	fs.DurationVar(&c.logMonitorInterval, "container-log-monitor-interval", logrotate.DefaultMonitorInterval, "How often container logs are checked for rotation.")
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -179,6 +188,19 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 		}
 	}
 	var err error
+	q, err := resource.ParseQuantity(*logMaxSize)
+	if err != nil {
+		return nil, fmt.Errorf("--container-log-max-size %q: %w", *logMaxSize, err)
+	}
+	c.logMaxSize = q.Value()
+	switch {
+	case c.logMaxSize < 1<<10 || c.logMaxSize > 1<<40:
+		return nil, fmt.Errorf("--container-log-max-size %s must be between 1Ki and 1Ti", *logMaxSize)
+	case c.logMaxFiles < 2 || c.logMaxFiles > 1000:
+		return nil, fmt.Errorf("--container-log-max-files %d must be between 2 and 1000", c.logMaxFiles)
+	case c.logMonitorInterval < 3*time.Second || c.logMonitorInterval > time.Hour:
+		return nil, fmt.Errorf("--container-log-monitor-interval %v must be between 3s and 1h", c.logMonitorInterval)
+	}
 	if err = c.parsePodFlags(clusterDNS, headers.h); err != nil {
 		return nil, err
 	}

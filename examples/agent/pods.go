@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
+	"github.com/nodekit/nodekit/podsync/logrotate"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/podsync/volume"
 	"github.com/nodekit/nodekit/probe"
@@ -184,6 +185,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		NodeName:       p.name,
 		HostIPs:        ips,
 		SeccompDefault: p.cfg.seccompDefault,
+		CgroupsPerQOS:  p.cfg.cgroupsPerQOS && !p.runtime.Fake(),
 		Registerer:     p.registry,
 		Recorder:       p.recorder,
 	})
@@ -216,8 +218,14 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	logs, err := logrotate.New(logrotate.Options{Runtime: rt, MaxSize: p.cfg.logMaxSize, MaxFiles: p.cfg.logMaxFiles,
+		MonitorInterval: p.cfg.logMonitorInterval, Clock: p.clock})
+	if err != nil {
+		return fmt.Errorf("container logs: %w", err)
+	}
 	comps := []component{
 		{name: "pod sources", run: p.merger.Run},
+		{name: "container logs", run: logs.Run},
 		{name: "status writer", run: writer.Run},
 		{name: "probes", run: probes.Run},
 		{name: "pod sync", run: engine.Run},
