@@ -56,6 +56,13 @@ type Options struct {
 	// runtime pods that no source knows are killed only after that. Default:
 	// always ready.
 	SourcesReady func() bool
+	// Sources names the pod sources feeding the engine (podsource's
+	// PodSource.Name). When set, runtime pods that no source knows are
+	// killed only once the engine has handled an update from each of them
+	// (as well as SourcesReady): a merger's SeenAllSources turns true when
+	// it reads a source's first set, which may still be on its way to the
+	// engine, and a restarted agent would then kill the pods it should adopt.
+	Sources []string
 	// HostIPs are the node's addresses (status.hostIP(s), pod IPs on the host network).
 	HostIPs []string
 	// RuntimeName prefixes container IDs in statuses. Default: the Syncer's
@@ -186,6 +193,7 @@ type Engine struct {
 	nextRelist time.Time
 	relistNow  bool
 	relistErr  error // the last relist's: syncs wait while the backend cannot be observed
+	handled    map[string]bool // sources an update was handled from
 }
 
 // New returns an Engine with no pods.
@@ -198,7 +206,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("podsync: %w", err)
 	}
 	return &Engine{o: o, metrics: m, sem: make(chan struct{}, o.MaxParallel), wake: make(chan struct{}, 1),
-		workers: map[types.UID]*worker{}, cache: map[types.UID]*PodState{}}, nil
+		workers: map[types.UID]*worker{}, cache: map[types.UID]*PodState{}, handled: map[string]bool{}}, nil
 }
 
 func (e *Engine) poke() {
@@ -230,6 +238,7 @@ func (e *Engine) Trigger(uid types.UID) {
 func (e *Engine) HandleUpdate(u podsource.Update) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
+	e.handled[u.Source] = true
 	for _, pod := range e.admissionOrder(u) {
 		if pod == nil || podsource.IsMirrorPod(pod) {
 			continue
@@ -438,7 +447,7 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error)
 		}
 	}
 	e.cache = pods
-	if e.o.SourcesReady() {
+	if e.sourcesReadyLocked() {
 		for uid, st := range pods {
 			if _, ok := e.workers[uid]; ok {
 				continue
@@ -455,6 +464,17 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error)
 	}
 	e.updateGauges(pods)
 	return changed, nil
+}
+
+// sourcesReadyLocked: an update of every named source was handled and
+// Options.SourcesReady says so.
+func (e *Engine) sourcesReadyLocked() bool {
+	for _, s := range e.o.Sources {
+		if !e.handled[s] {
+			return false
+		}
+	}
+	return e.o.SourcesReady()
 }
 
 func (e *Engine) updateGauges(pods map[types.UID]*PodState) {

@@ -410,3 +410,37 @@ func TestRemovedPodCleanedInOneSync(t *testing.T) {
 		t.Errorf("calls %v, want %s", calls, want)
 	}
 }
+
+// With Options.Sources, a pod the runtime runs is an orphan only once an
+// update of every named source was handled: until the API source's first
+// set arrives, a restarted engine keeps (and then adopts) the pod it knows
+// from that source.
+func TestOrphansWaitForEverySource(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.add(pod)
+	running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	// A new engine over the same runtime, fed by two sources.
+	var err error
+	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"},
+		Sources: []string{podsource.FileSource, podsource.APISource}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpSet, Source: podsource.FileSource})
+	h.steps(3)
+	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id != running[0].Id {
+		t.Fatalf("running %v before the API source's first set, want %s kept", got, running[0].Id)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
+	h.steps(3)
+	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id != running[0].Id {
+		t.Fatalf("running %v after the API source's set, want %s adopted", got, running[0].Id)
+	}
+	// Without the pod in its sources' sets it is an orphan now.
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
+	h.steps(3)
+	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 0 {
+		t.Fatalf("running %v after removal", got)
+	}
+}

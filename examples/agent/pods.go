@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,9 +68,7 @@ type podHalf struct {
 	// node is the node pods are admitted against.
 	node *admissionNode
 
-	sources     int // how many sources the merger has
-	forwardedMu sync.Mutex
-	forwarded   map[string]bool // sources whose updates reached the engine
+	sources []string // the pod sources' names
 }
 
 // newPodHalf builds the sources from cfg. It makes no request.
@@ -114,7 +111,9 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 	if len(sources) == 0 {
 		return nil, nil // nothing can ever ask for a pod
 	}
-	p.sources, p.forwarded = len(sources), map[string]bool{}
+	for _, src := range sources {
+		p.sources = append(p.sources, src.Name())
+	}
 	var err error
 	if p.merger, err = podsource.NewMerger(podsource.MergerOptions{Sources: sources, Clock: clk, Recorder: p.recorder}); err != nil {
 		return nil, err
@@ -207,7 +206,8 @@ func (p *podHalf) Run(ctx context.Context) error {
 		Writer:       writer,
 		Probes:       probes,
 		Updates:      relay,
-		SourcesReady: p.sourcesReady,
+		SourcesReady: p.merger.SeenAllSources,
+		Sources:      p.sources,
 		HostIPs:      ips,
 		Admit:        admit,
 		ResyncPeriod: p.cfg.syncFrequency,
@@ -262,8 +262,7 @@ func (p *podHalf) hostIPs(ctx context.Context) []string {
 	return []string{ip.String()}
 }
 
-// relay passes the merged updates on to the engine, notes which sources
-// the engine has received updates from (sourcesReady), and asks the mirror
+// relay passes the merged updates on to the engine and asks the mirror
 // pods for a sync whenever static pods change, so that a mirror pod is
 // created or deleted at once rather than at the next period.
 func (p *podHalf) relay(ctx context.Context, to chan<- podsource.Update) error {
@@ -281,23 +280,8 @@ func (p *podHalf) relay(ctx context.Context, to chan<- podsource.Update) error {
 				return nil
 			case to <- u:
 			}
-			p.forwardedMu.Lock()
-			p.forwarded[u.Source] = true
-			p.forwardedMu.Unlock()
 		}
 	}
-}
-
-// sourcesReady reports whether the engine has received every source's
-// first set: the merger announces each source's first set with an update,
-// even an empty one, and the engine handles an update it received before
-// its next relist. Until then a running pod no worker knows yet is not an
-// orphan (a restarted agent adopts its pods). The merger's own
-// SeenAllSources turns true before its last update reaches the engine.
-func (p *podHalf) sourcesReady() bool {
-	p.forwardedMu.Lock()
-	defer p.forwardedMu.Unlock()
-	return p.merger.SeenAllSources() && len(p.forwarded) == p.sources
 }
 
 // runMirrors runs the mirror pods once the Node is registered.
