@@ -268,6 +268,17 @@ func (m *Manager) SetPodStatus(uid types.UID, status *corev1.PodStatus) {
 		m.pods[uid] = pe
 	}
 	pe.setStatus(status)
+	// As kubelet: a running container whose readiness probe has no result
+	// yet is probed at once, not at the worker's next period.
+	now := m.clock.Now()
+	for _, w := range pe.workers {
+		if w.key.typ != Readiness {
+			continue
+		}
+		if c, ok := pe.cs[w.key.name]; ok && c.running && c.id != "" && !(w.hasPub && w.pubID == c.id) {
+			m.triggerLocked(w, now)
+		}
+	}
 }
 
 func (pe *podEntry) setStatus(s *corev1.PodStatus) {
@@ -565,9 +576,18 @@ func (m *Manager) keepsReady(pod *corev1.Pod, c containerState) bool {
 	return false
 }
 
-// triggerLocked makes w due now, unless it is due already or running.
+// triggerLocked makes w due now, unless it is due already; a worker that is
+// running is due again as soon as its run ends (the run may have read the
+// pod before what triggered it).
 func (m *Manager) triggerLocked(w *worker, now time.Time) {
-	if w.removed || w.running || !w.next.After(now) {
+	if w.removed {
+		return
+	}
+	if w.running {
+		w.retrigger = true
+		return
+	}
+	if !w.next.After(now) {
 		return
 	}
 	if _, scheduled := m.due.Due(w); !scheduled {
@@ -721,9 +741,10 @@ func (m *Manager) poolLoop() {
 			case ran:
 				now := m.clock.Now()
 				w.next = w.next.Add(w.period)
-				if w.next.Before(now) {
+				if w.next.Before(now) || w.retrigger {
 					w.next = now
 				}
+				w.retrigger = false
 				fallthrough
 			default: // not run (the caller's ctx ended): still due
 				m.due.Set(w, w.next)

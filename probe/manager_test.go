@@ -345,6 +345,45 @@ func TestUpdatePodStatus(t *testing.T) {
 	h.wantCalls("c", Readiness, 3)
 }
 
+// A container that starts after its readiness worker looked (and found no
+// container) is probed as soon as its status arrives, not a period later;
+// a trigger that comes while the worker runs makes it run again at once.
+func TestReadinessProbedWhenContainerStarts(t *testing.T) {
+	defer noLeaks(t)()
+	h := newHarness(t, nil)
+	pod := testPod("u", ctr("c", Readiness))
+	h.m.AddPod(pod)
+	h.sync() // no container yet: next look in a period
+	h.wantCalls("c", Readiness, 0)
+	h.clock.Step(100 * time.Millisecond)
+	h.status("u", h.running("c", "1"))
+	h.sync()
+	h.wantCalls("c", Readiness, 1)
+	h.want("u", "c", Readiness, Success, true)
+
+	// Triggered while running: the run in flight read the pod before the
+	// trigger, so the worker runs again at once.
+	h2 := newHarness(t, nil)
+	pod2 := testPod("v", ctr("d", Readiness))
+	h2.m.AddPod(pod2)
+	h2.sync()
+	h2.m.mu.Lock()
+	var w *worker
+	for _, x := range h2.m.pods["v"].workers {
+		w = x
+	}
+	w.running = true // as if a run were in flight
+	h2.m.mu.Unlock()
+	h2.status("v", h2.running("d", "1"))
+	h2.m.mu.Lock()
+	retrigger := w.retrigger
+	w.running, w.retrigger = false, false
+	h2.m.mu.Unlock()
+	if !retrigger {
+		t.Error("a trigger during a run was lost")
+	}
+}
+
 func TestWorkerRemoval(t *testing.T) {
 	defer noLeaks(t)()
 	h := newHarness(t, nil)

@@ -24,10 +24,11 @@ type worker struct {
 	ref       *corev1.ObjectReference
 
 	// scheduling (m.mu)
-	next    time.Time
-	running bool
-	removed bool
-	cancel  context.CancelFunc
+	next      time.Time
+	running   bool
+	retrigger bool // triggered while running: due again at once after the run
+	removed   bool
+	cancel    context.CancelFunc
 
 	// published result (m.mu)
 	hasPub bool
