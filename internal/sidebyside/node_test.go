@@ -244,6 +244,7 @@ func (n *node) clean() {
 		}
 		errs = append(errs, removeLinksInto("/var/log/containers", n.dir)...)
 		errs = append(errs, b.host.restore()...)
+		errs = append(errs, b.host.removeChains()...)
 		if err := os.RemoveAll(n.dir); err != nil {
 			errs = append(errs, err)
 		}
@@ -478,12 +479,97 @@ func (h *hostState) leftovers() []string {
 	return out
 }
 
+// removeChains removes the iptables chains named KUBE-* that did not exist
+// when h was recorded (the kubelet's KUBE-FIREWALL, KUBE-KUBELET-CANARY and
+// KUBE-IPTABLES-HINT), with the rules of other chains that jump to them.
+func (h *hostState) removeChains() []error {
+	var errs []error
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		data, err := exec.Command(tool + "-save").Output()
+		if err != nil {
+			continue
+		}
+		table := ""
+		added := map[string]bool{} // table/chain
+		var jumps [][]string       // rules (iptables arguments) that jump to one
+		for _, line := range strings.Split(string(data), "\n") {
+			switch {
+			case strings.HasPrefix(line, "*"):
+				table = line[1:]
+			case strings.HasPrefix(line, ":"):
+				c := strings.Fields(line[1:])[0]
+				if strings.HasPrefix(c, "KUBE-") && !h.chains[tool+"-save "+table+"/"+c] {
+					added[table+"/"+c] = true
+				}
+			case strings.HasPrefix(line, "-A "):
+				f := splitRule(line)
+				for i := 0; i+1 < len(f); i++ {
+					if (f[i] == "-j" || f[i] == "-g") && added[table+"/"+f[i+1]] && !added[table+"/"+f[1]] {
+						f[0] = "-D"
+						jumps = append(jumps, append([]string{"-w", "-t", table}, f...))
+						break
+					}
+				}
+			}
+		}
+		for _, args := range jumps {
+			if out, err := exec.Command(tool, args...).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s: %v: %s", tool, strings.Join(args, " "), err, out))
+			}
+		}
+		for tc := range added {
+			table, chain, _ := strings.Cut(tc, "/")
+			for _, op := range []string{"-F", "-X"} {
+				if out, err := exec.Command(tool, "-w", "-t", table, op, chain).CombinedOutput(); err != nil {
+					errs = append(errs, fmt.Errorf("%s -t %s %s %s: %v: %s", tool, table, op, chain, err, out))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// splitRule splits an iptables-save rule into arguments, keeping double
+// quoted strings (comments) whole.
+func splitRule(line string) []string {
+	var out []string
+	var cur strings.Builder
+	quoted, in := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\\' && quoted && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case c == '"':
+			quoted, in = !quoted, true
+		case c == ' ' && !quoted:
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteByte(c)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+var builtinChains = map[string]bool{"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true}
+
 // hostNotes lists new iptables chains and network interfaces since h was
 // recorded.
 func (h *hostState) hostNotes() []string {
 	var out []string
 	for c := range iptablesChains() {
-		if !h.chains[c] {
+		// A table's built-in chains show once something loaded the table.
+		_, name, _ := strings.Cut(c, "/")
+		if !h.chains[c] && !builtinChains[name] {
 			out = append(out, "iptables chain "+c)
 		}
 	}

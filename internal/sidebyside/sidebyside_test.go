@@ -49,7 +49,7 @@ type result struct {
 	reqHour, sentHour, recvHour float64
 	reqPod, sentPod, recvPod    float64
 	seq, par                    []time.Duration
-	cleanup                     time.Duration
+	stopped, cleanup            time.Duration // grace 0: to no sandbox ready, to none listed
 	mirror, staticRunning       time.Duration
 	idleDetail, lifecycleDetail string
 	idleWindow, podsWindow      time.Duration
@@ -98,6 +98,7 @@ func TestSideBySide(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(kinds))*perNode+5*time.Minute)
 	defer cancel()
 	b.ctx = ctx
+	b.phase("bench", "set up")
 	b.setUp()
 
 	results := map[string]*result{}
@@ -118,6 +119,13 @@ func (b *bench) setUp() {
 		t.Fatal(err)
 	}
 	b.auditLog = filepath.Join(dir, "audit.log")
+	t.Cleanup(func() {
+		if d := os.Getenv("BENCH_LOG_DIR"); d != "" {
+			if data, err := os.ReadFile(b.auditLog); err == nil {
+				_ = os.WriteFile(filepath.Join(d, "audit.log"), data, 0o644)
+			}
+		}
+	})
 	assets, err := controlplane.BinaryDir()
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +184,11 @@ func (b *bench) setUp() {
 	}
 }
 
+// phase logs the start of a phase with the wall-clock time.
+func (b *bench) phase(kind, what string) {
+	b.t.Logf("%s %s: %s", time.Now().Format("15:04:05.000"), kind, what)
+}
+
 // report prints a line the script passes on.
 func report(format string, args ...any) { fmt.Printf("BENCH "+format+"\n", args...) }
 
@@ -183,6 +196,7 @@ func report(format string, args ...any) { fmt.Printf("BENCH "+format+"\n", args.
 func (b *bench) run(kind string) *result {
 	t := b.t
 	r := &result{loadBefore: testenv.LoadAvg()}
+	b.phase(kind, "start to Ready")
 	report("%s: load average before: %s", kind, r.loadBefore)
 
 	// Start to Ready, on fresh nodes; the last one stays for the rest.
@@ -206,6 +220,7 @@ func (b *bench) run(kind string) *result {
 	r.ready = testenv.Percentile(r.readyAll, 0.5)
 	report("%s: start to Node Ready: %v", kind, r.readyAll)
 	pw := b.watchPods(n.name)
+	b.phase(kind, "started; idle")
 
 	// Idle.
 	b.pause(b.idle)
@@ -230,6 +245,7 @@ func (b *bench) run(kind string) *result {
 	report("%s: idle requests per hour by verb and resource: %s", kind, r.idleDetail)
 
 	// One at a time, with the requests and bytes per lifecycle.
+	b.phase(kind, "pods one at a time")
 	const cmd = "trap 'exit 0' TERM; sleep 3600 & wait"
 	prefix := kind[:1] + "-"
 	s0 := b.sample(n)
@@ -254,6 +270,7 @@ func (b *bench) run(kind string) *result {
 	report("%s: requests per pod lifecycle by verb and resource (idle share not taken off): %s", kind, r.lifecycleDetail)
 
 	// At once, then deleted with grace 0 until the runtime has none.
+	b.phase(kind, "pods at once")
 	starts := map[string]time.Time{}
 	var names []string
 	for i := range b.pods {
@@ -272,10 +289,12 @@ func (b *bench) run(kind string) *result {
 	for _, name := range names {
 		b.delete(name, 0)
 	}
-	r.cleanup = b.waitNoSandboxes(uids, 2*time.Minute).Sub(del)
+	stopped, gone := b.waitNoSandboxes(uids, 2*time.Minute)
+	r.stopped, r.cleanup = stopped.Sub(del), gone.Sub(del)
 	n.alive()
 
 	// With pods that are probed.
+	b.phase(kind, "probed pods")
 	uids = map[string]bool{}
 	names = nil
 	for i := range b.pods {
@@ -307,12 +326,15 @@ func (b *bench) run(kind string) *result {
 	b.waitNoSandboxes(uids, 2*time.Minute)
 
 	// A static pod.
+	b.phase(kind, "static pod")
 	r.mirror, r.staticRunning = b.staticPod(n, pw)
 
 	r.loadAfter = testenv.LoadAvg()
 	report("%s: load average after: %s", kind, r.loadAfter)
 	pw.stop()
+	b.phase(kind, "stop and clean up")
 	n.clean()
+	b.phase(kind, "done")
 	r.notes = append(r.notes, b.host.hostNotes()...)
 	return r
 }
@@ -417,24 +439,32 @@ func (b *bench) delete(name string, grace int64) {
 }
 
 // waitNoSandboxes polls CRI ListPodSandbox until no sandbox of the pods
-// with the given UIDs is listed, and returns when it saw that.
-func (b *bench) waitNoSandboxes(uids map[string]bool, timeout time.Duration) time.Time {
+// with the given UIDs is listed, and returns when it first saw none of them
+// ready (all stopped) and when it saw none at all.
+func (b *bench) waitNoSandboxes(uids map[string]bool, timeout time.Duration) (stopped, gone time.Time) {
 	b.t.Helper()
-	var at time.Time
 	testenv.Eventually(b.t, timeout, 5*time.Millisecond, "no sandbox of the deleted pods", func() bool {
 		resp, err := b.rt.ListPodSandbox(b.ctx, &runtimeapi.ListPodSandboxRequest{})
 		if err != nil {
 			return false
 		}
+		listed, ready := false, false
 		for _, sb := range resp.GetItems() {
 			if uids[sb.GetMetadata().GetUid()] {
-				return false
+				listed = true
+				ready = ready || sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY
 			}
 		}
-		at = time.Now()
-		return true
+		now := time.Now()
+		if !ready && stopped.IsZero() {
+			stopped = now
+		}
+		if !listed {
+			gone = now
+		}
+		return !listed
 	})
-	return at
+	return stopped, gone
 }
 
 // staticPod writes a static pod manifest into the node's manifest
