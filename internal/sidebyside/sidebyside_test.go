@@ -289,7 +289,7 @@ func (b *bench) run(kind string) *result {
 	for _, name := range names {
 		b.delete(name, 0)
 	}
-	stopped, gone := b.waitNoSandboxes(uids, 2*time.Minute)
+	stopped, gone := b.waitNoSandboxes(uids, 2*time.Minute, true)
 	r.stopped, r.cleanup = stopped.Sub(del), gone.Sub(del)
 	n.alive()
 
@@ -323,7 +323,7 @@ func (b *bench) run(kind string) *result {
 	for _, name := range names {
 		b.delete(name, 0)
 	}
-	b.waitNoSandboxes(uids, 2*time.Minute)
+	b.waitNoSandboxes(uids, 2*time.Minute, false)
 
 	// A static pod.
 	b.phase(kind, "static pod")
@@ -439,9 +439,11 @@ func (b *bench) delete(name string, grace int64) {
 }
 
 // waitNoSandboxes polls CRI ListPodSandbox until no sandbox of the pods
-// with the given UIDs is listed, and returns when it first saw none of them
-// ready (all stopped) and when it saw none at all.
-func (b *bench) waitNoSandboxes(uids map[string]bool, timeout time.Duration) (stopped, gone time.Time) {
+// with the given UIDs is ready or, with untilGone, listed at all, and
+// returns when it first saw none of them ready (all stopped) and when it saw
+// none listed. (The kubelet removes stopped sandboxes in its garbage
+// collection, once a minute; a node's clean-up removes what is left.)
+func (b *bench) waitNoSandboxes(uids map[string]bool, timeout time.Duration, untilGone bool) (stopped, gone time.Time) {
 	b.t.Helper()
 	testenv.Eventually(b.t, timeout, 5*time.Millisecond, "no sandbox of the deleted pods", func() bool {
 		resp, err := b.rt.ListPodSandbox(b.ctx, &runtimeapi.ListPodSandboxRequest{})
@@ -462,7 +464,7 @@ func (b *bench) waitNoSandboxes(uids map[string]bool, timeout time.Duration) (st
 		if !listed {
 			gone = now
 		}
-		return !listed
+		return !listed || !untilGone && !ready
 	})
 	return stopped, gone
 }
@@ -497,9 +499,19 @@ func (b *bench) staticPod(n *node, pw *podWatch) (mirror, running time.Duration)
 		t.Fatal(err)
 	}
 	b.wait(pw, name, "gone", time.Minute, func(s seen) bool { return !s.deleted.IsZero() })
-	testenv.Eventually(t, time.Minute, 20*time.Millisecond, "static pod's sandbox gone", func() bool {
-		resp, err := b.rt.ListPodSandbox(b.ctx, &runtimeapi.ListPodSandboxRequest{})
-		return err == nil && len(resp.GetItems()) == 0
+	// The mirror pod's UID is not the static pod's: wait by name.
+	testenv.Eventually(t, time.Minute, 20*time.Millisecond, "static pod's sandbox stopped", func() bool {
+		resp, err := b.rt.ListPodSandbox(b.ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+			State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}})
+		if err != nil {
+			return false
+		}
+		for _, sb := range resp.GetItems() {
+			if sb.GetMetadata().GetName() == "bench-static-"+n.name {
+				return false
+			}
+		}
+		return true
 	})
 	return mirror, running
 }
