@@ -575,7 +575,7 @@ func (h *hostState) hostNotes() []string {
 	}
 	for l := range netLinks() {
 		if !h.links[l] {
-			out = append(out, "network interface "+l)
+			out = append(out, "network interface "+l+" (new since the start; may be another process's)")
 		}
 	}
 	sort.Strings(out)
