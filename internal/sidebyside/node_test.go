@@ -96,7 +96,9 @@ func (b *bench) startNode(kind, name string) (*node, <-chan time.Time) {
 	n.cmd = exec.Command(args[0], args[1:]...)
 	n.cmd.Dir = dir
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: the agent dies with the test process even when that is
+	// killed before its clean-ups run.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	n.started = time.Now()
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,7 +97,10 @@ func TestSideBySide(t *testing.T) {
 		}
 	}
 	perNode := b.idle + 2*b.window + time.Duration(b.readyRuns)*time.Minute + 15*time.Minute
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(kinds))*perNode+5*time.Minute)
+	// An interrupt ends the run through the context, so the clean-ups run.
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sigCtx, time.Duration(len(kinds))*perNode+5*time.Minute)
 	defer cancel()
 	b.ctx = ctx
 	b.phase("bench", "set up")
@@ -379,6 +384,14 @@ func childTicks(pid int) int64 {
 	return cu + cs
 }
 
+// alive fails the test when its context has ended (interrupted, or out of
+// time).
+func (b *bench) alive() {
+	if err := b.ctx.Err(); err != nil {
+		b.t.Fatalf("stopping (interrupted, or out of time): %v", b.ctx.Err())
+	}
+}
+
 // pause waits d, or fails when the test's context ends first.
 func (b *bench) pause(d time.Duration) {
 	tm := time.NewTimer(d)
@@ -386,7 +399,7 @@ func (b *bench) pause(d time.Duration) {
 	select {
 	case <-tm.C:
 	case <-b.ctx.Done():
-		b.t.Fatalf("out of time: %v", b.ctx.Err())
+		b.t.Fatalf("stopping (interrupted, or out of time): %v", b.ctx.Err())
 	}
 }
 
@@ -446,6 +459,7 @@ func (b *bench) delete(name string, grace int64) {
 func (b *bench) waitNoSandboxes(uids map[string]bool, timeout time.Duration, untilGone bool) (stopped, gone time.Time) {
 	b.t.Helper()
 	testenv.Eventually(b.t, timeout, 5*time.Millisecond, "no sandbox of the deleted pods", func() bool {
+		b.alive()
 		resp, err := b.rt.ListPodSandbox(b.ctx, &runtimeapi.ListPodSandboxRequest{})
 		if err != nil {
 			return false
@@ -501,6 +515,7 @@ func (b *bench) staticPod(n *node, pw *podWatch) (mirror, running time.Duration)
 	b.wait(pw, name, "gone", time.Minute, func(s seen) bool { return !s.deleted.IsZero() })
 	// The mirror pod's UID is not the static pod's: wait by name.
 	testenv.Eventually(t, time.Minute, 20*time.Millisecond, "static pod's sandbox stopped", func() bool {
+		b.alive()
 		resp, err := b.rt.ListPodSandbox(b.ctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
 			State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}}})
 		if err != nil {
