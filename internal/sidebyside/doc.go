@@ -41,8 +41,8 @@
 //     API. Start latency of each, and the node's requests and bytes per
 //     lifecycle, less what the idle rate accounts for over the same time.
 //   - BENCH_PODS pods created at once: start latency p50 and p99; then all
-//     deleted with grace 0, and the time until CRI ListPodSandbox shows none
-//     of them.
+//     deleted with grace 0, and the times until CRI ListPodSandbox shows
+//     none of their sandboxes ready, and none at all.
 //   - BENCH_PODS pods with an HTTP readiness probe and an exec liveness
 //     probe (default periods, 10s): CPU over MEASURE_WINDOW once all are
 //     Ready, and VmRSS at its end.
@@ -50,18 +50,33 @@
 //     to the mirror pod appearing in a watch, and to the mirror pod being
 //     reported Running.
 //
+// Both run with their defaults otherwise: the kubelet with its iptables
+// utility chains and its once-a-minute container garbage collection (which
+// is when it removes the stopped sandboxes of deleted pods), the agent with
+// its 24Mi soft memory limit for the Go runtime (--memory-limit).
+//
 // Start latency runs from just before the client's create call (a pod's
 // creationTimestamp has a resolution of one second) to the watch seeing the
 // pod Running with Ready=True.
 //
 // # Clean-up
 //
-// After each node is stopped (SIGTERM, SIGKILL after 10s) everything it left
-// is removed, also when the test fails: its pods' sandboxes, the kubepods
-// cgroups below the harness's cgroup root in every hierarchy, mounts under
-// its directory, the /var/log/containers links into its log directory,
-// /var/lib/kubelet when the kubelet created it (its device-plugin socket
-// lives there whatever the root dir), and the kernel tunables the kubelet
-// sets are put back as they were. The control plane and containerd are
-// stopped last; containerdtest removes its cgroups, mounts and directory.
+// After each node is stopped (SIGTERM to its process group, SIGKILL after
+// 10s) everything it left is removed, also when the test fails: every pod
+// sandbox in containerd, the kubepods cgroups below the harness's cgroup
+// root in every hierarchy, mounts under its directory (the kubelet makes its
+// root dir a shared bind mount), the /var/log/containers links into its log
+// directory, /var/lib/kubelet when it did not exist before (the kubelet's
+// device-plugin socket lives there whatever the root dir), the iptables
+// chains KUBE-* that appeared (the kubelet's KUBE-FIREWALL,
+// KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, with the rules jumping to them),
+// and the kernel tunables the kubelet may set are put back. Whatever still
+// differs fails the test. The control plane and containerd are stopped last;
+// containerdtest removes its cgroups, mounts and directory.
+//
+// An interrupt (SIGINT or SIGTERM) ends the run through the test's context,
+// so the clean-ups run. A test process that is killed outright (SIGKILL, or
+// go test's -timeout, which the script sets well above the test's own
+// deadline) takes the node process with it (Pdeathsig) but leaves what
+// containerdtest's documentation lists, and the kubelet's iptables chains.
 package sidebyside
