@@ -51,7 +51,8 @@ type result struct {
 	reqHour, sentHour, recvHour float64
 	reqPod, sentPod, recvPod    float64
 	seq, par                    []time.Duration
-	stopped, cleanup            time.Duration // grace 0: to no sandbox ready, to none listed
+	seqGone                     []time.Duration // one at a time: delete (grace 30) to gone
+	stopped, cleanup            time.Duration   // grace 0: to no sandbox ready, to none listed
 	mirror, staticRunning       time.Duration
 	idleDetail, lifecycleDetail string
 	idleWindow, podsWindow      time.Duration
@@ -260,8 +261,10 @@ func (b *bench) run(kind string) *result {
 		b.create(b.pod(name, n.name, cmd, nil))
 		s := b.wait(pw, name, "Running and Ready", time.Minute, func(s seen) bool { return !s.ready.IsZero() })
 		r.seq = append(r.seq, s.ready.Sub(start))
+		del := time.Now()
 		b.delete(name, 30)
-		b.wait(pw, name, "gone", time.Minute, func(s seen) bool { return !s.deleted.IsZero() })
+		s = b.wait(pw, name, "gone", time.Minute, func(s seen) bool { return !s.deleted.IsZero() })
+		r.seqGone = append(r.seqGone, s.deleted.Sub(del))
 	}
 	s1 := b.sample(n)
 	r.lifecycleSpan = s1.at.Sub(s0.at)

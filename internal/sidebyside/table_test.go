@@ -39,6 +39,8 @@ func (b *bench) table(kinds []string, res map[string]*result) string {
 		{fmt.Sprintf("start latency, %d pods one at a time, p99", n), "s", 3, func(r *result) float64 { return secs(testenv.Percentile(r.seq, 0.99)) }},
 		{fmt.Sprintf("start latency, %d pods at once, p50", n), "s", 3, func(r *result) float64 { return secs(testenv.Percentile(r.par, 0.5)) }},
 		{fmt.Sprintf("start latency, %d pods at once, p99", n), "s", 3, func(r *result) float64 { return secs(testenv.Percentile(r.par, 0.99)) }},
+		{"pod deleted (grace 30, exits on TERM) → gone from the API, p50", "s", 3, func(r *result) float64 { return secs(testenv.Percentile(r.seqGone, 0.5)) }},
+		{"pod deleted (grace 30, exits on TERM) → gone from the API, p99", "s", 3, func(r *result) float64 { return secs(testenv.Percentile(r.seqGone, 0.99)) }},
 		{fmt.Sprintf("%d pods deleted with grace 0 → no sandbox ready", n), "s", 3, func(r *result) float64 { return secs(r.stopped) }},
 		{fmt.Sprintf("%d pods deleted with grace 0 → no sandbox in CRI", n), "s", 3, func(r *result) float64 { return secs(r.cleanup) }},
 		{"static pod: file written → mirror pod in the API", "s", 3, func(r *result) float64 { return secs(r.mirror) }},
