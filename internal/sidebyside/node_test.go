@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/controlplane"
@@ -259,22 +261,35 @@ func (n *node) clean() {
 	})
 }
 
-// removeSandboxes stops and removes every pod sandbox with its containers.
+// removeSandboxes stops and removes every pod sandbox with its containers
+// until none is listed. NotFound is not an error: what the stopped agent
+// had begun to remove may still be going.
 func removeSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceClient) error {
-	resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, sb := range resp.GetItems() {
-		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+		if err == nil && len(resp.GetItems()) == 0 {
+			return nil
+		}
+		var errs []error
+		if err != nil {
 			errs = append(errs, err)
 		}
-		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
-			errs = append(errs, err)
+		for _, sb := range resp.GetItems() {
+			if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil && status.Code(err) != codes.NotFound {
+				errs = append(errs, err)
+			}
+			if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil && status.Code(err) != codes.NotFound {
+				errs = append(errs, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(append(errs, ctx.Err())...)
+		case <-tick.C:
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // removeKubepods removes the kubepods tree an agent made below the harness's
