@@ -6,8 +6,13 @@
 # says what is measured and how, and what is cleaned up after each node.
 #
 #   hack/bench-vs-kubelet.sh                 # the full run: about 35 minutes
-#   BENCH_PODS=5 MEASURE_IDLE=10s MEASURE_WINDOW=20s BENCH_READY_RUNS=1 \
-#     hack/bench-vs-kubelet.sh               # a smoke run: about 3 minutes
+#   BENCH_PODS=5 MEASURE_IDLE=5s MEASURE_WINDOW=10s BENCH_READY_RUNS=1 \
+#     hack/bench-vs-kubelet.sh               # a smoke run: 2-3 minutes
+#
+# (The smoke run's windows are too short for its idle figures to mean
+# anything; it checks that everything runs and is cleaned up. The kubelet's
+# row for grace-0 clean-up waits for its once-a-minute garbage collection,
+# which makes up to a minute of the smoke run's time.)
 #
 # Knobs: BENCH_PODS (30), BENCH_READY_RUNS (3), MEASURE_IDLE (2m),
 # MEASURE_WINDOW (5m), BENCH_ONLY (kubelet or nodekit: one column).
