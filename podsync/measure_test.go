@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -74,13 +73,6 @@ func (r *readySeen) deletedAt(name string) (time.Time, bool) {
 	defer r.mu.Unlock()
 	t, ok := r.deleted[name]
 	return t, ok
-}
-
-func percentile(d []time.Duration, p float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s))*p+0.999999) - 1
-	return s[max(min(i, len(s)-1), 0)]
 }
 
 // TestMeasurePods prints figures of the whole pod half (API source →
@@ -201,10 +193,10 @@ func TestMeasurePods(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| figure | value |\n|---|---|\n")
-	fmt.Fprintf(&b, "| start latency, %d pods one at a time, p50 | %.3f s |\n", n, percentile(seq, 0.5).Seconds())
-	fmt.Fprintf(&b, "| start latency, %d pods one at a time, p99 | %.3f s |\n", n, percentile(seq, 0.99).Seconds())
-	fmt.Fprintf(&b, "| start latency, %d pods at once, p50 | %.3f s |\n", n, percentile(par, 0.5).Seconds())
-	fmt.Fprintf(&b, "| start latency, %d pods at once, p99 | %.3f s |\n", n, percentile(par, 0.99).Seconds())
+	fmt.Fprintf(&b, "| start latency, %d pods one at a time, p50 | %.3f s |\n", n, testenv.Percentile(seq, 0.5).Seconds())
+	fmt.Fprintf(&b, "| start latency, %d pods one at a time, p99 | %.3f s |\n", n, testenv.Percentile(seq, 0.99).Seconds())
+	fmt.Fprintf(&b, "| start latency, %d pods at once, p50 | %.3f s |\n", n, testenv.Percentile(par, 0.5).Seconds())
+	fmt.Fprintf(&b, "| start latency, %d pods at once, p99 | %.3f s |\n", n, testenv.Percentile(par, 0.99).Seconds())
 	fmt.Fprintf(&b, "| %d pods at once, first create to last Ready | %.3f s |\n", n, allReady.Sub(first).Seconds())
 	fmt.Fprintf(&b, "| %d pods deleted with grace 0 to no sandbox | %.3f s |\n", n, clean.Seconds())
 	fmt.Fprintf(&b, "| per lifecycle, status writer: requests | %s (%s over %d) |\n", per(writes.requests), verbs(writes), n)
@@ -244,19 +236,19 @@ func (tr *tracer) breakdown(seen *readySeen, prefix string, starts map[string]ti
 		{"SyncPod end to Ready status handed to the writer (relist, sync)", toReady},
 		{"writer to the watch seeing Ready (PATCH, watch)", toWatch},
 	} {
-		fmt.Fprintf(&b, "| %s | %.3f s | %.3f s |\n", st.what, percentile(st.d, 0.5).Seconds(), percentile(st.d, 0.99).Seconds())
+		fmt.Fprintf(&b, "| %s | %.3f s | %.3f s |\n", st.what, testenv.Percentile(st.d, 0.5).Seconds(), testenv.Percentile(st.d, 0.99).Seconds())
 	}
 	for _, st := range []struct {
 		what string
 		d    []time.Duration
 	}{{"SyncTerminatingPod (all pods of the run)", tr.stopping}, {"SyncTerminatedPod (all pods of the run)", tr.removing}} {
 		if len(st.d) > 0 {
-			fmt.Fprintf(&b, "| %s | %.3f s | %.3f s |\n", st.what, percentile(st.d, 0.5).Seconds(), percentile(st.d, 0.99).Seconds())
+			fmt.Fprintf(&b, "| %s | %.3f s | %.3f s |\n", st.what, testenv.Percentile(st.d, 0.5).Seconds(), testenv.Percentile(st.d, 0.99).Seconds())
 		}
 	}
 	if len(tr.relists) > 0 {
 		fmt.Fprintf(&b, "| relist duration (all %d relists) | %.3f s | %.3f s |\n", len(tr.relists),
-			percentile(tr.relists, 0.5).Seconds(), percentile(tr.relists, 0.99).Seconds())
+			testenv.Percentile(tr.relists, 0.5).Seconds(), testenv.Percentile(tr.relists, 0.99).Seconds())
 	}
 	return b.String()
 }

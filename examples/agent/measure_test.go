@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // TestMeasureFootprint prints the agent's figures on the real containerd and
@@ -34,8 +35,14 @@ func TestMeasureFootprint(t *testing.T) {
 	}
 	cp := controlplane.Need(t, cp)
 	c := containerdtest.Need(t, ctrd)
-	idle := envDuration(t, "MEASURE_IDLE", 2*time.Minute)
-	window := envDuration(t, "MEASURE_WINDOW", 5*time.Minute)
+	idle, err := testenv.EnvDuration("MEASURE_IDLE", 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	window, err := testenv.EnvDuration("MEASURE_WINDOW", 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
 	runs := 5
 	if s := os.Getenv("MEASURE_READY_RUNS"); s != "" {
 		runs, _ = strconv.Atoi(s)
@@ -45,7 +52,7 @@ func TestMeasureFootprint(t *testing.T) {
 	enableNetwork(ctx, t, c)
 	admin := cp.AdminClient()
 	report := func(format string, args ...any) { fmt.Printf("MEASURE "+format+"\n", args...) }
-	report("load average at start: %s", loadAvg())
+	report("load average at start: %s", testenv.LoadAvg())
 
 	var readies []time.Duration
 	for i := range runs {
@@ -57,7 +64,7 @@ func TestMeasureFootprint(t *testing.T) {
 		readies = append(readies, time.Since(p.started))
 		p.stop(t)
 	}
-	report("start to Node Ready (new node, watch from the admin client), %d runs: %v; median %v", runs, readies, median(readies))
+	report("start to Node Ready (new node, watch from the admin client), %d runs: %v; median %v", runs, readies, testenv.Percentile(readies, 0.5))
 
 	name := "measure-idle"
 	p := startAgent(t, name, "--container-runtime-endpoint="+c.Endpoint, "-v=0")
@@ -87,20 +94,8 @@ func TestMeasureFootprint(t *testing.T) {
 	rss = procStatus(t, pid)
 	report("at the end: VmRSS %s (RssAnon %s, RssFile %s)", rss["VmRSS"], rss["RssAnon"], rss["RssFile"])
 	report("go heap in use at the end: %.1f MiB", metricValue(m1, "go_memstats_heap_inuse_bytes")/(1<<20))
-	report("load average at the end: %s", loadAvg())
+	report("load average at the end: %s", testenv.LoadAvg())
 	p.stop(t)
-}
-
-func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
-	s := os.Getenv(key)
-	if s == "" {
-		return def
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		t.Fatalf("%s: %v", key, err)
-	}
-	return d
 }
 
 // waitFor waits d or until ctx ends.
@@ -113,56 +108,21 @@ func waitFor(ctx context.Context, d time.Duration) {
 	}
 }
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
-	return s[len(s)/2]
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return err.Error()
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:3], " ")
-}
-
 func procStatus(t *testing.T, pid int) map[string]string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := testenv.ProcStatus(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			out[k] = strings.Join(strings.Fields(v), " ")
-		}
-	}
-	return out
+	return st
 }
 
 // procCPUTicks returns utime+stime of pid, in clock ticks.
 func procCPUTicks(t *testing.T, pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	ticks, err := testenv.ProcCPUTicks(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Fields after the command name (which may hold spaces), from field 3.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return ut + st
+	return ticks
 }
 
 // apiWrites sums the agent's POST, PUT and PATCH requests and their request

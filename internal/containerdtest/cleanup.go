@@ -449,3 +449,38 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
+
+// MakeCgroupRoot creates the instance's cgroup root in every mounted cgroup
+// hierarchy, for a node agent that requires its cgroup root to exist (the
+// kubelet's --cgroup-root); in the cpuset hierarchy it copies the parent's
+// cpus and mems so that cgroups below can take tasks. Stop removes it as it
+// removes the rest.
+func (c *Containerd) MakeCgroupRoot() error {
+	for _, m := range cgroupMounts() {
+		rel := c.CgroupRoot
+		if m.root != "/" {
+			if !strings.HasPrefix(rel, m.root+"/") {
+				continue
+			}
+			rel = strings.TrimPrefix(rel, m.root)
+		}
+		dir := filepath.Join(m.mountpoint, rel)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("containerdtest: %w", err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			cur, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil || len(bytes.TrimSpace(cur)) > 0 {
+				continue // not the cpuset hierarchy, or already set
+			}
+			parent, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
+			if err != nil {
+				return fmt.Errorf("containerdtest: %w", err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), parent, 0); err != nil {
+				return fmt.Errorf("containerdtest: %w", err)
+			}
+		}
+	}
+	return nil
+}

@@ -11,15 +11,17 @@ import (
 )
 
 // Proxy forwards TCP connections from a listener on 127.0.0.1 to an
-// upstream address. Blackhole makes every connection open at that moment
-// silently drop what it receives in both directions (a peer gone behind a
-// NAT or a load balancer: no reset, no answer), while connections made
-// later work. Close stops it.
+// upstream address and counts the bytes it forwards each way. Blackhole
+// makes every connection open at that moment silently drop what it receives
+// in both directions (a peer gone behind a NAT or a load balancer: no reset,
+// no answer), while connections made later work. Close stops it.
 type Proxy struct {
 	ln       net.Listener
 	mu       sync.Mutex
 	conns    []*proxied
 	accepted atomic.Int32
+	sent     atomic.Int64 // client to upstream
+	received atomic.Int64 // upstream to client
 	wg       sync.WaitGroup
 }
 
@@ -54,8 +56,8 @@ func NewProxy(upstream string) (*Proxy, error) {
 			p.mu.Unlock()
 			p.accepted.Add(1)
 			p.wg.Add(2)
-			go func() { defer p.wg.Done(); c.pipe(b, a) }()
-			go func() { defer p.wg.Done(); c.pipe(a, b) }()
+			go func() { defer p.wg.Done(); c.pipe(b, a, &p.sent) }()
+			go func() { defer p.wg.Done(); c.pipe(a, b, &p.received) }()
 		}
 	}()
 	return p, nil
@@ -66,6 +68,15 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Accepted is the number of connections accepted so far.
 func (p *Proxy) Accepted() int { return int(p.accepted.Load()) }
+
+// BytesSent is the number of bytes forwarded so far from clients to the
+// upstream: on a TLS connection, requests with their TLS framing and
+// handshakes.
+func (p *Proxy) BytesSent() int64 { return p.sent.Load() }
+
+// BytesReceived is the number of bytes forwarded so far from the upstream
+// to clients.
+func (p *Proxy) BytesReceived() int64 { return p.received.Load() }
 
 // Blackhole makes the connections open now drop everything.
 func (p *Proxy) Blackhole() {
@@ -89,7 +100,7 @@ func (p *Proxy) Close() {
 	p.wg.Wait()
 }
 
-func (c *proxied) pipe(dst, src net.Conn) {
+func (c *proxied) pipe(dst, src net.Conn, count *atomic.Int64) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -97,6 +108,7 @@ func (c *proxied) pipe(dst, src net.Conn) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			count.Add(int64(n))
 		}
 		if err != nil {
 			_ = dst.Close()
