@@ -192,7 +192,7 @@ type Engine struct {
 	cache      map[types.UID]*PodState
 	nextRelist time.Time
 	relistNow  bool
-	relistErr  error // the last relist's: syncs wait while the backend cannot be observed
+	relistErr  error           // the last relist's: syncs wait while the backend cannot be observed
 	handled    map[string]bool // sources an update was handled from
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,20 +11,14 @@ import (
 	"time"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// procCPU is a process's user+system CPU time, from /proc/<pid>/stat.
+// procCPU is a process's user+system CPU time.
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+k) * 10 * time.Millisecond // USER_HZ 100
+	t, _ := testenv.ProcCPUTicks(pid)
+	return time.Duration(t) * time.Second / testenv.TicksPerSecond
 }
 
 func selfCPU() time.Duration {
@@ -109,11 +102,9 @@ func TestMeasureRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close()
-	n := 30
-	if s := os.Getenv("MEASURE_PODS"); s != "" {
-		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
-			t.Fatalf("MEASURE_PODS=%q", s)
-		}
+	n, err := testenv.EnvInt("MEASURE_PODS", 30)
+	if err != nil || n < 1 {
+		t.Fatalf("MEASURE_PODS: %v", err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| containerd alone (no agent) | value |\n|---|---|\n")
