@@ -47,6 +47,13 @@ type MirrorPodsOptions struct {
 	// StaticPods returns the current static pods; SyncOnce calls it once per
 	// sync (Merger.StaticPods fits). Required.
 	StaticPods func() []*v1.Pod
+	// NodePods returns the pods bound to the node as a watch of them shows
+	// them, and whether that view is complete yet; SyncOnce then reads
+	// mirror pods from it instead of LISTing the node's pods, as kubelet
+	// reads them from its pod manager. For Merger-fed agents:
+	// func() ([]*v1.Pod, bool) { return merger.Pods(APISource), merger.SeenAllSources() }.
+	// Default nil: one LIST per sync.
+	NodePods func() ([]*v1.Pod, bool)
 	// Period is how often Run syncs besides Trigger. Default 10s; 1s to 24h.
 	Period time.Duration
 	// Clock drives Run's ticker. Default the real clock.
@@ -60,8 +67,9 @@ type MirrorPodsOptions struct {
 // reference to the Node (without blockOwnerDeletion, which NodeRestriction
 // forbids a node to set).
 //
-// SyncOnce takes the static pods from MirrorPodsOptions.StaticPods, lists
-// the pods bound to the node (spec.nodeName=<node>), creates
+// SyncOnce takes the static pods from MirrorPodsOptions.StaticPods, reads
+// the pods bound to the node (from NodePods, else a LIST with
+// spec.nodeName=<node>), creates
 // missing mirror pods, deletes and recreates those whose hash differs or
 // whose deletion began, and deletes mirror pods whose static pod is gone.
 // Every delete carries a UID precondition and grace period 0, so a pod
@@ -76,6 +84,7 @@ type MirrorPods struct {
 	nodeName   string
 	nodeUIDFn  func(ctx context.Context) (types.UID, error)
 	staticPods func() []*v1.Pod
+	nodePods   func() ([]*v1.Pod, bool)
 	period     time.Duration
 	clock      clock.WithTicker
 	trigger    chan struct{}
@@ -106,6 +115,7 @@ func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 		nodeName:   opts.NodeName,
 		nodeUIDFn:  opts.NodeUID,
 		staticPods: opts.StaticPods,
+		nodePods:   opts.NodePods,
 		period:     opts.Period,
 		clock:      opts.Clock,
 		trigger:    make(chan struct{}, 1),
@@ -149,16 +159,13 @@ func (m *MirrorPods) Run(ctx context.Context) error {
 func (m *MirrorPods) SyncOnce(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	staticPods := m.staticPods()
-	list, err := m.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.nodeName).String(),
-	})
+	nodePods, err := m.listNodePods(ctx)
 	if err != nil {
-		return fmt.Errorf("podsource: listing the node's pods: %w", err)
+		return err
 	}
 	mirrors := map[string]*v1.Pod{}
 	others := map[string]bool{}
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range nodePods {
 		if p.Spec.NodeName != m.nodeName {
 			continue
 		}
@@ -215,6 +222,27 @@ func (m *MirrorPods) SyncOnce(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// listNodePods returns the pods bound to the node: NodePods' view once it
+// is complete, else a LIST.
+func (m *MirrorPods) listNodePods(ctx context.Context) ([]*v1.Pod, error) {
+	if m.nodePods != nil {
+		if pods, ok := m.nodePods(); ok {
+			return pods, nil
+		}
+	}
+	list, err := m.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.nodeName).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("podsource: listing the node's pods: %w", err)
+	}
+	out := make([]*v1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }
 
 func staticHash(p *v1.Pod) string {

@@ -219,3 +219,57 @@ func TestMirrorPodsRun(t *testing.T) {
 		t.Errorf("no StaticPods: %v", err)
 	}
 }
+
+// With NodePods, a sync reads mirror pods from the watch's view and makes
+// no LIST; while that view is not complete it LISTs.
+func TestMirrorPodsFromNodePods(t *testing.T) {
+	ctx := context.Background()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}
+	client := fake.NewClientset(node)
+	static := &staticSet{}
+	var view []*v1.Pod
+	synced := false
+	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1", StaticPods: static.get,
+		NodePods: func() ([]*v1.Pod, bool) { return view, synced }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := staticPod(t, "web", "web:1")
+	verbs := func() string {
+		var v []string
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource == "pods" {
+				v = append(v, a.GetVerb())
+			}
+		}
+		client.ClearActions()
+		return strings.Join(v, ",")
+	}
+	if err := static.sync(ctx, mp, web); err != nil {
+		t.Fatal(err)
+	}
+	if got := verbs(); got != "list,create" {
+		t.Errorf("before the view is complete: %s, want list,create", got)
+	}
+	mirror, err := client.CoreV1().Pods("default").Get(ctx, "web-n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.ClearActions()
+	view, synced = []*v1.Pod{mirror}, true
+	for range 3 {
+		if err := static.sync(ctx, mp, web); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := verbs(); got != "" {
+		t.Errorf("in step, from the view: %s, want no request", got)
+	}
+	// The static pod goes: its mirror pod, seen in the view, is deleted.
+	if err := static.sync(ctx, mp); err != nil {
+		t.Fatal(err)
+	}
+	if got := verbs(); got != "delete" {
+		t.Errorf("static pod gone: %s, want delete", got)
+	}
+}

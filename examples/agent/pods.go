@@ -119,7 +119,10 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 		return nil, err
 	}
 	if client != nil && (cfg.podManifestPath != "" || cfg.manifestURL != "") {
-		mo := podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: name, StaticPods: p.merger.StaticPods, Clock: clk}
+		merger := p.merger
+		mo := podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: name, StaticPods: merger.StaticPods, Clock: clk,
+			// Mirror pods as the API source's watch shows them: no LIST per sync.
+			NodePods: func() ([]*corev1.Pod, bool) { return merger.Pods(podsource.APISource), merger.SeenAllSources() }}
 		if hb != nil {
 			p.registered = hb.Registered
 			mo.NodeUID = func(context.Context) (types.UID, error) {
