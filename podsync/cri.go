@@ -790,7 +790,18 @@ func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Con
 	}
 	c.event(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", spec.Image)
 	start := c.clock.Now()
-	_, err := c.rt.PullImage(ctx, img, c.b.pullAuth(pod, spec.Image), sbConfig)
+	// As the kubelet: each credential in turn until one pulls, or the
+	// pull without one when there are none.
+	auths := c.b.pullAuth(pod, spec.Image)
+	if len(auths) == 0 {
+		auths = []*runtimeapi.AuthConfig{nil}
+	}
+	var err error
+	for _, auth := range auths {
+		if _, err = c.rt.PullImage(ctx, img, auth, sbConfig); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	<-c.pulls
 	if err != nil {
 		c.mu.Lock()

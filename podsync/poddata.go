@@ -31,8 +31,9 @@ type PodData interface {
 	// EnvValue resolves configMapKeyRef, secretKeyRef and resourceFieldRef;
 	// ok false leaves the variable out (an optional source that is missing).
 	EnvValue(ctx context.Context, pod *corev1.Pod, c *corev1.Container, src *corev1.EnvVarSource) (value string, ok bool, err error)
-	// PullAuth returns the credential for pulling image, or nil.
-	PullAuth(pod *corev1.Pod, image string) *runtimeapi.AuthConfig
+	// PullAuth returns the credentials for pulling image, in the order to
+	// try them, or nil.
+	PullAuth(pod *corev1.Pod, image string) []*runtimeapi.AuthConfig
 }
 
 // setUpPod prepares the pod's directory and volumes through PodData.
@@ -52,8 +53,8 @@ func (b *builder) removePodDir(ctx context.Context, pod *corev1.Pod) error {
 	return b.data.TearDownPod(ctx, pod, b.podDir(pod))
 }
 
-// pullAuth is PodData's credential for image, nil without PodData.
-func (b *builder) pullAuth(pod *corev1.Pod, image string) *runtimeapi.AuthConfig {
+// pullAuth is PodData's credentials for image, nil without PodData.
+func (b *builder) pullAuth(pod *corev1.Pod, image string) []*runtimeapi.AuthConfig {
 	if b.data == nil {
 		return nil
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -107,6 +109,7 @@ type stubData struct {
 	from, services []corev1.EnvVar
 	values         map[string]string // by ConfigMap key; missing: optional, left out
 	err            error
+	auths          []*runtimeapi.AuthConfig
 }
 
 func (s *stubData) SetUpPod(context.Context, *corev1.Pod, string) error    { return nil }
@@ -124,7 +127,39 @@ func (s *stubData) EnvValue(_ context.Context, _ *corev1.Pod, _ *corev1.Containe
 	v, ok := s.values[src.ConfigMapKeyRef.Key]
 	return v, ok, nil
 }
-func (s *stubData) PullAuth(*corev1.Pod, string) *runtimeapi.AuthConfig { return nil }
+func (s *stubData) PullAuth(*corev1.Pod, string) []*runtimeapi.AuthConfig { return s.auths }
+
+// Pull credentials are tried in turn until one pulls, as the kubelet tries
+// them; with none the image is pulled without.
+func TestPullTriesEachCredential(t *testing.T) {
+	h := newHarness(t)
+	dir := t.TempDir()
+	data := &stubData{auths: []*runtimeapi.AuthConfig{{Username: "team"}, {Username: "any"}}}
+	var err error
+	if h.cri, err = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", PodData: data}); err != nil {
+		t.Fatal(err)
+	}
+	if h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock}); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.InjectError("PullImage", status.Error(codes.Unauthenticated, "denied for team"))
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].Image = "registry.example.com/team/app:1"
+	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
+	h.add(pod)
+	pulls := 0
+	for _, c := range h.rt.Calls() {
+		if c.Method == "PullImage" {
+			pulls++
+		}
+	}
+	if pulls != 2 {
+		t.Errorf("%d pulls, want the first credential refused and the second used", pulls)
+	}
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+		t.Errorf("%d running after the second credential pulled", n)
+	}
+}
 
 // The env as the kubelet builds it: envFrom, then env overriding it in
 // order with $(VAR) seeing envFrom, earlier env and service variables,

@@ -140,10 +140,10 @@ func matches(key, image string) bool {
 	return kPath == "" || repo == kPath || strings.HasPrefix(repo, kPath+"/")
 }
 
-// AuthFor returns the credential for image out of creds as the kubelet's
-// keyring picks it: of the keys that cover the image, the most specific
-// (longest) one; ties keep the order of creds. Nil: none matches.
-func AuthFor(creds []Credential, image string) *runtimeapi.AuthConfig {
+// AuthFor returns the credentials whose registry key covers image, the
+// most specific key first (the order the kubelet tries them in), each with
+// the image's registry as ServerAddress; nil when none does.
+func AuthFor(creds []Credential, image string) []*runtimeapi.AuthConfig {
 	var found []Credential
 	for _, c := range creds {
 		if matches(c.Key, image) {
@@ -154,8 +154,11 @@ func AuthFor(creds []Credential, image string) *runtimeapi.AuthConfig {
 		return nil
 	}
 	sort.SliceStable(found, func(i, j int) bool { return len(found[i].Key) > len(found[j].Key) })
-	c := found[0]
 	host, _ := imageRepository(image)
-	return &runtimeapi.AuthConfig{Username: c.Username, Password: c.Password, Auth: c.Auth, ServerAddress: host,
-		IdentityToken: c.IdentityToken, RegistryToken: c.RegistryToken}
+	out := make([]*runtimeapi.AuthConfig, len(found))
+	for i, c := range found {
+		out[i] = &runtimeapi.AuthConfig{Username: c.Username, Password: c.Password, Auth: c.Auth, ServerAddress: host,
+			IdentityToken: c.IdentityToken, RegistryToken: c.RegistryToken}
+	}
+	return out
 }

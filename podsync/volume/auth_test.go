@@ -65,15 +65,17 @@ func TestAuthFor(t *testing.T) {
 	} {
 		a := AuthFor(creds, image)
 		got := ""
-		if a != nil {
-			got = a.Username
+		if len(a) > 0 {
+			got = a[0].Username
 		}
 		if got != want {
 			t.Errorf("%s: credential %q, want %q", image, got, want)
 		}
 	}
-	if a := AuthFor(creds, "registry.example.com/team/app"); a.ServerAddress != "registry.example.com" {
-		t.Errorf("server address %q", a.ServerAddress)
+	// Every covering credential, the most specific first.
+	a := AuthFor(creds, "registry.example.com/team/app")
+	if len(a) != 2 || a[0].Username != "team" || a[1].Username != "any" || a[0].ServerAddress != "registry.example.com" {
+		t.Errorf("credentials %+v, want team then any, for registry.example.com", a)
 	}
 }
 
@@ -86,7 +88,7 @@ func TestPullAuth(t *testing.T) {
 	if err := f.setUp(pod); err != nil {
 		t.Fatal(err)
 	}
-	if a := f.m.PullAuth(pod, "registry.example.com/app:1"); a == nil || a.Username != "u" || a.Password != "p" {
+	if a := f.m.PullAuth(pod, "registry.example.com/app:1"); len(a) != 1 || a[0].Username != "u" || a[0].Password != "p" {
 		t.Errorf("PullAuth: %+v", a)
 	}
 	if a := f.m.PullAuth(pod, "busybox"); a != nil {

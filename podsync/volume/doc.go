@@ -108,8 +108,9 @@
 //
 // PullAuth reads the pod's imagePullSecrets (kubernetes.io/dockerconfigjson
 // and kubernetes.io/dockercfg; the ServiceAccount admission plugin has
-// copied the service account's into the pod) and returns the credential of
-// the most specific registry key that covers the image: host (labels may be
+// copied the service account's into the pod) and returns the credentials
+// whose registry key covers the image, the most specific first (the CRI
+// syncer tries each in turn until one pulls): host (labels may be
 // globs such as *.example.com), port and path prefix; docker.io is
 // index.docker.io and a bare name is Docker Hub's library/<name>.
 //
@@ -151,9 +152,7 @@
 //     them as CreateContainerConfigError).
 //   - A subPath is resolved and checked, then passed to the runtime, instead
 //     of the kubelet's bind mount below volume-subpaths/.
-//   - PullAuth returns one credential (the CRI takes one); the kubelet
-//     tries each matching credential in turn. Credential providers are not
-//     used.
+//   - Credential providers are not used.
 //   - Volumes follow object changes within the watch's latency instead of
 //     at the pod's next sync; downward-API volumes follow label and
 //     annotation changes at the pod's next sync, as in the kubelet.

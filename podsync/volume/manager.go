@@ -634,10 +634,10 @@ func (m *Manager) read(pod *corev1.Pod, key objectKey) (runtime.Object, error) {
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
-// PullAuth returns the credential of the pod's image pull secrets that
-// covers image (the most specific registry key), or nil. Pull secrets that
-// are missing or unreadable are skipped, as the kubelet skips them.
-func (m *Manager) PullAuth(pod *corev1.Pod, image string) *runtimeapi.AuthConfig {
+// PullAuth returns the credentials of the pod's image pull secrets that
+// cover image, the most specific registry key first, or nil. Pull secrets
+// that are missing or unreadable are skipped, as the kubelet skips them.
+func (m *Manager) PullAuth(pod *corev1.Pod, image string) []*runtimeapi.AuthConfig {
 	var creds []Credential
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		if ref.Name == "" {
