@@ -1,7 +1,6 @@
 package podsync
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/mountinfo"
 )
 
 // podCgroups keeps the kubelet's pod-level cgroups (its cgroupsPerQOS) on
@@ -40,27 +41,18 @@ type cgroupMount struct {
 	controllers      map[string]bool
 }
 
-// cgroupMounts reads the cgroup hierarchies from mountinfo.
-func cgroupMounts(mountinfo string) ([]cgroupMount, error) {
-	f, err := os.Open(mountinfo)
+// cgroupMounts reads the cgroup hierarchies from a mount table.
+func cgroupMounts(table string) ([]cgroupMount, error) {
+	ms, err := mountinfo.Read(table)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []cgroupMount
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		pre, post, ok := strings.Cut(s.Text(), " - ")
-		if !ok {
+	for _, mt := range ms {
+		if mt.FSType != "cgroup" && mt.FSType != "cgroup2" {
 			continue
 		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 || (qf[0] != "cgroup" && qf[0] != "cgroup2") {
-			continue
-		}
-		m := cgroupMount{root: unescapeOctal(pf[3]), mountpoint: unescapeOctal(pf[4]), v2: qf[0] == "cgroup2", controllers: map[string]bool{}}
+		m := cgroupMount{root: mt.Root, mountpoint: mt.Mountpoint, v2: mt.FSType == "cgroup2", controllers: map[string]bool{}}
 		if m.v2 {
 			if b, err := os.ReadFile(filepath.Join(m.mountpoint, "cgroup.controllers")); err == nil {
 				for _, c := range strings.Fields(string(b)) {
@@ -68,36 +60,17 @@ func cgroupMounts(mountinfo string) ([]cgroupMount, error) {
 				}
 			}
 		} else {
-			for _, o := range strings.Split(qf[2], ",") {
+			for _, o := range strings.Split(mt.SuperOptions, ",") {
 				m.controllers[o] = true
 			}
 		}
 		out = append(out, m)
 	}
-	return out, s.Err()
+	return out, nil
 }
 
-// unescapeOctal undoes mountinfo's \040-style escapes.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func newPodCgroups(root, mountinfo string) (*podCgroups, error) {
-	ms, err := cgroupMounts(mountinfo)
+func newPodCgroups(root, table string) (*podCgroups, error) {
+	ms, err := cgroupMounts(table)
 	if err != nil {
 		return nil, fmt.Errorf("podsync: reading cgroup mounts: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodekit/nodekit/internal/mountinfo"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 )
@@ -19,7 +20,7 @@ import (
 // controller, "" if it does not exist.
 func readCgroup(t *testing.T, cg, controller, file string) string {
 	t.Helper()
-	ms, err := cgroupMounts("/proc/self/mountinfo")
+	ms, err := cgroupMounts(mountinfo.Self)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func readCgroup(t *testing.T, cg, controller, file string) string {
 
 func TestE2EPodCgroups(t *testing.T) {
 	c, e := e2eSetup(t)
-	ms, err := cgroupMounts("/proc/self/mountinfo")
+	ms, err := cgroupMounts(mountinfo.Self)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/mountinfo"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -207,7 +208,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 	}
 	var cg *podCgroups
 	if o.CgroupsPerQOS && o.CgroupDriver == CgroupfsDriver {
-		if cg, err = newPodCgroups(o.CgroupRoot, "/proc/self/mountinfo"); err != nil {
+		if cg, err = newPodCgroups(o.CgroupRoot, mountinfo.Self); err != nil {
 			return nil, err
 		}
 	}

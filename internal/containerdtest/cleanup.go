@@ -1,7 +1,6 @@
 package containerdtest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/mountinfo"
 )
 
 // Stop tears the instance down and removes every trace of it, touching only
@@ -399,55 +400,14 @@ func (c *Containerd) unmountAll() error {
 
 type mountEntry struct{ root, mountpoint, fstype string }
 
-// mountInfo parses /proc/self/mountinfo.
+// mountInfo reads the process's mount table.
 func mountInfo() []mountEntry {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []mountEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i, f := range fields {
-			if f == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		out = append(out, mountEntry{
-			root:       unescapeMount(fields[3]),
-			mountpoint: unescapeMount(fields[4]),
-			fstype:     fields[sep+1],
-		})
+	ms, _ := mountinfo.Read(mountinfo.Self)
+	out := make([]mountEntry, len(ms))
+	for i, m := range ms {
+		out[i] = mountEntry{root: m.Root, mountpoint: m.Mountpoint, fstype: m.FSType}
 	}
 	return out
-}
-
-// unescapeMount decodes the octal escapes (\040 for a space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // MakeCgroupRoot creates the instance's cgroup root in every mounted cgroup

@@ -140,20 +140,6 @@ func TestOptionsErrors(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a/b`:          "/a/b",
-		`/a\040b`:       "/a b",
-		`/x\134y`:       `/x\y`,
-		`/trailing\04`:  `/trailing\04`,
-		`/tab\011end\0`: "/tab\tend\\0",
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestBusyboxEntries(t *testing.T) {
 	entries := busyboxEntries([]byte("bb"), "bin/sh\nusr/bin/env\nsbin/ifconfig\n")
 	paths := map[string]bool{}

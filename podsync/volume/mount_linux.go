@@ -1,7 +1,6 @@
 package volume
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekit/nodekit/internal/mountinfo"
 )
 
 // isMountPoint reports whether dir is the root of a mount: its device
@@ -48,48 +49,21 @@ func mountTmpfs(dir string, size int64) error {
 }
 
 // mountsUnder lists the mount points below dir (dir itself excluded),
-// deepest first, from /proc/self/mountinfo.
+// deepest first, from the process's mount table.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Read(mountinfo.Self)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
 	prefix := filepath.Clean(dir) + "/"
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeOctal(fields[4])
-		if strings.HasPrefix(mp, prefix) {
-			out = append(out, mp)
+	for _, m := range ms {
+		if strings.HasPrefix(m.Mountpoint, prefix) {
+			out = append(out, m.Mountpoint)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, sc.Err()
-}
-
-// unescapeOctal undoes mountinfo's \NNN escapes (space, tab, newline, \).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, nil
 }
 
 // unmountAll unmounts every mount below dir, deepest first.
