@@ -84,6 +84,7 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 		if err != nil {
 			return nil, err
 		}
+		restCfg.QPS, restCfg.Burst = float32(cfg.kubeAPIQPS), cfg.kubeAPIBurst
 		if a.client, err = newClient(restCfg, counter); err != nil {
 			return nil, err
 		}
@@ -139,7 +140,9 @@ func leaseOptions(duration time.Duration) lease.Options {
 }
 
 // newClient returns the agent's one clientset: protobuf on the wire (smaller
-// writes than JSON), every request counted.
+// writes than JSON), every request counted, rate-limited as cfg says
+// (--kube-api-qps and --kube-api-burst; client-go's own default, 5 per
+// second, would space a pod's status writes and events 200 ms apart).
 func newClient(cfg *rest.Config, counter *apiCounter) (*nodeClientset, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"

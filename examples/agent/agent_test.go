@@ -80,6 +80,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--pod-log-root="}, "--pod-log-root"},
 		{[]string{"--cgroup-root=kubepods"}, "--cgroup-root"},
 		{[]string{"--container-log-max-size=lots"}, "--container-log-max-size"},
+		{[]string{"--kube-api-qps=0"}, "--kube-api-qps"},
+		{[]string{"--kube-api-burst=0"}, "--kube-api-burst"},
 		{[]string{"--container-log-max-size=100"}, "--container-log-max-size"},
 		{[]string{"--container-log-max-files=1"}, "--container-log-max-files"},
 		{[]string{"--container-log-monitor-interval=1s"}, "--container-log-monitor-interval"},

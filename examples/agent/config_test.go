@@ -56,6 +56,8 @@ systemReserved: {cpu: 500m, memory: 1Gi}
 kubeReserved: {memory: 256Mi}
 seccompDefault: true
 cgroupsPerQOS: false
+kubeAPIQPS: 20
+kubeAPIBurst: 40
 containerLogMaxSize: 5Mi
 containerLogMaxFiles: 3
 containerLogMonitorInterval: 30s
@@ -73,7 +75,7 @@ healthzPort: 10300
 		cfg.cgroupDriver != "systemd" || cfg.cgroupRoot != "/custom" || strings.Join(cfg.clusterDNS, ",") != "10.96.0.10,10.96.0.11" ||
 		cfg.resolvConf != "-" || cfg.podsPerCore != 4 || cfg.runtimeEndpoint != "unix:///run/containerd/containerd.sock" ||
 		cfg.registerNode || cfg.providerID != "edge://n1" || !cfg.seccompDefault || cfg.listen != "0.0.0.0:10300" ||
-		cfg.cgroupsPerQOS || cfg.logMaxSize != 5<<20 || cfg.logMaxFiles != 3 || cfg.logMonitorInterval != 30*time.Second {
+		cfg.cgroupsPerQOS || cfg.kubeAPIQPS != 20 || cfg.kubeAPIBurst != 40 || cfg.logMaxSize != 5<<20 || cfg.logMaxFiles != 3 || cfg.logMonitorInterval != 30*time.Second {
 		t.Errorf("cfg = %+v", cfg)
 	}
 	if cfg.maxPods != 5 || cfg.clusterDomain != "example.org" {

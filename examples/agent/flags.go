@@ -64,6 +64,8 @@ type config struct {
 	podInfraImage      string
 	seccompDefault     bool
 	cgroupsPerQOS      bool
+	kubeAPIQPS         float64
+	kubeAPIBurst       int
 	logMaxSize         int64
 	logMaxFiles        int
 	logMonitorInterval time.Duration
@@ -167,6 +169,8 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.DurationVar(&c.syncFrequency, "sync-frequency", time.Minute, "How often a running pod is synced again when nothing happens to it.")
 	fs.StringVar(&c.podInfraImage, "pod-infra-container-image", "", "The sandbox (pause) image. The runtime's own configuration chooses the image sandboxes run, as with kubelet; the agent makes sure the runtime has this one before it runs pods. Empty: no check.")
 	fs.BoolVar(&c.seccompDefault, "seccomp-default", false, "Give containers without a seccomp profile the runtime's default one.")
+	fs.Float64Var(&c.kubeAPIQPS, "kube-api-qps", 50, "Requests per second the agent sends the API server at most, averaged (kubelet's default).")
+	fs.IntVar(&c.kubeAPIBurst, "kube-api-burst", 100, "Requests the agent may send at once above --kube-api-qps (kubelet's default).")
 	fs.BoolVar(&c.cgroupsPerQOS, "cgroups-per-qos", true, "Keep the kubepods QoS cgroups and one cgroup per pod with the pod's resources (cgroupfs driver; not with the in-memory fake runtime).")
 	logMaxSize := fs.String("container-log-max-size", "10Mi", "Size at which a running container's log is rotated (a quantity, at least 1Ki).")
 	fs.IntVar(&c.logMaxFiles, "container-log-max-files", logrotate.DefaultMaxFiles, "Log files kept per container, the one written included (at least 2).")
@@ -194,6 +198,10 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	}
 	c.logMaxSize = q.Value()
 	switch {
+	case c.kubeAPIQPS <= 0 || c.kubeAPIQPS > 10000:
+		return nil, fmt.Errorf("--kube-api-qps %v must be above 0 and at most 10000", c.kubeAPIQPS)
+	case c.kubeAPIBurst < 1 || c.kubeAPIBurst > 100000:
+		return nil, fmt.Errorf("--kube-api-burst %d must be between 1 and 100000", c.kubeAPIBurst)
 	case c.logMaxSize < 1<<10 || c.logMaxSize > 1<<40:
 		return nil, fmt.Errorf("--container-log-max-size %s must be between 1Ki and 1Ti", *logMaxSize)
 	case c.logMaxFiles < 2 || c.logMaxFiles > 1000:
