@@ -159,16 +159,25 @@ func (p *agentProc) stop(t *testing.T) {
 
 func (p *agentProc) get(t *testing.T, path string) string {
 	t.Helper()
+	b, err := p.fetch(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// fetch GETs path from the agent's HTTP server.
+func (p *agentProc) fetch(path string) (string, error) {
 	resp, err := http.Get("http://" + p.listen + path)
 	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+		return "", fmt.Errorf("GET %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+		return "", fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
 	}
-	return string(b)
+	return string(b), nil
 }
 
 func TestAgentOnContainerd(t *testing.T) {

@@ -156,21 +156,25 @@ func TestAgentThreeSourcesOnContainerd(t *testing.T) {
 	}
 	p = startAgent(t, node, args...)
 	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the restarted agent reports the three pods Ready", allReady)
-	// A few relists and syncs later, still the same containers.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if got := runningContainers(t, rt, names...); !slices.Equal(got, before) {
-			all, _ := rt.ListContainers(ctx, nil)
-			for _, c := range all {
-				t.Logf("container %s %s %s attempt %d", c.Id[:12], c.Labels["io.kubernetes.pod.name"], c.State, c.Metadata.Attempt)
-			}
-			evs, _ := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
-			for _, e := range evs.Items {
-				t.Logf("event %s %s %s", e.InvolvedObject.Name, e.Reason, e.Message)
-			}
-			t.Fatalf("containers after the restart %v, want the adopted %v", got, before)
+	// The pods were Ready before the restart, so wait for the new agent's
+	// own first sync of each (its kubelet_pod_worker_duration_seconds
+	// counts a pod's first SyncPod as "create"): a container it did not
+	// adopt would have been killed or recreated by then.
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the restarted agent synced the three pods", func() bool {
+		m, err := p.fetch("/metrics") // refused until the agent listens
+		return err == nil && metricValue(m, `kubelet_pod_worker_duration_seconds_count{operation_type="create"}`) >= 3 &&
+			metricValue(m, "kubelet_running_pods") == 3
+	})
+	if got := runningContainers(t, rt, names...); !slices.Equal(got, before) {
+		all, _ := rt.ListContainers(ctx, nil)
+		for _, c := range all {
+			t.Logf("container %s %s %s attempt %d", c.Id[:12], c.Labels["io.kubernetes.pod.name"], c.State, c.Metadata.Attempt)
 		}
-		pause(ctx)
+		evs, _ := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		for _, e := range evs.Items {
+			t.Logf("event %s %s %s", e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+		t.Fatalf("containers after the restart %v, want the adopted %v", got, before)
 	}
 
 	// Removing the three: the file, the URL's content, the API pod.
