@@ -40,7 +40,8 @@
 // terminationGracePeriodSeconds (30 when unset), at least 1s, and only
 // shrinks. Pods that run in the backend but that no source knows (orphans)
 // are stopped with a 1s grace and removed once Options.SourcesReady reports
-// true and an update of every source in Options.Sources was handled. The CRI syncer never touches a sandbox or container without the
+// true and an update of every source in Options.Sources was handled. The CRI
+// syncer never touches a sandbox or container without the
 // io.kubernetes.pod.uid label (containers also need io.kubernetes.container.name).
 //
 // # Action rules (ComputePodActions)
