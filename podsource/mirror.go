@@ -58,6 +58,12 @@ type MirrorPodsOptions struct {
 	Period time.Duration
 	// Clock drives Run's ticker. Default the real clock.
 	Clock clock.WithTicker
+	// Created, if set, is called with each mirror pod SyncOnce created (or
+	// found already made by an earlier attempt), as the API server returned
+	// it, so that the static pod's status can be written to it at once
+	// (status.Writer.SetMirrorPod). It must not block or modify the pod.
+	// Default nil.
+	Created func(mirror *v1.Pod)
 }
 
 // MirrorPods keeps a mirror pod in the API server for every static pod, as
@@ -85,6 +91,7 @@ type MirrorPods struct {
 	nodeUIDFn  func(ctx context.Context) (types.UID, error)
 	staticPods func() []*v1.Pod
 	nodePods   func() ([]*v1.Pod, bool)
+	created    func(*v1.Pod)
 	period     time.Duration
 	clock      clock.WithTicker
 	trigger    chan struct{}
@@ -116,6 +123,7 @@ func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 		nodeUIDFn:  opts.NodeUID,
 		staticPods: opts.StaticPods,
 		nodePods:   opts.NodePods,
+		created:    opts.Created,
 		period:     opts.Period,
 		clock:      opts.Clock,
 		trigger:    make(chan struct{}, 1),
@@ -296,14 +304,20 @@ func (m *MirrorPods) createMirror(ctx context.Context, sp *v1.Pod, hash string) 
 		return fmt.Errorf("podsource: mirror pod %s: node UID: %w", klog.KObj(sp), err)
 	}
 	mp := MirrorPodFor(sp, m.nodeName, uid)
-	_, err = m.client.Pods(mp.Namespace).Create(ctx, mp, metav1.CreateOptions{})
+	created, err := m.client.Pods(mp.Namespace).Create(ctx, mp, metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		klog.FromContext(ctx).V(2).Info("Created a mirror pod", "pod", klog.KObj(mp))
+		if m.created != nil {
+			m.created(created)
+		}
 		return nil
 	case apierrors.IsAlreadyExists(err):
 		got, gerr := m.client.Pods(mp.Namespace).Get(ctx, mp.Name, metav1.GetOptions{})
 		if gerr == nil && got.Annotations[ConfigMirrorAnnotation] == hash && got.DeletionTimestamp == nil {
+			if m.created != nil {
+				m.created(got)
+			}
 			return nil
 		}
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "UID mismatch"):

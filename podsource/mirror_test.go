@@ -77,7 +77,9 @@ func TestMirrorPodsFake(t *testing.T) {
 		return false, nil, nil
 	})
 	static := &staticSet{}
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1", StaticPods: static.get})
+	var created []string
+	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1", StaticPods: static.get,
+		Created: func(p *v1.Pod) { created = append(created, p.Name+"/"+string(p.UID)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +92,9 @@ func TestMirrorPodsFake(t *testing.T) {
 	}
 	if got := strings.Join(mirrorWrites(client), ","); got != "create web-n1" {
 		t.Errorf("writes %s", got)
+	}
+	if got := strings.Join(created, ","); got != "web-n1/mirror-1" {
+		t.Errorf("Created saw %q, want the created mirror pod with the server's UID", got)
 	}
 	got, err := client.CoreV1().Pods("default").Get(ctx, "web-n1", metav1.GetOptions{})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,10 @@ type podHalf struct {
 
 	merger  *podsource.Merger
 	mirrors *podsource.MirrorPods // nil: standalone
+	// writer is the status writer once Run built it: mirror pods hand it
+	// each mirror pod they create, so a static pod's status is written to
+	// it at once.
+	writer atomic.Pointer[status.Writer]
 	// registered reports whether the Node exists (the heartbeat's
 	// Registered); mirror pods start once it does, as NodeRestriction
 	// admits a mirror pod only with an owner reference to the Node.
@@ -122,7 +127,12 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 		merger := p.merger
 		mo := podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: name, StaticPods: merger.StaticPods, Clock: clk,
 			// Mirror pods as the API source's watch shows them: no LIST per sync.
-			NodePods: func() ([]*corev1.Pod, bool) { return merger.Pods(podsource.APISource), merger.SeenAllSources() }}
+			NodePods: func() ([]*corev1.Pod, bool) { return merger.Pods(podsource.APISource), merger.SeenAllSources() },
+			Created: func(mirror *corev1.Pod) {
+				if w := p.writer.Load(); w != nil {
+					w.SetMirrorPod(mirror)
+				}
+			}}
 		if hb != nil {
 			p.registered = hb.Registered
 			mo.NodeUID = func(context.Context) (types.UID, error) {
@@ -203,6 +213,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.writer.Store(writer)
 	relay := make(chan podsource.Update)
 	engine, err = podsync.New(podsync.Options{
 		Syncer:       cri,

@@ -46,9 +46,10 @@
 //   - BENCH_PODS pods with an HTTP readiness probe and an exec liveness
 //     probe (default periods, 10s): CPU over MEASURE_WINDOW once all are
 //     Ready, and VmRSS at its end.
-//   - A static pod: from renaming its manifest into the manifest directory
-//     to the mirror pod appearing in a watch, and to the mirror pod being
-//     reported Running.
+//   - A static pod, BENCH_STATIC_RUNS (5) times, one after the other: from
+//     renaming its manifest into the manifest directory to the mirror pod
+//     appearing in a watch, and to the mirror pod being reported Running;
+//     the medians.
 //
 // Both run with their defaults otherwise: the kubelet with its iptables
 // utility chains and its once-a-minute container garbage collection (which

@@ -47,7 +47,9 @@
 // written to its mirror pod: the pod of the same namespace and name whose
 // kubernetes.io/config.mirror annotation holds the static pod's config hash.
 // While there is none, the writer looks again after its back-off and at
-// each reconcile. A mirror pod recreated with another UID is found again
+// each reconcile, or at once when SetMirrorPod hands it the mirror pod
+// (podsource.MirrorPodsOptions.Created does as it creates one). A mirror
+// pod recreated with another UID is found again
 // when a write to the old one is refused.
 //
 // The writer never moves a phase back from Succeeded or Failed, whether the

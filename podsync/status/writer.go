@@ -220,6 +220,37 @@ func (w *Writer) SetPodStatus(pod *corev1.Pod, status corev1.PodStatus) {
 	w.set(pod.UID, st, s, changed)
 }
 
+// SetMirrorPod hands the writer the mirror pod of one of its static pods,
+// as the API server answered its creation (MirrorPodsOptions.Created) or a
+// watch showed it: a status waiting for its mirror pod is then written to
+// it at once, with no read and no back-off. A pod that is not a mirror pod,
+// or that matches no static pod by namespace, name and config hash, is
+// ignored; so is a copy older than the one held. The writer keeps mirror:
+// the caller must not modify it afterwards. It never blocks.
+func (w *Writer) SetMirrorPod(mirror *corev1.Pod) {
+	if mirror == nil || !isMirror(mirror) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for uid, st := range w.pods {
+		if !st.static || st.finished || st.namespace != mirror.Namespace || st.name != mirror.Name || !mirrorOf(mirror, st.hash) {
+			continue
+		}
+		if st.api != nil && (st.api.UID == mirror.UID && !newer(mirror.ResourceVersion, st.api.ResourceVersion)) {
+			continue
+		}
+		st.api = mirror
+		w.backoffs.Forget(uid)
+		w.retry.Remove(uid)
+		w.dirty[uid] = struct{}{}
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Status returns the status last recorded for uid (what the node believes,
 // after SetPodStatus's rules), and false if none is.
 func (w *Writer) Status(uid types.UID) (corev1.PodStatus, bool) {
@@ -604,6 +635,17 @@ func (w *Writer) record(snap snapshot, api *corev1.Pod, out outcome) {
 		delete(w.dirty, snap.uid)
 		return
 	case forgetAPI:
+		if st.api != snap.api {
+			// SetMirrorPod handed in the mirror pod while this sync
+			// looked for it: write to it now.
+			w.backoffs.Forget(snap.uid)
+			w.dirty[snap.uid] = struct{}{}
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+			return
+		}
 		st.api = nil
 	default:
 		// Keep a newer copy the caller handed in meanwhile.

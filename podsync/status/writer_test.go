@@ -642,3 +642,74 @@ func TestParallelWrites(t *testing.T) {
 		}
 	}
 }
+
+// A static pod's status waiting for its mirror pod is written as soon as
+// SetMirrorPod hands the mirror pod in: no read, no wait for the back-off.
+func TestSetMirrorPod(t *testing.T) {
+	static, mirror := staticPod("etcd-node-a")
+	e := newEnv(t)
+	e.w.SetPodStatus(static, runningStatus(true))
+	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"list"}) {
+		t.Fatalf("without a mirror pod: %v", got)
+	}
+	// Ignored: not a mirror pod, another name, another hash.
+	other := mirror.DeepCopy()
+	other.Annotations[podsource.ConfigMirrorAnnotation] = "old-hash"
+	renamed := mirror.DeepCopy()
+	renamed.Name = "etcd-node-b"
+	e.w.SetMirrorPod(static)
+	e.w.SetMirrorPod(other)
+	e.w.SetMirrorPod(renamed)
+	e.w.SetMirrorPod(nil)
+	if acts := e.sync(); len(acts) != 0 {
+		t.Fatalf("wrote for a pod that is not its mirror pod: %v", verbs(acts))
+	}
+	created, err := e.client.CoreV1().Pods("default").Create(context.Background(), mirror, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.w.SetMirrorPod(created)
+	acts := e.sync() // the clock has not moved: the back-off is skipped
+	if got := verbs(acts); !reflect.DeepEqual(got, []string{"patch/status"}) {
+		t.Fatalf("after SetMirrorPod: %v", got)
+	}
+	if uid := patchOf(t, acts[0])["metadata"].(map[string]any)["uid"]; uid != "mirror-uid" {
+		t.Errorf("patch precondition uid %v, want the mirror pod's", uid)
+	}
+	if got := e.get("etcd-node-a").Status; got.Phase != corev1.PodRunning {
+		t.Errorf("mirror status %+v", got)
+	}
+	// An older copy of the same mirror pod changes nothing.
+	e.w.SetMirrorPod(created)
+	if acts := e.sync(); len(acts) != 0 {
+		t.Errorf("an old copy caused writes: %v", verbs(acts))
+	}
+}
+
+// A mirror pod handed in while a sync is looking for it (and finds none)
+// is written to at once, not after the back-off.
+func TestSetMirrorPodDuringRead(t *testing.T) {
+	static, mirror := staticPod("etcd-node-a")
+	e := newEnv(t)
+	var once atomic.Bool
+	e.client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if once.CompareAndSwap(false, true) {
+			e.w.SetMirrorPod(mirror) // the answer below still has no mirror pod
+			return true, &corev1.PodList{}, nil
+		}
+		return false, nil, nil
+	})
+	if err := e.client.Tracker().Add(mirror); err != nil {
+		t.Fatal(err)
+	}
+	e.w.SetPodStatus(static, runningStatus(true))
+	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"list"}) {
+		t.Fatalf("first sync: %v", got)
+	}
+	if e.wait != 0 {
+		t.Errorf("next sync in %v, want at once", e.wait)
+	}
+	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"patch/status"}) {
+		t.Fatalf("second sync: %v", got)
+	}
+}
