@@ -9,6 +9,8 @@
 #
 #   hack/measure-pods.sh            # about a minute
 #   MEASURE_PODS=10 hack/measure-pods.sh
+#   MEASURE_PARALLEL=4,16,30 hack/measure-pods.sh   # containerd alone at
+#                                     # several parallelisms (default 16)
 #
 # It prints a Markdown table and the load average before and after: on a
 # shared machine the times are only as good as the machine is quiet.

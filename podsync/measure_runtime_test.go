@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,17 +112,32 @@ func TestMeasureRuntime(t *testing.T) {
 	// Warm-up: the first sandbox pays for the pause image's snapshot.
 	removeRuntimePods(rt, runtimePods(t, c, rt, "warm", 1, 1, 1), 1)
 
-	start := time.Now()
-	ids := runtimePods(t, c, rt, "floor", n, 1, DefaultMaxParallel)
-	started := time.Since(start)
-	start = time.Now()
-	removeRuntimePods(rt, ids, DefaultMaxParallel)
-	removed := time.Since(start)
-	fmt.Fprintf(&b, "| %d pods started at once over CRI, first call to last started | %.3f s |\n", n, started.Seconds())
-	fmt.Fprintf(&b, "| %d pods stopped and removed at once over CRI | %.3f s |\n", n, removed.Seconds())
+	// MEASURE_PARALLEL (the engine's default, 16) lists the parallelisms
+	// to try, comma-separated, one after the other.
+	parallel := []int{DefaultMaxParallel}
+	if s := os.Getenv("MEASURE_PARALLEL"); s != "" {
+		parallel = nil
+		for _, f := range strings.Split(s, ",") {
+			p, err := strconv.Atoi(f)
+			if err != nil || p < 1 {
+				t.Fatalf("MEASURE_PARALLEL=%q: want positive integers, comma-separated", s)
+			}
+			parallel = append(parallel, p)
+		}
+	}
+	for _, p := range parallel {
+		start := time.Now()
+		ids := runtimePods(t, c, rt, "floor", n, 1, p)
+		started := time.Since(start)
+		start = time.Now()
+		removeRuntimePods(rt, ids, p)
+		removed := time.Since(start)
+		fmt.Fprintf(&b, "| %d pods started at once over CRI, %d at a time, first call to last started | %.3f s |\n", n, p, started.Seconds())
+		fmt.Fprintf(&b, "| %d pods stopped and removed at once over CRI, %d at a time | %.3f s |\n", n, p, removed.Seconds())
+	}
 
 	const pods, per, relists = 100, 3, 50
-	ids = runtimePods(t, c, rt, "relist", pods, per, 8)
+	ids := runtimePods(t, c, rt, "relist", pods, per, 8)
 	defer removeRuntimePods(rt, ids, 8)
 	cri, err := NewCRI(CRIOptions{Runtime: rt, ResolvConf: "-"})
 	if err != nil {
