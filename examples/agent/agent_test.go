@@ -72,6 +72,8 @@ func TestParseFlagsErrors(t *testing.T) {
 	}{
 		{[]string{"--cgroup-driver=cgroupsd"}, "--cgroup-driver"},
 		{[]string{"--file-check-frequency=10ms"}, "--file-check-frequency"},
+		{[]string{"--pending-status-delay=11s"}, "--pending-status-delay"},
+		{[]string{"--pending-status-delay=-1s"}, "--pending-status-delay"},
 		{[]string{"--http-check-frequency=0s"}, "--http-check-frequency"},
 		{[]string{"--manifest-url=ftp://x/y"}, "--manifest-url"},
 		{[]string{"--manifest-url=http://x/y", "--manifest-url-header=nocolon"}, "flag -manifest-url-header: \"nocolon\" is not key:value"},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/logrotate"
+	"github.com/nodekit/nodekit/podsync/status"
 )
 
 // config is what the command line says. Zero durations mean "not given", so
@@ -46,6 +47,7 @@ type config struct {
 	diskUsageResource     string
 	listen                string
 	memoryLimit           int64
+	pendingStatusDelay    time.Duration
 
 	// The pod half.
 	podManifestPath    string
@@ -153,6 +155,7 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.StringVar(&c.diskUsageResource, "disk-usage-resource", "", "Extended resource name (for example example.com/scratch) under which to also report the file system's size. Empty: none.")
 	fs.StringVar(&c.listen, "listen", defaultListen, "Local address for /healthz and /metrics. Empty: do not serve.")
 	fs.StringVar(&memLimit, "memory-limit", "24Mi", "Soft memory limit of the Go runtime (debug.SetMemoryLimit) unless GOMEMLIMIT is set. 0: none.")
+	fs.DurationVar(&c.pendingStatusDelay, "pending-status-delay", 500*time.Millisecond, "How long a pod status that stays Pending (ContainerCreating) may wait before it is written, so a pod that starts within it costs one status write. 0: write every change at once, as kubelet does; at most 10s.")
 
 	fs.StringVar(&c.podManifestPath, "pod-manifest-path", "", "Directory of static pod manifests (or one manifest file). Empty: none.")
 	fs.DurationVar(&c.fileCheckFrequency, "file-check-frequency", 20*time.Second, "How often --pod-manifest-path is listed again besides inotify.")
@@ -257,6 +260,9 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 
 // parsePodFlags checks the pod half's flags.
 func (c *config) parsePodFlags(clusterDNS string, headers http.Header) error {
+	if c.pendingStatusDelay < 0 || c.pendingStatusDelay > status.MaxPendingDelay {
+		return fmt.Errorf("--pending-status-delay %v must be between 0 and %v", c.pendingStatusDelay, status.MaxPendingDelay)
+	}
 	if c.fileCheckFrequency < time.Second || c.fileCheckFrequency > 24*time.Hour {
 		return fmt.Errorf("--file-check-frequency %v must be between 1s and 24h", c.fileCheckFrequency)
 	}

@@ -205,7 +205,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		return err
 	}
 	p.status.cri.Store(cri)
-	wopts := status.Options{Clock: p.clock, Registerer: p.registry}
+	wopts := status.Options{Clock: p.clock, Registerer: p.registry, PendingDelay: p.cfg.pendingStatusDelay}
 	if p.client != nil {
 		wopts.Client = p.client.CoreV1()
 	}

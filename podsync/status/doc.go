@@ -97,6 +97,9 @@
 //     condition goes last in the API's list.
 //   - Failed writes back off per pod instead of waiting for the next
 //     reconcile or the next change of another pod.
+//   - With Options.PendingDelay (default 0, kubelet's way), a change that
+//     leaves a Pending pod Pending (ContainerCreating) waits that long, so
+//     a pod whose containers start within it costs one patch, not two.
 //   - Terminal phases are held back by the caller, not by the writer, and
 //     container-state transition checks are the caller's (with Status).
 //   - A mirror pod whose config hash is not the static pod's gets no status

@@ -32,6 +32,8 @@ const (
 	// is MaxRetryBackoff); MaxMaxRetryBackoff bounds Options.MaxRetryBackoff.
 	MinRetryBackoff    = 10 * time.Millisecond
 	MaxMaxRetryBackoff = 10 * time.Minute
+	// MaxPendingDelay bounds Options.PendingDelay.
+	MaxPendingDelay = 10 * time.Second
 )
 
 // Options configure a Writer. Zero values take the default named in each
@@ -61,6 +63,13 @@ type Options struct {
 	// MaxParallelWrites bounds the pods written at once (one request in
 	// flight per pod at most). Between 1 and 100. Default: 4.
 	MaxParallelWrites int
+	// PendingDelay is how long a change that leaves a Pending pod Pending
+	// (ContainerCreating, PodInitializing, an image pull) may wait before
+	// it is written, so that a pod whose containers start within it costs
+	// one write instead of two. A change out of Pending, a deletion and a
+	// termination are written at once, with whatever waited. Between 0 and
+	// 10s. Default 0: every change at once, as kubelet writes.
+	PendingDelay time.Duration
 }
 
 // withDefaults returns o with defaults filled in, or an error naming the
@@ -83,6 +92,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxParallelWrites < 1 || o.MaxParallelWrites > 100 {
 		return o, fmt.Errorf("status: Options.MaxParallelWrites %d must be in [1, 100]", o.MaxParallelWrites)
+	}
+	if err := backoff.Check("status: Options.PendingDelay", o.PendingDelay, 0, MaxPendingDelay); err != nil {
+		return o, err
 	}
 	if err := backoff.Check("status: Options.ReconcilePeriod", o.ReconcilePeriod, MinReconcilePeriod, MaxReconcilePeriod); err != nil {
 		return o, err

@@ -30,6 +30,7 @@ type Writer struct {
 	clock     clock.WithTicker
 	reconcile time.Duration
 	parallel  int
+	delay     time.Duration // Options.PendingDelay
 	metrics   *metrics
 	wake      chan struct{}
 
@@ -62,6 +63,9 @@ type podState struct {
 	deleting   bool // the API pod's graceful deletion began
 	terminated bool // PodTerminated was called: nothing runs any more
 	finished   bool // deleted by the writer, or gone from the API: nothing more to write
+	// delayed: a Pending-to-Pending change waits in retry for
+	// Options.PendingDelay to end (not a failure's back-off).
+	delayed bool
 }
 
 // New checks the options and returns a Writer.
@@ -79,6 +83,7 @@ func New(o Options) (*Writer, error) {
 		clock:     o.Clock,
 		reconcile: o.ReconcilePeriod,
 		parallel:  o.MaxParallelWrites,
+		delay:     o.PendingDelay,
 		metrics:   m,
 		wake:      make(chan struct{}, 1),
 		pods:      map[types.UID]*podState{},
@@ -164,6 +169,14 @@ func (st *podState) settle(s *corev1.PodStatus, now time.Time) {
 	}
 }
 
+// mayWait reports whether st's status may wait for Options.PendingDelay:
+// the pod is Pending in the API and stays so, and neither its deletion nor
+// its termination began.
+func (st *podState) mayWait() bool {
+	return st.api != nil && st.api.Status.Phase == corev1.PodPending && st.status.Phase == corev1.PodPending &&
+		!st.deleting && !st.terminated && st.api.DeletionTimestamp == nil
+}
+
 // set records s as st's status (when it says something new) and marks the
 // pod for the next sync. The caller holds w.mu.
 func (w *Writer) set(uid types.UID, st *podState, s corev1.PodStatus, apiChanged bool) {
@@ -174,6 +187,23 @@ func (w *Writer) set(uid types.UID, st *podState, s corev1.PodStatus, apiChanged
 	} else {
 		st.status = s
 		st.version++
+	}
+	if w.delay > 0 && st.mayWait() {
+		// Written when the delay ends, or at once by a change that may
+		// not wait; a pod backing off after a failure keeps its retry.
+		if _, backingOff := w.retry.Due(uid); !st.delayed && !backingOff {
+			st.delayed = true
+			w.retry.Set(uid, w.clock.Now().Add(w.delay))
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+		return
+	}
+	if st.delayed {
+		st.delayed = false
+		w.retry.Remove(uid)
 	}
 	w.dirty[uid] = struct{}{}
 	select {
@@ -240,7 +270,7 @@ func (w *Writer) SetMirrorPod(mirror *corev1.Pod) {
 		if st.api != nil && (st.api.UID == mirror.UID && !newer(mirror.ResourceVersion, st.api.ResourceVersion)) {
 			continue
 		}
-		st.api = mirror
+		st.api, st.delayed = mirror, false
 		w.backoffs.Forget(uid)
 		w.retry.Remove(uid)
 		w.dirty[uid] = struct{}{}
@@ -462,6 +492,7 @@ func (w *Writer) syncPod(ctx context.Context, uid types.UID) error {
 		w.mu.Unlock()
 		return nil
 	}
+	st.delayed = false
 	snap := snapshot{
 		uid: uid, namespace: st.namespace, name: st.name, nodeName: st.nodeName, static: st.static, hash: st.hash,
 		status: st.status, version: st.version, api: st.api,

@@ -713,3 +713,76 @@ func TestSetMirrorPodDuringRead(t *testing.T) {
 		t.Fatalf("second sync: %v", got)
 	}
 }
+
+// withPendingDelay replaces e's writer with one whose PendingDelay is d.
+func withPendingDelay(t *testing.T, e *env, d time.Duration) {
+	t.Helper()
+	w, err := status.New(status.Options{Client: e.client.CoreV1(), Clock: e.clock, PendingDelay: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.w = w
+}
+
+// With PendingDelay a change that leaves the pod Pending waits; one out of
+// Pending is written at once and carries what waited, in one patch.
+func TestPendingDelay(t *testing.T) {
+	pod := apiPod("web", "uid-1")
+	e := newEnv(t, pod)
+	withPendingDelay(t, e, 300*time.Millisecond)
+
+	e.w.SetPodStatus(pod, pendingStatus())
+	if acts := e.sync(); len(acts) != 0 {
+		t.Fatalf("a Pending status was written before the delay: %v", verbs(acts))
+	}
+	if e.wait != 300*time.Millisecond {
+		t.Errorf("next sync in %v, want the delay", e.wait)
+	}
+	e.w.SetPodStatus(pod, runningStatus(true))
+	acts := e.sync()
+	if got := verbs(acts); !reflect.DeepEqual(got, []string{"patch/status"}) {
+		t.Fatalf("Running: %v, want one patch at once", got)
+	}
+	if got := e.get("web").Status; got.Phase != corev1.PodRunning || len(got.Conditions) != 5 || got.StartTime == nil {
+		t.Errorf("status after the one patch %+v", got)
+	}
+	e.clock.Step(time.Second)
+	if acts := e.sync(); len(acts) != 0 {
+		t.Errorf("the delay's end wrote again: %v", verbs(acts))
+	}
+
+	// A pod that stays Pending past the delay is written when it ends.
+	slow := apiPod("slow", "uid-2")
+	if err := e.client.Tracker().Add(slow); err != nil {
+		t.Fatal(err)
+	}
+	e.w.SetPodStatus(slow, pendingStatus())
+	if acts := e.sync(); len(acts) != 0 {
+		t.Fatalf("written before the delay: %v", verbs(acts))
+	}
+	e.clock.Step(299 * time.Millisecond)
+	if acts := e.sync(); len(acts) != 0 {
+		t.Fatalf("written before the delay ended: %v", verbs(acts))
+	}
+	e.clock.Step(time.Millisecond)
+	if got := verbs(e.sync()); !reflect.DeepEqual(got, []string{"patch/status"}) {
+		t.Fatalf("after the delay: %v", got)
+	}
+	if got := e.get("slow").Status; len(got.ContainerStatuses) == 0 {
+		t.Errorf("pending status not written: %+v", got)
+	}
+	// A deletion does not wait.
+	e.w.SetPodStatus(deletingCopy(e.get("slow")), pendingStatus())
+	e.w.PodTerminated(slow)
+	if got := verbs(e.sync()); len(got) == 0 {
+		t.Errorf("termination of a deleted pod waited")
+	}
+}
+
+func TestPendingDelayBounds(t *testing.T) {
+	for _, d := range []time.Duration{-time.Millisecond, 11 * time.Second} {
+		if _, err := status.New(status.Options{PendingDelay: d}); err == nil || !strings.Contains(err.Error(), "Options.PendingDelay") {
+			t.Errorf("PendingDelay %v: error %v, want one naming the field", d, err)
+		}
+	}
+}
