@@ -56,6 +56,29 @@ type fixture struct {
 
 func newFixture(t testing.TB, pods, containersPerPod int) *fixture {
 	t.Helper()
+	counts := make([]int, pods)
+	for i := range counts {
+		counts[i] = containersPerPod
+	}
+	return newFixtureCounts(t, counts)
+}
+
+// benchCounts are 30 pods with 100 containers: 10 pods of 4, 20 of 3.
+func benchCounts() []int {
+	counts := make([]int, 30)
+	for i := range counts {
+		counts[i] = 3
+		if i < 10 {
+			counts[i] = 4
+		}
+	}
+	return counts
+}
+
+// newFixtureCounts is newFixture with counts[p] containers in pod p.
+func newFixtureCounts(t testing.TB, counts []int) *fixture {
+	t.Helper()
+	pods := len(counts)
 	root := t.TempDir()
 	writeTree(t, root, hostFiles)
 	clk := clocktesting.NewFakeClock(t0)
@@ -68,7 +91,7 @@ func newFixture(t testing.TB, pods, containersPerPod int) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for c := range containersPerPod {
+		for c := range counts[p] {
 			id, err := rt.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
 				Metadata: &runtimeapi.ContainerMetadata{Name: "c" + itoa(c)},
 				Image:    &runtimeapi.ImageSpec{Image: runtimetest.BusyboxImage}}, sbCfg)

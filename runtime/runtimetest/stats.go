@@ -196,7 +196,7 @@ func (f *Runtime) forgetRemovedLocked() {
 // sandboxStats builds a sandbox's stats, called with f.mu held: CPU and
 // memory are what SetPodSandboxUsage set or else the sums over its running
 // containers; the network and processes are reported for a ready sandbox.
-func (f *Runtime) sandboxStats(s *sandbox) *runtimeapi.PodSandboxStats {
+func (f *Runtime) sandboxStats(s *sandbox, containers []*container) *runtimeapi.PodSandboxStats {
 	now := f.now()
 	st := s.status
 	out := &runtimeapi.PodSandboxStats{
@@ -209,7 +209,7 @@ func (f *Runtime) sandboxStats(s *sandbox) *runtimeapi.PodSandboxStats {
 		Linux: &runtimeapi.LinuxPodSandboxStats{},
 	}
 	var sum Usage
-	for _, c := range f.sortedContainers() {
+	for _, c := range containers {
 		if c.sandboxID != st.Id {
 			continue
 		}
@@ -262,7 +262,7 @@ func (f *Runtime) PodSandboxStats(_ context.Context, podSandboxID string) (_ *ru
 	if err != nil {
 		return nil, err
 	}
-	return f.sandboxStats(s), nil
+	return f.sandboxStats(s, f.sortedContainers()), nil
 }
 
 // ListPodSandboxStats reports the usage of the sandboxes matching filter
@@ -280,6 +280,10 @@ func (f *Runtime) ListPodSandboxStats(_ context.Context, filter *runtimeapi.PodS
 	}
 	f.forgetRemovedLocked()
 	out := []*runtimeapi.PodSandboxStats{}
+	bySandbox := map[string][]*container{}
+	for _, c := range f.sortedContainers() {
+		bySandbox[c.sandboxID] = append(bySandbox[c.sandboxID], c)
+	}
 	for _, s := range f.sortedSandboxes() {
 		if filter != nil {
 			if filter.Id != "" && !strings.HasPrefix(s.status.Id, filter.Id) {
@@ -289,7 +293,7 @@ func (f *Runtime) ListPodSandboxStats(_ context.Context, filter *runtimeapi.PodS
 				continue
 			}
 		}
-		out = append(out, f.sandboxStats(s))
+		out = append(out, f.sandboxStats(s, bySandbox[s.status.Id]))
 	}
 	return out, nil
 }
