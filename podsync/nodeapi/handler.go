@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
@@ -81,8 +79,7 @@ func (o Options) withDefaults() (Options, error) {
 // /stats/summary, /metrics/resource and /containerLogs/. It does no
 // authentication or authorization: wrap it.
 type Handler struct {
-	opts    Options
-	metrics http.Handler
+	opts Options
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -93,13 +90,7 @@ func New(opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodeapi: %w", err)
 	}
-	h := &Handler{opts: opts}
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(&resourceCollector{stats: opts.Stats}); err != nil {
-		return nil, fmt.Errorf("nodeapi: %w", err)
-	}
-	h.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-	return h, nil
+	return &Handler{opts: opts}, nil
 }
 
 // ServeHTTP routes a request to one of the node API paths.
@@ -113,10 +104,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/stats/summary" || p == "/stats/summary/":
 		h.summary(w, r)
 	case p == "/metrics/resource":
-		if !readOnly(w, r) {
-			return
-		}
-		h.metrics.ServeHTTP(w, r)
+		h.metricsResource(w, r)
 	case strings.HasPrefix(p, "/containerLogs/"):
 		h.containerLogs(w, r)
 	default:

@@ -1,6 +1,8 @@
 package nodeapi_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +126,20 @@ func TestMetricsResource(t *testing.T) {
 	fams = parseMetrics(t, get(h, "/metrics/resource").Body.String())
 	if n := len(fams["container_cpu_usage_seconds_total"].Metric); n != 3 {
 		t.Errorf("%d container series after one exited, want 3", n)
+	}
+}
+
+func TestMetricsResourceHead(t *testing.T) {
+	f := newFixture(t, 1, 1)
+	h := newHandler(t, nodeapi.Options{Stats: f.coll})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodHead, "/metrics/resource", nil))
+	if w.Code != http.StatusOK || w.Body.Len() != 0 || w.Header().Get("Content-Length") == "" {
+		t.Errorf("HEAD /metrics/resource = %d, %d bytes, length %q", w.Code, w.Body.Len(), w.Header().Get("Content-Length"))
+	}
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPut, "/metrics/resource", nil))
+	if w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("PUT /metrics/resource = %d, want 405", w.Code)
 	}
 }
