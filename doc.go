@@ -13,7 +13,10 @@
 //	runtime     the container runtime through CRI v1: the Runtime interface, a
 //	            gRPC client, and an in-memory fake in runtime/runtimetest
 //	nodestatus  Node.Status from the host and the runtime: StatusSetter and the
-//	            kubelet's default setters, in the kubelet's order
+//	            kubelet's default setters, in the kubelet's order;
+//	            nodestatus/usage samples the node's, pods' and containers'
+//	            CPU, memory, file system and network use into kubelet's
+//	            stats Summary
 //	lease       the node's Lease in kube-node-lease, renewed with the kubelet's
 //	            timing and back-off
 //	heartbeat   registration and the HeartbeatStrategy that keeps the control
@@ -26,7 +29,9 @@
 //	podsync     makes the runtime match the desired pods and writes pod status;
 //	            podsync/volume gives pods their volumes, env and pull
 //	            credentials from the API; podsync/admission admits new pods
-//	            as kubelet does
+//	            as kubelet does; podsync/nodeapi serves kubelet's read-only
+//	            node API (/stats/summary, /metrics/resource, /pods,
+//	            /containerLogs, /healthz) as an http.Handler
 //	examples    examples/agent composes the parts into a working node agent
 //
 // # How the parts compose
@@ -34,10 +39,12 @@
 // Lower parts never import higher ones:
 //
 //	examples/agent
+//	podsync/nodeapi    -> podsync, nodestatus/usage
 //	podsync            -> podsource, probe, runtime
 //	heartbeat          -> nodestatus, lease
 //	probe              -> runtime
 //	nodestatus         -> runtime
+//	nodestatus/usage   -> runtime
 //	podsource, lease, runtime
 //
 // An agent builds a runtime client, hands it to the nodestatus setters, gives

@@ -384,3 +384,30 @@ func rmdirTree(d string) error {
 	}
 	return nil
 }
+
+// existingDirs returns the directories of the pod's cgroup that exist, in
+// every hierarchy, whatever its QoS class.
+func (p *podCgroups) existingDirs(uid types.UID) []string {
+	var out []string
+	for _, qos := range []string{"", "burstable", "besteffort"} {
+		for _, d := range p.dirs(path.Join(p.qosPath(qos), "pod"+string(uid))) {
+			if _, err := os.Stat(d); err == nil {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// PodCgroupDirs returns the directories of the pod cgroup the syncer made
+// for the pod with uid, one per mounted cgroup hierarchy that holds it (on
+// cgroup v1, cpuacct and memory among them), or none when CgroupsPerQOS is
+// off, the driver is systemd, or the pod has no cgroup. It is what
+// nodestatus/usage reads a pod's CPU and memory from when the runtime does
+// not report sandbox stats (usage.Options.PodCgroupDirs).
+func (c *CRI) PodCgroupDirs(uid string) []string {
+	if c.cgroups == nil {
+		return nil
+	}
+	return c.cgroups.existingDirs(types.UID(uid))
+}

@@ -127,6 +127,14 @@ func TestPodCgroupsOnFakeHierarchies(t *testing.T) {
 		}
 	}
 
+	// The pod's directories, one per hierarchy, for the usage collector.
+	if got := p.existingDirs(pod.UID); len(got) != 3 || got[0] != filepath.Join(dirs["cpu"], podDir) {
+		t.Errorf("existingDirs = %v, want the pod's directory in each of the 3 hierarchies", got)
+	}
+	if got := p.existingDirs("other"); len(got) != 0 {
+		t.Errorf("existingDirs of a pod without a cgroup = %v, want none", got)
+	}
+
 	// Remove: a real cgroup's files vanish with it; here the test removes
 	// the ones Ensure wrote.
 	for _, d := range []string{filepath.Join(dirs["cpu"], podDir), filepath.Join(dirs["memory"], podDir), filepath.Join(dirs["cpuset"], "k8s/kubepods/burstable/podu1")} {

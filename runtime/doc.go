@@ -1,9 +1,9 @@
 // Package runtime is the container runtime as a node agent sees it, in CRI v1
 // terms: the Runtime interface, composed of small interfaces (VersionStatuser,
-// SandboxManager, ContainerManager, Execer, ImageManager) so that a caller
-// asks only for what it uses, and Client, a CRI v1 gRPC client that
-// implements it against containerd, CRI-O or any CRI runtime. The message
-// types are those of k8s.io/cri-api/pkg/apis/runtime/v1.
+// SandboxManager, ContainerManager, Execer, ImageManager, StatsProvider) so
+// that a caller asks only for what it uses, and Client, a CRI v1 gRPC client
+// that implements it against containerd, CRI-O or any CRI runtime. The
+// message types are those of k8s.io/cri-api/pkg/apis/runtime/v1.
 //
 // An in-memory fake and a gRPC server for any Runtime are in
 // runtime/runtimetest; a contract suite that checks a Runtime behaves like a
@@ -58,7 +58,10 @@
 //
 // PodSandboxMetricsLister and ContainerEventWatcher are newer CRI methods
 // that Client implements but Runtime does not include: containerd 1.6
-// answers them Unimplemented.
+// answers them Unimplemented. StatsProvider is in Runtime, but its sandbox
+// calls (PodSandboxStats, ListPodSandboxStats) may be Unimplemented on an
+// older runtime: a caller falls back (nodestatus/usage reads the pod's
+// cgroup).
 //
 // # Performance
 //

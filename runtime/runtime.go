@@ -18,6 +18,7 @@ type Runtime interface {
 	ContainerManager
 	Execer
 	ImageManager
+	StatsProvider
 }
 
 // VersionStatuser reports what the runtime is and whether it is ready.
@@ -109,6 +110,30 @@ type ImageManager interface {
 	// RemoveImage removes an image. Removing an image that is gone is not an error.
 	RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) error
 	// ImageFsInfo reports the file systems that hold images and their usage.
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
+}
+
+// StatsProvider reports the resource usage the runtime measures: CPU,
+// memory and writable-layer use of containers, and of pod sandboxes where
+// the runtime collects them (CRI ContainerStats, ListContainerStats,
+// PodSandboxStats, ListPodSandboxStats, ImageFsInfo).
+type StatsProvider interface {
+	// ContainerStats returns the usage of one container. A missing container
+	// is an error with gRPC code NotFound (see IsNotFound).
+	ContainerStats(ctx context.Context, containerID string) (*runtimeapi.ContainerStats, error)
+	// ListContainerStats returns the usage of the containers that match
+	// filter (nil: all).
+	ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error)
+	// PodSandboxStats returns the usage of one pod sandbox and its
+	// containers. Runtimes that do not collect sandbox stats (containerd 1.6)
+	// answer Unimplemented (see IsUnimplemented).
+	PodSandboxStats(ctx context.Context, podSandboxID string) (*runtimeapi.PodSandboxStats, error)
+	// ListPodSandboxStats returns the usage of the sandboxes that match
+	// filter (nil: all); Unimplemented where PodSandboxStats is.
+	ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error)
+	// ImageFsInfo reports the file systems that hold images and their
+	// usage. It is ImageManager's method, repeated so that a collector may
+	// ask for a StatsProvider alone.
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
 }
 

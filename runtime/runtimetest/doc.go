@@ -21,7 +21,10 @@
 //
 // Tests steer the fake with InjectError (the next call of a named method
 // fails), SetCondition (RuntimeReady or NetworkReady false for node status
-// tests), AddImage (images with sizes, for node status and image GC), and read
+// tests), AddImage (images with sizes, for node status and image GC),
+// SetContainerUsage and SetPodSandboxUsage (the figures the CRI stats calls
+// report; SetPodSandboxStatsUnimplemented makes the sandbox ones answer
+// Unimplemented, as an older containerd may), and read
 // what happened with Calls (Options.NoCallLog turns the log off, for a fake
 // that runs as long as a process does). Missing objects are gRPC NotFound errors
 // (runtime.IsNotFound), and stop and remove of something gone succeed, as CRI

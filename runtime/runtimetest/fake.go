@@ -126,6 +126,7 @@ type Runtime struct {
 	execs      []execRule
 	calls      []Call
 	config     *runtimeapi.RuntimeConfig
+	stats      statsState // stats.go
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

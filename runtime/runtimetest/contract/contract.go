@@ -47,8 +47,9 @@ type Target struct {
 // are lifecycles of sandboxes and containers with their states, list filters,
 // ExecSync (success, non-zero exit, timeout), a stop whose SIGTERM is
 // ignored, removal of running things, idempotent stop and remove, and
-// NotFound for missing objects. A method that the runtime answers with
-// Unimplemented (container events, metrics on containerd 1.6) is a skip.
+// NotFound for missing objects, and container and sandbox stats. A method
+// that the runtime answers with Unimplemented (container events, sandbox
+// stats and metrics on containerd 1.6) is a skip.
 func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 	cases := []struct {
 		name string
@@ -74,6 +75,8 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"ReopenContainerLog", (*suite).reopenContainerLog},
 		{"ContainerEvents", (*suite).containerEvents},
 		{"PodSandboxMetrics", (*suite).podSandboxMetrics},
+		{"ContainerStats", (*suite).containerStats},
+		{"PodSandboxStats", (*suite).podSandboxStats},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,91 @@
+package usage
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+)
+
+// cgroupUsage is what the cgroup files of one cgroup say.
+type cgroupUsage struct {
+	hasCPU, hasMemory bool
+	cpuNanos          uint64 // cumulative CPU time
+	usage             uint64 // memory in use, page cache included
+	inactiveFile      uint64
+	rss               uint64
+	pgfault, pgmajf   uint64
+	limit             uint64 // 0: none
+	processes         uint64
+	hasProcesses      bool
+}
+
+// workingSet is kubelet's working set: usage less inactive file pages, never
+// below zero.
+func (u cgroupUsage) workingSet() uint64 {
+	if u.inactiveFile > u.usage {
+		return 0
+	}
+	return u.usage - u.inactiveFile
+}
+
+// noLimit is the value above which cgroup v1 reports no memory limit
+// (page-aligned LLONG_MAX).
+const noLimit = 1 << 62
+
+// readCgroup reads a cgroup's CPU and memory use from its directories, one
+// per mounted hierarchy on cgroup v1 (cpuacct and memory may be different
+// mounts) or the one of cgroup v2: cpuacct.usage or cpu.stat's usage_usec;
+// memory.usage_in_bytes with memory.stat's total_* fields, or memory.current
+// with memory.stat. Directories without these files are passed over.
+func readCgroup(dirs []string) (cgroupUsage, error) {
+	var u cgroupUsage
+	var errs []error
+	for _, d := range dirs {
+		// cgroup v1
+		if v, ok, err := readUint(filepath.Join(d, "cpuacct.usage")); err == nil && ok {
+			u.cpuNanos, u.hasCPU = v, true
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		if v, ok, err := readUint(filepath.Join(d, "memory.usage_in_bytes")); err == nil && ok {
+			u.usage, u.hasMemory = v, true
+			if err := readKeyed(filepath.Join(d, "memory.stat"), map[string]*uint64{
+				"total_inactive_file": &u.inactiveFile,
+				"total_rss":           &u.rss,
+				"total_pgfault":       &u.pgfault,
+				"total_pgmajfault":    &u.pgmajf,
+			}); err != nil {
+				errs = append(errs, err)
+			}
+			if l, ok, err := readUint(filepath.Join(d, "memory.limit_in_bytes")); err == nil && ok && l < noLimit {
+				u.limit = l
+			}
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		// cgroup v2
+		var usec uint64
+		if err := readKeyed(filepath.Join(d, "cpu.stat"), map[string]*uint64{"usage_usec": &usec}); err == nil && usec > 0 {
+			u.cpuNanos, u.hasCPU = usec*1000, true
+		}
+		if v, ok, err := readUint(filepath.Join(d, "memory.current")); err == nil && ok {
+			u.usage, u.hasMemory = v, true
+			if err := readKeyed(filepath.Join(d, "memory.stat"), map[string]*uint64{
+				"inactive_file": &u.inactiveFile,
+				"anon":          &u.rss,
+				"pgfault":       &u.pgfault,
+				"pgmajfault":    &u.pgmajf,
+			}); err != nil {
+				errs = append(errs, err)
+			}
+			if l, ok, err := readUint(filepath.Join(d, "memory.max")); err == nil && ok {
+				u.limit = l
+			}
+		}
+		// pids, both versions
+		if v, ok, err := readUint(filepath.Join(d, "pids.current")); err == nil && ok {
+			u.processes, u.hasProcesses = v, true
+		}
+	}
+	return u, errors.Join(errs...)
+}

@@ -1,0 +1,194 @@
+package usage
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// host reads the node's own figures from files under a root directory:
+// <root>/proc and <root>/sys.
+type host struct {
+	root string
+	v2   bool // the unified hierarchy is mounted at <root>/sys/fs/cgroup
+}
+
+func newHost(root string) *host {
+	h := &host{root: root}
+	h.v2 = exists(h.path("sys/fs/cgroup/cgroup.controllers"))
+	return h
+}
+
+func (h *host) path(rel string) string { return filepath.Join(h.root, rel) }
+
+// rootCgroupDirs are the root cgroup's directories: the unified hierarchy,
+// or cgroup v1's cpuacct and memory mounts.
+func (h *host) rootCgroupDirs() []string {
+	if h.v2 {
+		return []string{h.path("sys/fs/cgroup")}
+	}
+	return []string{h.path("sys/fs/cgroup/cpuacct"), h.path("sys/fs/cgroup/memory")}
+}
+
+// userHZ is the unit of /proc/stat's CPU times (USER_HZ, 100 on every
+// Linux architecture Kubernetes runs on).
+const userHZ = 100
+
+// procStat reads /proc/stat: the CPU time spent other than idle and iowait,
+// in nanoseconds, and the boot time.
+func (h *host) procStat() (cpuNanos uint64, boot time.Time, err error) {
+	err = scanLines(h.path("proc/stat"), func(line string) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 1 && f[0] == "btime":
+			if s, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+				boot = time.Unix(s, 0)
+			}
+		case len(f) > 8 && f[0] == "cpu":
+			// user nice system idle iowait irq softirq steal
+			var ticks uint64
+			for _, i := range []int{1, 2, 3, 6, 7, 8} {
+				v, _ := strconv.ParseUint(f[i], 10, 64)
+				ticks += v
+			}
+			cpuNanos = ticks * uint64(time.Second/userHZ)
+		}
+	})
+	return cpuNanos, boot, err
+}
+
+// nodeCPU is the node's cumulative CPU time: the root cgroup's, or
+// /proc/stat's when the root cgroup does not account it.
+func (h *host) nodeCPU(cg cgroupUsage) (uint64, error) {
+	if cg.hasCPU {
+		return cg.cpuNanos, nil
+	}
+	n, _, err := h.procStat()
+	if err == nil && n == 0 {
+		err = errors.New("usage: no cpu line in /proc/stat")
+	}
+	return n, err
+}
+
+// nodeMemory is the node's memory: capacity from /proc/meminfo; usage,
+// inactive file pages, RSS and faults from the root cgroup on cgroup v1, or
+// from /proc/meminfo and /proc/vmstat where the root cgroup has no memory
+// accounting (cgroup v2).
+type nodeMemory struct {
+	capacity uint64
+	cgroupUsage
+}
+
+func (h *host) nodeMemory(cg cgroupUsage) (nodeMemory, error) {
+	var total, free, inactiveFile, anon uint64
+	if err := readKeyed(h.path("proc/meminfo"), map[string]*uint64{
+		"MemTotal": &total, "MemFree": &free, "Inactive(file)": &inactiveFile, "AnonPages": &anon,
+	}); err != nil {
+		return nodeMemory{}, err
+	}
+	if total == 0 {
+		return nodeMemory{}, errors.New("usage: no MemTotal in /proc/meminfo")
+	}
+	m := nodeMemory{capacity: total, cgroupUsage: cg}
+	if !cg.hasMemory {
+		m.usage, m.inactiveFile, m.rss = total-free, inactiveFile, anon
+		m.hasMemory = true
+		if err := readKeyed(h.path("proc/vmstat"), map[string]*uint64{"pgfault": &m.pgfault, "pgmajfault": &m.pgmajf}); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// iface is one network interface's counters.
+type iface struct {
+	name                             string
+	rxBytes, rxErrs, txBytes, txErrs uint64
+}
+
+// network reads /proc/net/dev (the host's network namespace) without the
+// loopback interface, and names the interface of the default route in
+// /proc/net/route ("eth0" when there is none).
+func (h *host) network() (ifaces []iface, defaultIface string, err error) {
+	err = scanLines(h.path("proc/net/dev"), func(line string) {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			return
+		}
+		name = strings.TrimSpace(name)
+		f := strings.Fields(rest)
+		if name == "lo" || len(f) < 11 {
+			return
+		}
+		n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
+		ifaces = append(ifaces, iface{name: name, rxBytes: n(0), rxErrs: n(2), txBytes: n(8), txErrs: n(10)})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	defaultIface = "eth0"
+	_ = scanLines(h.path("proc/net/route"), func(line string) {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[1] == "00000000" && defaultIface == "eth0" {
+			defaultIface = f[0]
+		}
+	})
+	return ifaces, defaultIface, nil
+}
+
+// rlimit is kubelet's process limit and count: the smaller of
+// kernel.pid_max and kernel.threads-max, and the number of tasks from
+// /proc/loadavg.
+func (h *host) rlimit() (maxPID, procs int64, err error) {
+	maxPID = -1
+	for _, f := range []string{"proc/sys/kernel/pid_max", "proc/sys/kernel/threads-max"} {
+		v, ok, err := readUint(h.path(f))
+		if err != nil || !ok {
+			continue
+		}
+		if maxPID < 0 || int64(v) < maxPID {
+			maxPID = int64(v)
+		}
+	}
+	b, err := readFileString(h.path("proc/loadavg"))
+	if err != nil {
+		return maxPID, 0, err
+	}
+	f := strings.Fields(b)
+	if len(f) < 4 {
+		return maxPID, 0, fmt.Errorf("usage: /proc/loadavg %q: want 5 fields", b)
+	}
+	_, total, ok := strings.Cut(f[3], "/")
+	if !ok {
+		return maxPID, 0, fmt.Errorf("usage: /proc/loadavg %q: want running/total", b)
+	}
+	procs, err = strconv.ParseInt(total, 10, 64)
+	return maxPID, procs, err
+}
+
+// fsInfo is one file system's size and inodes.
+type fsInfo struct {
+	capacity, available, used uint64
+	inodes, inodesFree        uint64
+}
+
+// statfs reads the file system that holds path.
+func statfs(path string) (fsInfo, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return fsInfo{}, err
+	}
+	bs := uint64(st.Bsize)
+	return fsInfo{
+		capacity:   st.Blocks * bs,
+		available:  st.Bavail * bs,
+		used:       (st.Blocks - st.Bfree) * bs,
+		inodes:     st.Files,
+		inodesFree: st.Ffree,
+	}, nil
+}

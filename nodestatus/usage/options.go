@@ -1,0 +1,96 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// Runtime is the part of the container runtime the collector uses: the
+// pod sandboxes and containers, and their usage. A runtime.Runtime is one.
+type Runtime interface {
+	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	runtime.StatsProvider
+}
+
+// Defaults and bounds of Options.
+const (
+	// DefaultInterval is how often Run samples: cAdvisor's housekeeping
+	// interval, from which kubelet serves its stats.
+	DefaultInterval = 10 * time.Second
+	// MinInterval and MaxInterval bound Options.Interval.
+	MinInterval = time.Second
+	MaxInterval = 10 * time.Minute
+	// DefaultHostRoot is where /proc and /sys are read from.
+	DefaultHostRoot = "/"
+	// DefaultRootDir is kubelet's root directory, whose file system is the
+	// node file system.
+	DefaultRootDir = "/var/lib/kubelet"
+	// DefaultPodLogRoot holds the pods' log directories.
+	DefaultPodLogRoot = "/var/log/pods"
+)
+
+// Options configure a Collector. The zero value of each field means its
+// default.
+type Options struct {
+	// NodeName is the node's name in the Summary. Required.
+	NodeName string
+	// Runtime is the container runtime whose pods and containers are
+	// measured. Nil: the Summary has the node alone.
+	Runtime Runtime
+	// Clock times the samples and drives Run. Default clock.RealClock{}.
+	Clock clock.WithTicker
+	// Interval is how often Run samples. Default DefaultInterval (10s);
+	// between MinInterval and MaxInterval.
+	Interval time.Duration
+	// HostRoot is the directory /proc and /sys are read below (proc/stat,
+	// proc/meminfo, sys/fs/cgroup/...), so that tests can point it at a
+	// tree of their own. Default "/".
+	HostRoot string
+	// RootDir is the agent's root directory; the file system holding it is
+	// the node file system (nodefs). Default "/var/lib/kubelet".
+	RootDir string
+	// PodLogRoot holds the pods' log directories
+	// (<namespace>_<name>_<uid>/<container>/), whose sizes are the
+	// containers' log usage. Default "/var/log/pods".
+	PodLogRoot string
+	// PodCgroupDirs returns the directories of a pod's cgroup, one per
+	// mounted cgroup hierarchy (absolute paths), or none when it has no
+	// cgroup. It is used for the pod's CPU and memory when the runtime does
+	// not report sandbox stats. Nil: such pods' figures are the sums of their
+	// containers'. podsync.CRI's PodCgroupDirs is one.
+	PodCgroupDirs func(podUID string) []string
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.HostRoot == "" {
+		o.HostRoot = DefaultHostRoot
+	}
+	if o.RootDir == "" {
+		o.RootDir = DefaultRootDir
+	}
+	if o.PodLogRoot == "" {
+		o.PodLogRoot = DefaultPodLogRoot
+	}
+	var errs []error
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("Options.NodeName is required"))
+	}
+	if o.Interval < MinInterval || o.Interval > MaxInterval {
+		errs = append(errs, fmt.Errorf("Options.Interval %v: want between %v and %v", o.Interval, MinInterval, MaxInterval))
+	}
+	return o, errors.Join(errs...)
+}

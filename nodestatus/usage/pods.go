@@ -1,0 +1,273 @@
+package usage
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekit/nodekit/runtime"
+)
+
+// pods adds the pods of the ready sandboxes, with their running containers,
+// to s. Containers' CPU, memory and writable layers come from
+// ListContainerStats; pods' from ListPodSandboxStats or, where the runtime
+// does not have it, from the pod's cgroup, or else the sums of the
+// containers'.
+func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary, nodeFs fsInfo, haveNodeFs bool, next map[string]cpuPoint) error {
+	logger := klog.FromContext(ctx)
+	rt := c.opts.Runtime
+	sandboxes, err := rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{State: &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY}})
+	if err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
+	containers, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+	if err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
+	cstatsList, err := rt.ListContainerStats(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pods: %w", err)
+	}
+	cstats := make(map[string]*runtimeapi.ContainerStats, len(cstatsList))
+	for _, cs := range cstatsList {
+		cstats[cs.GetAttributes().GetId()] = cs
+	}
+	var sbStats map[string]*runtimeapi.PodSandboxStats
+	if !c.noSandboxStats {
+		list, err := rt.ListPodSandboxStats(ctx, nil)
+		switch {
+		case runtime.IsUnimplemented(err):
+			c.noSandboxStats = true
+		case err != nil:
+			logger.V(2).Info("Listing pod sandbox stats; using pod cgroups this time", "err", err)
+		default:
+			sbStats = make(map[string]*runtimeapi.PodSandboxStats, len(list))
+			for _, st := range list {
+				sbStats[st.GetAttributes().GetId()] = st
+			}
+		}
+	}
+
+	// The image file system, which holds the writable layers too.
+	var imageFs fsInfo
+	haveImageFs := false
+	if resp, err := rt.ImageFsInfo(ctx); err == nil && len(resp.GetImageFilesystems()) > 0 {
+		fu := resp.ImageFilesystems[0]
+		if info, err := statfs(fu.GetFsId().GetMountpoint()); err == nil {
+			imageFs, haveImageFs = info, true
+		}
+		fs := &statsapi.FsStats{Time: metav1.NewTime(nanoTime(fu.GetTimestamp(), now)),
+			UsedBytes: u64p(fu.GetUsedBytes().GetValue()), InodesUsed: u64p(fu.GetInodesUsed().GetValue())}
+		if haveImageFs {
+			fs.CapacityBytes, fs.AvailableBytes = u64p(imageFs.capacity), u64p(imageFs.available)
+			fs.Inodes, fs.InodesFree = u64p(imageFs.inodes), u64p(imageFs.inodesFree)
+		}
+		s.Node.Runtime = &statsapi.RuntimeStats{ImageFs: fs, ContainerFs: fs}
+	} else if err != nil {
+		logger.V(4).Info("Reading the image file system", "err", err)
+	}
+
+	// One ready sandbox per pod UID, the newest.
+	byUID := map[string]*runtimeapi.PodSandbox{}
+	for _, sb := range sandboxes {
+		uid := sb.GetMetadata().GetUid()
+		if old, ok := byUID[uid]; !ok || sb.CreatedAt > old.CreatedAt {
+			byUID[uid] = sb
+		}
+	}
+	// One running container per sandbox and name, the newest.
+	type key struct{ sandbox, name string }
+	byName := map[key]*runtimeapi.Container{}
+	for _, ctr := range containers {
+		k := key{ctr.PodSandboxId, ctr.GetMetadata().GetName()}
+		if old, ok := byName[k]; !ok || ctr.CreatedAt > old.CreatedAt {
+			byName[k] = ctr
+		}
+	}
+	perSandbox := map[string][]*runtimeapi.Container{}
+	for k, ctr := range byName {
+		perSandbox[k.sandbox] = append(perSandbox[k.sandbox], ctr)
+	}
+
+	for _, sb := range byUID {
+		md := sb.GetMetadata()
+		ps := statsapi.PodStats{
+			PodRef:     statsapi.PodReference{Name: md.GetName(), Namespace: md.GetNamespace(), UID: md.GetUid()},
+			StartTime:  metav1.NewTime(time.Unix(0, sb.CreatedAt)),
+			Containers: []statsapi.ContainerStats{},
+		}
+		logDir := filepath.Join(c.opts.PodLogRoot, md.GetNamespace()+"_"+md.GetName()+"_"+md.GetUid())
+		var sum cgroupUsage
+		var sumTime time.Time
+		var ephemeral, ephemeralInodes uint64
+		ctrs := perSandbox[sb.Id]
+		slices.SortFunc(ctrs, func(a, b *runtimeapi.Container) int {
+			return cmp.Compare(a.GetMetadata().GetName(), b.GetMetadata().GetName())
+		})
+		for _, ctr := range ctrs {
+			cs := statsapi.ContainerStats{Name: ctr.GetMetadata().GetName(), StartTime: metav1.NewTime(time.Unix(0, ctr.CreatedAt))}
+			st := cstats[ctr.Id]
+			if cpu := st.GetCpu(); cpu != nil {
+				t := nanoTime(cpu.Timestamp, now)
+				cum := cpu.GetUsageCoreNanoSeconds().GetValue()
+				cs.CPU = c.cpu("container/"+ctr.Id, t, cum, cpu.GetUsageNanoCores().GetValue(), next)
+				sum.cpuNanos += cum
+				sum.hasCPU = true
+				sumTime = later(sumTime, t)
+			}
+			if mem := st.GetMemory(); mem != nil {
+				cs.Memory = criMemory(mem, now)
+				sum.usage += mem.GetUsageBytes().GetValue()
+				sum.inactiveFile += mem.GetUsageBytes().GetValue() - min(mem.GetWorkingSetBytes().GetValue(), mem.GetUsageBytes().GetValue())
+				sum.rss += mem.GetRssBytes().GetValue()
+				sum.pgfault += mem.GetPageFaults().GetValue()
+				sum.pgmajf += mem.GetMajorPageFaults().GetValue()
+				sum.hasMemory = true
+			}
+			if wl := st.GetWritableLayer(); wl != nil {
+				fs := &statsapi.FsStats{Time: metav1.NewTime(nanoTime(wl.Timestamp, now)),
+					UsedBytes: u64p(wl.GetUsedBytes().GetValue()), InodesUsed: u64p(wl.GetInodesUsed().GetValue())}
+				if haveImageFs {
+					fs.CapacityBytes, fs.AvailableBytes = u64p(imageFs.capacity), u64p(imageFs.available)
+					fs.Inodes, fs.InodesFree = u64p(imageFs.inodes), u64p(imageFs.inodesFree)
+				}
+				cs.Rootfs = fs
+				ephemeral += wl.GetUsedBytes().GetValue()
+				ephemeralInodes += wl.GetInodesUsed().GetValue()
+			}
+			if used, inodes, err := dirUsage(filepath.Join(logDir, cs.Name)); err == nil {
+				fs := &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: u64p(used), InodesUsed: u64p(inodes)}
+				if haveNodeFs {
+					fs.CapacityBytes, fs.AvailableBytes = u64p(nodeFs.capacity), u64p(nodeFs.available)
+					fs.Inodes, fs.InodesFree = u64p(nodeFs.inodes), u64p(nodeFs.inodesFree)
+				}
+				cs.Logs = fs
+				ephemeral += used
+				ephemeralInodes += inodes
+			}
+			ps.Containers = append(ps.Containers, cs)
+		}
+
+		key := "pod/" + md.GetUid()
+		if sbs := sbStats[sb.Id]; sbs.GetLinux() != nil {
+			l := sbs.Linux
+			if cpu := l.GetCpu(); cpu != nil {
+				ps.CPU = c.cpu(key, nanoTime(cpu.Timestamp, now), cpu.GetUsageCoreNanoSeconds().GetValue(), cpu.GetUsageNanoCores().GetValue(), next)
+			}
+			if mem := l.GetMemory(); mem != nil {
+				ps.Memory = criMemory(mem, now)
+			}
+			if n := l.GetNetwork(); n != nil {
+				ps.Network = criNetwork(n, now)
+			}
+			if p := l.GetProcess(); p != nil && p.ProcessCount != nil {
+				ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64p(p.ProcessCount.Value)}
+			}
+		} else if cg, ok := c.podCgroup(ctx, md.GetUid()); ok {
+			if cg.hasCPU {
+				ps.CPU = c.cpu(key, now, cg.cpuNanos, 0, next)
+			}
+			if cg.hasMemory {
+				ps.Memory = memory(now, cg, cg.limit)
+			}
+			if cg.hasProcesses {
+				ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64p(cg.processes)}
+			}
+		} else {
+			if sum.hasCPU {
+				ps.CPU = c.cpu(key, sumTime, sum.cpuNanos, 0, next)
+			}
+			if sum.hasMemory {
+				ps.Memory = memory(now, sum, 0)
+			}
+		}
+		if len(ctrs) > 0 {
+			fs := &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: u64p(ephemeral), InodesUsed: u64p(ephemeralInodes)}
+			if haveNodeFs {
+				fs.CapacityBytes, fs.AvailableBytes = u64p(nodeFs.capacity), u64p(nodeFs.available)
+				fs.Inodes, fs.InodesFree = u64p(nodeFs.inodes), u64p(nodeFs.inodesFree)
+			}
+			ps.EphemeralStorage = fs
+		}
+		s.Pods = append(s.Pods, ps)
+	}
+	slices.SortFunc(s.Pods, func(a, b statsapi.PodStats) int {
+		return cmp.Or(cmp.Compare(a.PodRef.Namespace, b.PodRef.Namespace), cmp.Compare(a.PodRef.Name, b.PodRef.Name), cmp.Compare(a.PodRef.UID, b.PodRef.UID))
+	})
+	return nil
+}
+
+// podCgroup reads a pod's cgroup through Options.PodCgroupDirs.
+func (c *Collector) podCgroup(ctx context.Context, uid string) (cgroupUsage, bool) {
+	if c.opts.PodCgroupDirs == nil {
+		return cgroupUsage{}, false
+	}
+	dirs := c.opts.PodCgroupDirs(uid)
+	if len(dirs) == 0 {
+		return cgroupUsage{}, false
+	}
+	cg, err := readCgroup(dirs)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Reading a pod cgroup", "podUID", uid, "err", err)
+	}
+	return cg, cg.hasCPU || cg.hasMemory
+}
+
+// nanoTime is a CRI timestamp (ns since the epoch), or def when it is 0.
+func nanoTime(ns int64, def time.Time) time.Time {
+	if ns == 0 {
+		return def
+	}
+	return time.Unix(0, ns)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func criMemory(m *runtimeapi.MemoryUsage, now time.Time) *statsapi.MemoryStats {
+	out := &statsapi.MemoryStats{Time: metav1.NewTime(nanoTime(m.Timestamp, now))}
+	set := func(v *runtimeapi.UInt64Value) *uint64 {
+		if v == nil {
+			return nil
+		}
+		return u64p(v.Value)
+	}
+	out.WorkingSetBytes = set(m.WorkingSetBytes)
+	out.AvailableBytes = set(m.AvailableBytes)
+	out.UsageBytes = set(m.UsageBytes)
+	out.RSSBytes = set(m.RssBytes)
+	out.PageFaults = set(m.PageFaults)
+	out.MajorPageFaults = set(m.MajorPageFaults)
+	return out
+}
+
+func criNetwork(n *runtimeapi.NetworkUsage, now time.Time) *statsapi.NetworkStats {
+	conv := func(i *runtimeapi.NetworkInterfaceUsage) statsapi.InterfaceStats {
+		return statsapi.InterfaceStats{Name: i.GetName(),
+			RxBytes: u64p(i.GetRxBytes().GetValue()), RxErrors: u64p(i.GetRxErrors().GetValue()),
+			TxBytes: u64p(i.GetTxBytes().GetValue()), TxErrors: u64p(i.GetTxErrors().GetValue())}
+	}
+	out := &statsapi.NetworkStats{Time: metav1.NewTime(nanoTime(n.Timestamp, now))}
+	if d := n.GetDefaultInterface(); d != nil {
+		out.InterfaceStats = conv(d)
+		out.Interfaces = append(out.Interfaces, out.InterfaceStats)
+	}
+	for _, i := range n.GetInterfaces() {
+		if i.GetName() != out.InterfaceStats.Name {
+			out.Interfaces = append(out.Interfaces, conv(i))
+		}
+	}
+	return out
+}

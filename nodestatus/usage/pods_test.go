@@ -1,0 +1,259 @@
+package usage_test
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/nodestatus/usage"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// runPod runs a sandbox with running containers in the fake and returns the
+// sandbox ID and the containers' IDs by name.
+func runPod(t testing.TB, f *runtimetest.Runtime, ns, name, uid string, containers ...string) (string, map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	sbCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: ns, Uid: uid}}
+	sb, err := f.RunPodSandbox(ctx, sbCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, c := range containers {
+		id, err := f.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: c},
+			Image:    &runtimeapi.ImageSpec{Image: runtimetest.BusyboxImage},
+			Labels:   map[string]string{"io.kubernetes.pod.uid": uid, "io.kubernetes.container.name": c},
+		}, sbCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.StartContainer(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		ids[c] = id
+	}
+	return sb, ids
+}
+
+func findPod(s *statsapi.Summary, name string) *statsapi.PodStats {
+	for i := range s.Pods {
+		if s.Pods[i].PodRef.Name == name {
+			return &s.Pods[i]
+		}
+	}
+	return nil
+}
+
+func findContainer(p *statsapi.PodStats, name string) *statsapi.ContainerStats {
+	for i := range p.Containers {
+		if p.Containers[i].Name == name {
+			return &p.Containers[i]
+		}
+	}
+	return nil
+}
+
+func TestPodsFromRuntime(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, merge(procFiles, v1Files))
+	clk := clocktesting.NewFakeClock(t0)
+	f := runtimetest.New(runtimetest.Options{Clock: clk})
+	sb, ids := runPod(t, f, "default", "web", "uid-web", "app", "sidecar")
+	_, ids2 := runPod(t, f, "kube-system", "dns", "uid-dns", "coredns")
+	rate := uint64(123)
+	must(t, f.SetContainerUsage(ids["app"], runtimetest.Usage{CPUCoreNanoSeconds: 1e9, MemoryWorkingSetBytes: 10 << 20, MemoryUsageBytes: 12 << 20, WritableLayerBytes: 4096, WritableLayerInodes: 3}))
+	must(t, f.SetContainerUsage(ids["sidecar"], runtimetest.Usage{CPUCoreNanoSeconds: 2e9, MemoryWorkingSetBytes: 5 << 20}))
+	must(t, f.SetContainerUsage(ids2["coredns"], runtimetest.Usage{CPUCoreNanoSeconds: 3e9, CPUNanoCores: &rate, MemoryWorkingSetBytes: 1 << 20}))
+	must(t, f.SetPodSandboxUsage(sb, runtimetest.Usage{CPUCoreNanoSeconds: 4e9, MemoryWorkingSetBytes: 20 << 20, RxBytes: 77, Processes: 4}))
+	logRoot := filepath.Join(root, "var/log/pods")
+	writeTree(t, logRoot, map[string]string{
+		"default_web_uid-web/app/0.log":                 "0123456789",
+		"default_web_uid-web/app/0.log.20260301-120000": "01234",
+	})
+
+	c := newCollector(t, clk, root, func(o *usage.Options) { o.Runtime = f })
+	if err := c.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Latest().Summary
+	if len(s.Pods) != 2 || s.Pods[0].PodRef.Namespace != "default" || s.Pods[1].PodRef.Namespace != "kube-system" {
+		t.Fatalf("pods %+v, want default/web and kube-system/dns in that order", s.Pods)
+	}
+	web := findPod(s, "web")
+	if web.PodRef.UID != "uid-web" || !web.StartTime.Time.Equal(t0) || len(web.Containers) != 2 {
+		t.Errorf("web pod %+v", web)
+	}
+	// Pod figures from the sandbox stats, not the sums.
+	if val(web.CPU.UsageCoreNanoSeconds) != 4e9 || val(web.Memory.WorkingSetBytes) != 20<<20 {
+		t.Errorf("web pod cpu %d memory %d, want the sandbox's 4e9 and 20Mi", val(web.CPU.UsageCoreNanoSeconds), val(web.Memory.WorkingSetBytes))
+	}
+	if web.Network == nil || val(web.Network.RxBytes) != 77 || web.ProcessStats == nil || val(web.ProcessStats.ProcessCount) != 4 {
+		t.Errorf("web pod network %+v processes %+v", web.Network, web.ProcessStats)
+	}
+	app := findContainer(web, "app")
+	if val(app.CPU.UsageCoreNanoSeconds) != 1e9 || val(app.Memory.WorkingSetBytes) != 10<<20 || val(app.Memory.UsageBytes) != 12<<20 {
+		t.Errorf("app cpu %+v memory %+v", app.CPU, app.Memory)
+	}
+	if app.Rootfs == nil || val(app.Rootfs.UsedBytes) != 4096 || val(app.Rootfs.InodesUsed) != 3 {
+		t.Errorf("app rootfs %+v, want the writable layer's 4096 bytes, 3 inodes", app.Rootfs)
+	}
+	if app.Logs == nil || val(app.Logs.UsedBytes) != 15 || val(app.Logs.CapacityBytes) == 0 {
+		t.Errorf("app logs %+v, want 15 bytes in two files with the node fs's capacity", app.Logs)
+	}
+	if web.EphemeralStorage == nil || val(web.EphemeralStorage.UsedBytes) != 4096+15 {
+		t.Errorf("web ephemeral storage %+v, want writable layers + logs = 4111", web.EphemeralStorage)
+	}
+	if dns := findPod(s, "dns"); val(dns.Containers[0].CPU.UsageNanoCores) != 123 {
+		t.Errorf("coredns rate %v, want the runtime's 123", dns.Containers[0].CPU.UsageNanoCores)
+	}
+	if s.Node.Runtime == nil || val(s.Node.Runtime.ImageFs.UsedBytes) != runtimetest.PauseImageSize+runtimetest.BusyboxImageSize {
+		t.Errorf("image fs %+v, want the fake's image sizes", s.Node.Runtime)
+	}
+
+	// Rates between samples; an exited container leaves the pod.
+	clk.Step(10 * time.Second)
+	must(t, f.SetContainerUsage(ids["app"], runtimetest.Usage{CPUCoreNanoSeconds: 6e9, MemoryWorkingSetBytes: 10 << 20}))
+	must(t, f.SetPodSandboxUsage(sb, runtimetest.Usage{CPUCoreNanoSeconds: 9e9}))
+	must(t, f.Exit(ids["sidecar"], 0))
+	if err := c.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	web = findPod(c.Latest().Summary, "web")
+	if len(web.Containers) != 1 || web.Containers[0].Name != "app" {
+		t.Fatalf("web containers %+v, want app alone", web.Containers)
+	}
+	if got := val(web.Containers[0].CPU.UsageNanoCores); got != 5e8 {
+		t.Errorf("app rate = %d, want 5 CPU-seconds in 10s = 5e8", got)
+	}
+	if got := val(web.CPU.UsageNanoCores); got != 5e8 {
+		t.Errorf("pod rate = %d, want 5e8", got)
+	}
+}
+
+func TestPodsCgroupFallback(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, merge(procFiles, v1Files))
+	cg := t.TempDir()
+	writeTree(t, cg, map[string]string{
+		// cgroup v1: a pod's cpuacct and memory directories.
+		"v1/cpuacct/kubepods/podA/cpuacct.usage":        "7000000000\n",
+		"v1/memory/kubepods/podA/memory.usage_in_bytes": "104857600\n",
+		"v1/memory/kubepods/podA/memory.stat":           "total_inactive_file 20971520\ntotal_rss 52428800\ntotal_pgfault 10\ntotal_pgmajfault 1\n",
+		"v1/memory/kubepods/podA/memory.limit_in_bytes": "209715200\n",
+		// cgroup v2: one directory.
+		"v2/kubepods/podB/cpu.stat":       "usage_usec 3000000\n",
+		"v2/kubepods/podB/memory.current": "52428800\n",
+		"v2/kubepods/podB/memory.stat":    "anon 1048576\ninactive_file 10485760\npgfault 3\npgmajfault 0\n",
+		"v2/kubepods/podB/memory.max":     "max\n",
+		"v2/kubepods/podB/pids.current":   "6\n",
+	})
+	dirs := map[string][]string{
+		"uid-a": {filepath.Join(cg, "v1/cpuacct/kubepods/podA"), filepath.Join(cg, "v1/memory/kubepods/podA")},
+		"uid-b": {filepath.Join(cg, "v2/kubepods/podB")},
+	}
+	clk := clocktesting.NewFakeClock(t0)
+	f := runtimetest.New(runtimetest.Options{Clock: clk})
+	f.SetPodSandboxStatsUnimplemented(true)
+	runPod(t, f, "ns", "a", "uid-a", "c")
+	runPod(t, f, "ns", "b", "uid-b", "c")
+	_, ids := runPod(t, f, "ns", "c", "uid-c", "c1", "c2")
+	must(t, f.SetContainerUsage(ids["c1"], runtimetest.Usage{CPUCoreNanoSeconds: 1e9, MemoryWorkingSetBytes: 1 << 20, MemoryUsageBytes: 2 << 20}))
+	must(t, f.SetContainerUsage(ids["c2"], runtimetest.Usage{CPUCoreNanoSeconds: 2e9, MemoryWorkingSetBytes: 3 << 20, MemoryUsageBytes: 3 << 20}))
+
+	c := newCollector(t, clk, root, func(o *usage.Options) {
+		o.Runtime = f
+		o.PodCgroupDirs = func(uid string) []string { return dirs[uid] }
+	})
+	for range 2 { // the second sample does not ask for sandbox stats again
+		if err := c.SyncOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	for _, call := range f.Calls() {
+		if call.Method == "ListPodSandboxStats" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("ListPodSandboxStats called %d times, want once (Unimplemented is remembered)", n)
+	}
+	s := c.Latest().Summary
+	a, b, cc := findPod(s, "a"), findPod(s, "b"), findPod(s, "c")
+	if val(a.CPU.UsageCoreNanoSeconds) != 7e9 || val(a.Memory.WorkingSetBytes) != 80<<20 || val(a.Memory.AvailableBytes) != 120<<20 || val(a.Memory.RSSBytes) != 50<<20 {
+		t.Errorf("pod a (cgroup v1) cpu %d ws %d avail %d rss %d, want 7e9, 80Mi, 120Mi, 50Mi",
+			val(a.CPU.UsageCoreNanoSeconds), val(a.Memory.WorkingSetBytes), val(a.Memory.AvailableBytes), val(a.Memory.RSSBytes))
+	}
+	if val(b.CPU.UsageCoreNanoSeconds) != 3e9 || val(b.Memory.WorkingSetBytes) != 40<<20 || b.Memory.AvailableBytes != nil || val(b.ProcessStats.ProcessCount) != 6 {
+		t.Errorf("pod b (cgroup v2) cpu %d ws %d avail %v, want 3e9, 40Mi, no limit; processes %+v",
+			val(b.CPU.UsageCoreNanoSeconds), val(b.Memory.WorkingSetBytes), b.Memory.AvailableBytes, b.ProcessStats)
+	}
+	if val(cc.CPU.UsageCoreNanoSeconds) != 3e9 || val(cc.Memory.WorkingSetBytes) != 4<<20 || val(cc.Memory.UsageBytes) != 5<<20 {
+		t.Errorf("pod c (no cgroup) cpu %d ws %d usage %d, want the containers' sums 3e9, 4Mi, 5Mi",
+			val(cc.CPU.UsageCoreNanoSeconds), val(cc.Memory.WorkingSetBytes), val(cc.Memory.UsageBytes))
+	}
+}
+
+func TestRuntimeErrorIsReported(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, merge(procFiles, v1Files))
+	clk := clocktesting.NewFakeClock(t0)
+	f := runtimetest.New(runtimetest.Options{Clock: clk})
+	f.InjectError("ListContainerStats", context.DeadlineExceeded)
+	c := newCollector(t, clk, root, func(o *usage.Options) { o.Runtime = f })
+	if err := c.SyncOnce(context.Background()); err == nil {
+		t.Fatal("SyncOnce with a failing runtime: nil error")
+	}
+	if s := c.Latest(); s.Err == nil || s.Summary.Node.CPU == nil {
+		t.Errorf("snapshot %+v: want the error and the node's figures", s)
+	}
+}
+
+func TestRun(t *testing.T) {
+	defer leakcheck.Check(t)()
+	root := t.TempDir()
+	writeTree(t, root, merge(procFiles, v1Files))
+	clk := clocktesting.NewFakeClock(t0)
+	c := newCollector(t, clk, root, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	waitFor(t, func() bool { return c.Latest() != nil && clk.HasWaiters() })
+	if !c.Latest().Time.Equal(t0) {
+		t.Errorf("first sample at %v, want at once", c.Latest().Time)
+	}
+	clk.Step(usage.DefaultInterval)
+	waitFor(t, func() bool { return c.Latest().Time.Equal(t0.Add(usage.DefaultInterval)) })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+// waitFor yields until cond holds, failing after 10s of wall time.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		runtime.Gosched()
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

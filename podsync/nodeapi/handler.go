@@ -1,0 +1,168 @@
+package nodeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/nodestatus/usage"
+)
+
+// Stats is where the handler reads usage samples from; a *usage.Collector
+// is one.
+type Stats interface {
+	// Latest returns the last sample, or nil before the first. It must not
+	// wait on I/O.
+	Latest() *usage.Snapshot
+}
+
+// Defaults and bounds of Options.
+const (
+	// DefaultPodLogRoot holds the pods' log directories, as kubelet's.
+	DefaultPodLogRoot = "/var/log/pods"
+	// DefaultFollowInterval is how often a followed log is polled for more.
+	DefaultFollowInterval = time.Second
+	// MinFollowInterval and MaxFollowInterval bound Options.FollowInterval.
+	MinFollowInterval = 10 * time.Millisecond
+	MaxFollowInterval = time.Minute
+)
+
+// Options configure a Handler. The zero value of each field means its
+// default.
+type Options struct {
+	// Stats serves /stats/summary and /metrics/resource. Nil: those paths
+	// answer 503 Service Unavailable.
+	Stats Stats
+	// Pods returns the pods the agent runs, for /pods and to find a pod's
+	// UID (its log directory) for /containerLogs. It must not wait on the
+	// network. Nil: no pods.
+	Pods func(ctx context.Context) []*corev1.Pod
+	// Healthz reports the agent's health for /healthz: nil is healthy.
+	// Nil: always healthy.
+	Healthz func(ctx context.Context) error
+	// PodLogRoot holds the pods' log directories
+	// (<namespace>_<name>_<uid>/<container>/<restart>.log).
+	// Default DefaultPodLogRoot ("/var/log/pods").
+	PodLogRoot string
+	// Clock paces followed logs. Default clock.RealClock{}.
+	Clock clock.WithTicker
+	// FollowInterval is how often a followed log is checked for more lines
+	// and for rotation. Default DefaultFollowInterval (1s); between
+	// MinFollowInterval and MaxFollowInterval.
+	FollowInterval time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.PodLogRoot == "" {
+		o.PodLogRoot = DefaultPodLogRoot
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.FollowInterval == 0 {
+		o.FollowInterval = DefaultFollowInterval
+	}
+	if o.FollowInterval < MinFollowInterval || o.FollowInterval > MaxFollowInterval {
+		return o, fmt.Errorf("Options.FollowInterval %v: want between %v and %v", o.FollowInterval, MinFollowInterval, MaxFollowInterval)
+	}
+	return o, nil
+}
+
+// Handler serves kubelet's read-only node API paths: /healthz, /pods,
+// /stats/summary, /metrics/resource and /containerLogs/. It does no
+// authentication or authorization: wrap it.
+type Handler struct {
+	opts Options
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a Handler.
+func New(opts Options) (*Handler, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("nodeapi: %w", err)
+	}
+	return &Handler{opts: opts}, nil
+}
+
+// ServeHTTP routes a request to one of the node API paths.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	switch {
+	case p == "/healthz":
+		h.healthz(w, r)
+	case p == "/pods" || p == "/pods/":
+		h.pods(w, r)
+	case p == "/stats/summary" || p == "/stats/summary/":
+		h.summary(w, r)
+	case p == "/metrics/resource":
+		h.metricsResource(w, r)
+	case strings.HasPrefix(p, "/containerLogs/"):
+		h.containerLogs(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// readOnly answers 405 to anything but GET and HEAD.
+func readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	return false
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+	if !readOnly(w, r) {
+		return
+	}
+	if h.opts.Healthz != nil {
+		if err := h.opts.Healthz(r.Context()); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok"))
+}
+
+func (h *Handler) listPods(ctx context.Context) []*corev1.Pod {
+	if h.opts.Pods == nil {
+		return nil
+	}
+	return h.opts.Pods(ctx)
+}
+
+func (h *Handler) pods(w http.ResponseWriter, r *http.Request) {
+	if !readOnly(w, r) {
+		return
+	}
+	list := corev1.PodList{TypeMeta: metav1TypeMeta("PodList"), Items: []corev1.Pod{}}
+	for _, p := range h.listPods(r.Context()) {
+		list.Items = append(list.Items, *p)
+	}
+	writeJSON(w, list)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+// errNoSample is served while the collector has not sampled yet.
+var errNoSample = errors.New("no usage sample yet")
