@@ -262,15 +262,7 @@ func (c *CRI) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
 	st, err := c.rt.Status(ctx, false)
 	c.observeStatus(st, err)
 	if err == nil {
-		ready := false
-		for _, cond := range st.GetStatus().GetConditions() {
-			if cond.Type == runtimeapi.NetworkReady {
-				ready = cond.Status
-			}
-		}
-		c.mu.Lock()
-		c.netReady = ready
-		c.mu.Unlock()
+		c.observeNetReady(st)
 	}
 	sbs, err := c.rt.ListPodSandbox(ctx, nil)
 	if err != nil {

@@ -99,7 +99,8 @@
 // from any goroutine. SyncOnce relists, starts a sync for every pod that is
 // due (at most MaxParallel at once, each on its own goroutine), waits for
 // them and returns how long to wait before the next step; Run does the same without waiting, relists RelistPeriod after the
-// last relist or at once after a sync that changed what runs, reads
+// last relist (EventedRelistPeriod while container events are in use) or
+// at once after a sync that changed what runs, reads
 // Options.Updates and probe updates, and returns nil when its context ends,
 // after the syncs in flight return. Syncs of one pod never overlap; an
 // update that arrives during a sync makes the pod due again when it ends
@@ -110,6 +111,32 @@
 // its slot, not when it was queued. A sync that failed is retried after
 // ErrorBackoff (10s), one that waits for a back-off when it ends, others
 // after ResyncPeriod ×[1, 1.5).
+//
+// # Observation: relist and container events
+//
+// Without events the engine relists every RelistPeriod (1s, kubelet's
+// generic PLEG). When the Relister is also an EventWatcher (the CRI syncer
+// is, and streams the runtime's CRI container events where the runtime
+// has them: containerd 2, not 1.6), Run keeps a stream open on its own
+// goroutine, as kubelet's evented PLEG does. An event names its pod (the
+// io.kubernetes.pod.uid label of the event's sandbox status, or the
+// sandbox or container ID in the last observation) and Run relists that
+// pod alone at once (RelistPod; the whole backend when the Relister is not
+// a PodRelister), so its worker wakes without waiting for a relist; a sync
+// that changed what runs also relists just its pod. Once the stream has
+// delivered an event or stayed open for a RelistPeriod, the next relist
+// schedules the one after EventedRelistPeriod (300s, kubelet's evented
+// PLEG) and the backend's health is checked every RelistPeriod in between
+// (HealthChecker: the CRI syncer asks the runtime's Status, so
+// LatestRuntimeStatus stays fresh; a failure relists at once). When the
+// stream fails or ends (a runtime restart), the engine relists at once and
+// every RelistPeriod again, and opens a new stream after 1s doubling to 1m
+// (afresh after a stream that lasted 1m); the failure is logged once at
+// Info, retries that fail again at V(4), and "Container events in use"
+// once when events take over again. A backend without events
+// (ErrNoEvents: the runtime answers Unimplemented) is asked once per Run
+// and relisted every RelistPeriod from then on. SyncOnce always relists
+// everything; events are Run's.
 //
 // # The CRI syncer
 //
@@ -191,6 +218,11 @@
 //     runtime at once, instead of a periodic GC.
 //   - The relist fetches a container's status only when its state changed;
 //     there is no PLEG health check beyond pausing syncs after a failed relist.
+//   - Container events are used by default where the runtime has them
+//     (kubelet's EventedPLEG is an alpha feature, off by default); an event
+//     relists its pod through the runtime instead of taking the statuses
+//     the event carries, and a failed stream is retried with back-off for as
+//     long as Run runs instead of giving up after 5 attempts.
 //   - Seccomp defaults to Unconfined unless CRIOptions.SeccompDefault, as the
 //     kubelet's seccompDefault; for systemd, the cgroup parent is the slice
 //     name alone.

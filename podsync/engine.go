@@ -40,7 +40,14 @@ const (
 type Options struct {
 	// Syncer runs the pods. Required.
 	Syncer PodSyncer
-	// Relister observes them. Default: Syncer, if it is a Relister; else required.
+	// Relister observes them. Default: Syncer, if it is a Relister; else
+	// required. When it is also an EventWatcher (the CRI syncer is; its
+	// events are the runtime's CRI container events), Run watches its
+	// events as the kubelet's evented PLEG does: an event relists its pod
+	// at once, the full relist slows to EventedRelistPeriod while the stream
+	// is up, and RelistPeriod resumes at once when it fails (see the
+	// package documentation). To relist only, hide the method:
+	// Relister: struct{ podsync.PodRelister }{cri}.
 	Relister Relister
 	// Writer receives every status the engine computes, PodTerminated and
 	// RemovePod. Default nil: none.
@@ -81,9 +88,18 @@ type Options struct {
 	Admit admission.Admitter
 	// Rand jitters resyncs (×[1, 1.5)). Default: a seeded generator.
 	Rand *rand.Rand
-	// RelistPeriod: the runtime is relisted this long after the last relist.
-	// Default 1s; between 10ms and 1m.
+	// RelistPeriod: the runtime is relisted this long after the last relist
+	// (kubelet's generic PLEG). While container events stand in for the
+	// relist, the backend's health is checked this often instead
+	// (HealthChecker: the CRI syncer asks the runtime's Status) and this is
+	// how long a new event stream must stay open, when no event comes,
+	// before the relist slows down. Default 1s; between 10ms and 1m.
 	RelistPeriod time.Duration
+	// EventedRelistPeriod: the runtime is relisted this long after the last
+	// relist while the Relister's event stream is up (kubelet's evented
+	// PLEG relists every 300s). Default 5m; between 1s and 1h, and at least
+	// RelistPeriod.
+	EventedRelistPeriod time.Duration
 	// ResyncPeriod: a pod with nothing to wait for is synced again this
 	// often. Default 1m; between 1s and 1h.
 	ResyncPeriod time.Duration
@@ -121,6 +137,7 @@ func (o *Options) defaults() error {
 		min, max time.Duration
 	}{
 		{"RelistPeriod", &o.RelistPeriod, DefaultRelistPeriod, 10 * time.Millisecond, time.Minute},
+		{"EventedRelistPeriod", &o.EventedRelistPeriod, DefaultEventedRelistPeriod, max(time.Second, o.RelistPeriod), time.Hour},
 		{"ResyncPeriod", &o.ResyncPeriod, DefaultResyncPeriod, time.Second, time.Hour},
 		{"ErrorBackoff", &o.ErrorBackoff, DefaultErrorBackoff, 10 * time.Millisecond, time.Minute},
 	} {
@@ -194,6 +211,16 @@ type Engine struct {
 	relistNow  bool
 	relistErr  error           // the last relist's: syncs wait while the backend cannot be observed
 	handled    map[string]bool // sources an update was handled from
+
+	// The Relister's events (Run only; events.go).
+	ev           evState
+	evSince      time.Time // when the open stream was opened
+	evGot        bool      // the open stream delivered an event
+	evented      bool      // the last relist chose EventedRelistPeriod
+	evDownLogged bool      // the stream's failure was logged since the last change to evented
+	evRetryAt    time.Time // when a failed stream is tried again
+	evPods       map[types.UID]struct{}
+	nextCheck    time.Time // the next health check while evented
 }
 
 // New returns an Engine with no pods.
@@ -348,8 +375,11 @@ func (e *Engine) next() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	next := e.nextRelist
-	if e.relistNow {
+	if e.relistNow || len(e.evPods) > 0 {
 		next = e.o.Clock.Now()
+	}
+	if e.evented && e.nextCheck.Before(next) {
+		next = e.nextCheck
 	}
 	if _, t, ok := e.due.Peek(); ok && t.Before(next) && e.relistErr == nil {
 		next = t
@@ -372,18 +402,50 @@ func (e *Engine) Run(ctx context.Context) error {
 		probeCh = e.o.Probes.Subscribe(ctx, 256)
 	}
 	updates := e.o.Updates
+	if w, ok := e.o.Relister.(EventWatcher); ok {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.watchEvents(ctx, w)
+		}()
+	}
+	pr, _ := e.o.Relister.(PodRelister)
 	for {
 		now := e.o.Clock.Now()
 		e.mu.Lock()
-		relist := e.relistNow || !now.Before(e.nextRelist)
+		relist := e.relistNow || !now.Before(e.nextRelist) || len(e.evPods) > 0 && pr == nil
+		var pods []types.UID
+		check := false
+		if !relist {
+			for uid := range e.evPods {
+				pods = append(pods, uid)
+			}
+			e.evPods = nil
+			check = e.evented && !now.Before(e.nextCheck)
+		}
 		e.mu.Unlock()
 		if relist {
 			if err := e.relist(ctx); err != nil && ctx.Err() == nil {
 				logger.Error(err, "Relist failed")
 			}
+		} else {
+			if len(pods) > 0 {
+				e.relistPods(ctx, pr, pods)
+			}
+			if check {
+				e.check(ctx)
+			}
 		}
 		e.dispatch(ctx, &wg)
-		t := e.o.Clock.NewTimer(max(e.next().Sub(e.o.Clock.Now()), 0))
+		next := e.next()
+		t := e.o.Clock.NewTimer(max(next.Sub(e.o.Clock.Now()), 0))
+		fired := t.C()
+		if !e.o.Clock.Now().Before(next) {
+			// Due already, or the clock (a stepped fake one) moved on
+			// between reading it and arming the timer, which then waits
+			// too long.
+			fired = due
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -399,19 +461,41 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.Trigger(pu.PodUID)
 			}
 		case <-e.wake:
-		case <-t.C():
+		case <-fired:
 		}
 		t.Stop()
 	}
 }
+
+// due is always ready: Run's timer channel when the next step is due.
+var due = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
 
 // relist observes the backend, wakes pods whose state changed, publishes
 // the new status of those that are not syncing (so a started container is
 // reported without waiting for a free sync slot) and starts terminating
 // orphans.
 func (e *Engine) relist(ctx context.Context) error {
+	e.mu.Lock()
+	// Events from now on may be newer than what the relist sees; those
+	// before are covered by it.
+	e.evPods = nil
+	was := e.evented
+	e.mu.Unlock()
 	pods, err := e.o.Relister.Relist(ctx)
 	changed, err := e.observe(pods, err)
+	e.mu.Lock()
+	is := e.evented
+	if is {
+		e.evDownLogged = false
+	}
+	e.mu.Unlock()
+	if is && !was {
+		klog.FromContext(ctx).Info("Container events in use; relisting less often", "period", e.o.EventedRelistPeriod)
+	}
 	// Dispatch runs on this goroutine after relist, so none of these
 	// workers starts a sync before its status is published.
 	for _, j := range changed {
@@ -424,18 +508,20 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error)
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.nextRelist, e.relistNow, e.relistErr = now.Add(e.o.RelistPeriod), false, err
+	e.evented = err == nil && e.eventedLocked(now)
+	period := e.o.RelistPeriod
+	if e.evented {
+		period = e.o.EventedRelistPeriod
+	}
+	e.nextRelist, e.nextCheck, e.relistNow, e.relistErr = now.Add(period), now.Add(e.o.RelistPeriod), false, err
 	if err != nil {
 		return nil, err
 	}
 	var changed []job
 	for uid, st := range pods {
 		if !stateEqual(e.cache[uid], st) {
-			if w, ok := e.workers[uid]; ok {
-				e.scheduleLocked(uid, now)
-				if w.life == Syncing && !w.running && !w.orphan && w.status != nil {
-					changed = append(changed, job{w: w, pod: w.pod, life: w.life, state: st, waiting: w.waiting, status: w.status})
-				}
+			if j, ok := e.wakeLocked(uid, st, now); ok {
+				changed = append(changed, j)
 			}
 		}
 	}
@@ -449,21 +535,39 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error)
 	e.cache = pods
 	if e.sourcesReadyLocked() {
 		for uid, st := range pods {
-			if _, ok := e.workers[uid]; ok {
-				continue
-			}
-			pod := &corev1.Pod{}
-			pod.Name, pod.Namespace, pod.UID = st.Name, st.Namespace, uid
-			w := &worker{uid: uid, pod: pod, life: Terminating, grace: OrphanGracePeriod, orphan: true, firstSeen: now}
-			e.workers[uid] = w
-			e.scheduleLocked(uid, now)
-			if e.o.Recorder != nil {
-				e.o.Recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping orphaned pod %s/%s", st.Namespace, st.Name)
+			if _, ok := e.workers[uid]; !ok {
+				e.orphanLocked(uid, st, now)
 			}
 		}
 	}
 	e.updateGauges(pods)
 	return changed, nil
+}
+
+// wakeLocked makes the worker of a pod whose observed state changed due,
+// and returns the job whose status to publish when it is not syncing.
+func (e *Engine) wakeLocked(uid types.UID, st *PodState, now time.Time) (job, bool) {
+	w, ok := e.workers[uid]
+	if !ok {
+		return job{}, false
+	}
+	e.scheduleLocked(uid, now)
+	if w.life == Syncing && !w.running && !w.orphan && w.status != nil {
+		return job{w: w, pod: w.pod, life: w.life, state: st, waiting: w.waiting, status: w.status}, true
+	}
+	return job{}, false
+}
+
+// orphanLocked starts terminating a pod that runs but no source knows.
+func (e *Engine) orphanLocked(uid types.UID, st *PodState, now time.Time) {
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = st.Name, st.Namespace, uid
+	w := &worker{uid: uid, pod: pod, life: Terminating, grace: OrphanGracePeriod, orphan: true, firstSeen: now}
+	e.workers[uid] = w
+	e.scheduleLocked(uid, now)
+	if e.o.Recorder != nil {
+		e.o.Recorder.Eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping orphaned pod %s/%s", st.Namespace, st.Name)
+	}
 }
 
 // sourcesReadyLocked: an update of every named source was handled and
@@ -661,7 +765,15 @@ func (e *Engine) run(ctx context.Context, j job) {
 		e.mu.Lock()
 		j.w.waiting, j.w.synced = res.Waiting, true
 		if res.Changed {
-			e.relistNow = true
+			if _, ok := e.o.Relister.(PodRelister); ok && e.evented {
+				// Events are in use: look at this pod alone.
+				if e.evPods == nil {
+					e.evPods = map[types.UID]struct{}{}
+				}
+				e.evPods[j.pod.UID] = struct{}{}
+			} else {
+				e.relistNow = true
+			}
 		}
 		e.mu.Unlock()
 		if !maps.Equal(res.Waiting, j.waiting) && ctx.Err() == nil {

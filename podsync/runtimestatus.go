@@ -26,6 +26,19 @@ func (c *CRI) observeStatus(st *runtimeapi.StatusResponse, err error) {
 	c.status = observedStatus{status: st, at: now}
 }
 
+// observeNetReady records the NetworkReady condition of a status answer.
+func (c *CRI) observeNetReady(st *runtimeapi.StatusResponse) {
+	ready := false
+	for _, cond := range st.GetStatus().GetConditions() {
+		if cond.Type == runtimeapi.NetworkReady {
+			ready = cond.Status
+		}
+	}
+	c.mu.Lock()
+	c.netReady = ready
+	c.mu.Unlock()
+}
+
 // LatestRuntimeStatus returns the runtime's status as the last relist
 // observed it and when, or the error of that relist's status call; a
 // nodestatus.RuntimeStatusSource, so that the node's Ready condition

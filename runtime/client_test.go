@@ -425,7 +425,8 @@ func TestCallsAfterClose(t *testing.T) {
 }
 
 func TestOptionalMethodsUnimplemented(t *testing.T) {
-	_, ep := fakeServer(t)
+	f, ep := fakeServer(t)
+	f.SetContainerEvents(false)
 	c := dial(t, runtime.Options{Endpoint: ep})
 	if _, err := c.ListPodSandboxMetrics(context.Background()); !runtime.IsUnimplemented(err) {
 		t.Errorf("ListPodSandboxMetrics: %v, want Unimplemented", err)
@@ -435,4 +436,39 @@ func TestOptionalMethodsUnimplemented(t *testing.T) {
 	if err := c.WatchContainerEvents(ctx, func(*runtimeapi.ContainerEventResponse) {}); !runtime.IsUnimplemented(err) {
 		t.Errorf("WatchContainerEvents: %v, want Unimplemented", err)
 	}
+}
+
+// A stream the runtime ends (a restart) is the runtime's error, with its
+// gRPC code; one the caller ends is the context's error.
+func TestWatchContainerEventsEnds(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // after the server and client close
+	f, ep := fakeServer(t)
+	c := dial(t, runtime.Options{Endpoint: ep})
+	ctx := context.Background()
+	got := make(chan *runtimeapi.ContainerEventResponse, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.WatchContainerEvents(ctx, func(ev *runtimeapi.ContainerEventResponse) { got <- ev })
+	}()
+	testenv.Eventually(t, 5*time.Second, time.Millisecond, "stream open", func() bool { return f.ContainerEventStreams() == 1 })
+	sb, err := f.RunPodSandbox(ctx, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Uid: "u"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-got; ev.ContainerId != sb || ev.ContainerEventType != runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT || ev.PodSandboxStatus.GetMetadata().GetUid() != "u" {
+		t.Errorf("first event %v", ev)
+	}
+	f.EndContainerEvents(status.Error(codes.Unavailable, "runtime restarted"))
+	if err := <-done; !runtime.IsUnavailable(err) || !strings.Contains(err.Error(), "GetContainerEvents") {
+		t.Errorf("WatchContainerEvents after the runtime ended it: %v, want Unavailable naming GetContainerEvents", err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { done <- c.WatchContainerEvents(cctx, func(*runtimeapi.ContainerEventResponse) {}) }()
+	testenv.Eventually(t, 5*time.Second, time.Millisecond, "stream open", func() bool { return f.ContainerEventStreams() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("WatchContainerEvents after cancel: %v, want context.Canceled", err)
+	}
+	testenv.Eventually(t, 5*time.Second, time.Millisecond, "stream closed", func() bool { return f.ContainerEventStreams() == 0 })
 }

@@ -30,9 +30,17 @@
 // (runtime.IsNotFound), and stop and remove of something gone succeed, as CRI
 // specifies. All methods are safe for concurrent use.
 //
+// The fake streams container events as containerd 2 does
+// (WatchContainerEvents, a runtime.ContainerEventWatcher): created, started,
+// stopped and deleted, for containers and sandboxes, each with the
+// sandbox's status and its containers' statuses. SetContainerEvents(false)
+// makes it answer Unimplemented instead, as containerd 1.6 does, and
+// EndContainerEvents ends the open streams, as a runtime restart does.
+//
 // # The server
 //
 // NewServer(rt).Register(grpcServer) serves rt as runtime.v1 RuntimeService and
 // ImageService, so a CRI client (runtime.Client or another) can be tested over
-// a real socket, with the fake's controls behind it.
+// a real socket, with the fake's controls behind it, GetContainerEvents
+// included.
 package runtimetest

@@ -124,6 +124,7 @@ type Runtime struct {
 	conditions []*runtimeapi.RuntimeCondition
 	errs       map[string][]error
 	execs      []execRule
+	events     events
 	calls      []Call
 	config     *runtimeapi.RuntimeConfig
 	stats      statsState // stats.go
@@ -371,6 +372,7 @@ func (f *Runtime) exit(c *container, code int32, reason string) {
 	default:
 		c.status.Reason = "Error"
 	}
+	f.emit(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, c.status.Id, c.sandboxID)
 }
 
 func labelsMatch(labels, selector map[string]string) bool {
@@ -449,6 +451,8 @@ func (f *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 		st.Linux = &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: proto.Clone(ns).(*runtimeapi.NamespaceOption)}}
 	}
 	f.sandboxes[id] = &sandbox{status: st, logDir: config.GetLogDirectory(), seq: seq}
+	f.emit(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, id, id)
+	f.emit(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, id, id)
 	return id, nil
 }
 
@@ -475,7 +479,10 @@ func (f *Runtime) stopSandbox(s *sandbox) {
 			f.exit(c, StopExitCode, "")
 		}
 	}
-	s.status.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+	if s.status.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		s.status.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+		f.emit(runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, s.status.Id, s.status.Id)
+	}
 }
 
 // RemovePodSandbox removes a sandbox and its containers, stopping them first.
@@ -492,12 +499,14 @@ func (f *Runtime) RemovePodSandbox(_ context.Context, id string) (err error) {
 		return nil
 	}
 	f.stopSandbox(s)
-	for cid, c := range f.containers {
+	for _, c := range f.sortedContainers() {
 		if c.sandboxID == s.status.Id {
-			delete(f.containers, cid)
+			delete(f.containers, c.status.Id)
+			f.emit(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c.status.Id, s.status.Id)
 		}
 	}
 	delete(f.sandboxes, s.status.Id)
+	f.emit(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, s.status.Id, s.status.Id)
 	return nil
 }
 
@@ -616,6 +625,7 @@ func (f *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 		st.LogPath = s.logDir + "/" + config.GetLogPath()
 	}
 	f.containers[id] = &container{status: st, sandboxID: s.status.Id, seq: seq}
+	f.emit(runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, id, s.status.Id)
 	return id, nil
 }
 
@@ -640,6 +650,7 @@ func (f *Runtime) StartContainer(_ context.Context, id string) (err error) {
 	}
 	c.status.State = runtimeapi.ContainerState_CONTAINER_RUNNING
 	c.status.StartedAt = f.now()
+	f.emit(runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, c.status.Id, c.sandboxID)
 	return nil
 }
 
@@ -678,6 +689,7 @@ func (f *Runtime) RemoveContainer(_ context.Context, id string) (err error) {
 		return nil
 	}
 	delete(f.containers, c.status.Id)
+	f.emit(runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, c.status.Id, c.sandboxID)
 	return nil
 }
 

@@ -47,9 +47,10 @@ type Target struct {
 // are lifecycles of sandboxes and containers with their states, list filters,
 // ExecSync (success, non-zero exit, timeout), a stop whose SIGTERM is
 // ignored, removal of running things, idempotent stop and remove, and
-// NotFound for missing objects, and container and sandbox stats. A method
-// that the runtime answers with Unimplemented (container events, sandbox
-// stats and metrics on containerd 1.6) is a skip.
+// NotFound for missing objects, container and sandbox stats, and container
+// events (created, started, stopped and deleted, with the sandbox's and
+// containers' statuses). A method that the runtime answers with
+// Unimplemented (container events and metrics on containerd 1.6) is a skip.
 func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 	cases := []struct {
 		name string
@@ -735,20 +736,126 @@ func (s *suite) reopenContainerLog() {
 	}
 }
 
+// containerEvents watches the runtime's container events while a container
+// is created, started, stopped and removed, and checks each of the four
+// events names the container and carries its sandbox's status (and, but for
+// the deletion, the container's status in the state the event reports).
+// Unimplemented is a skip.
 func (s *suite) containerEvents() {
 	w, ok := s.rt.(runtime.ContainerEventWatcher)
 	if !ok {
 		s.t.Skip("runtime does not implement runtime.ContainerEventWatcher")
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, 500*time.Millisecond)
-	defer cancel()
-	err := w.WatchContainerEvents(ctx, func(*runtimeapi.ContainerEventResponse) {})
-	switch {
-	case runtime.IsUnimplemented(err):
-		s.t.Skipf("GetContainerEvents is Unimplemented: %v", err)
-	case errors.Is(err, context.DeadlineExceeded), err == nil:
-	default:
-		s.t.Errorf("WatchContainerEvents: %v", err)
+	ctx, cancel := context.WithCancel(s.ctx)
+	evs := make(chan *runtimeapi.ContainerEventResponse, 1024)
+	done := make(chan error, 1)
+	go func() {
+		done <- w.WatchContainerEvents(ctx, func(ev *runtimeapi.ContainerEventResponse) {
+			select {
+			case evs <- ev:
+			case <-ctx.Done():
+			}
+		})
+	}()
+	var watchErr error
+	ended := false
+	defer func() {
+		cancel()
+		if !ended {
+			<-done
+		}
+	}()
+	// Wait for the stream: a fake counts it; a real runtime gets half a
+	// second to answer Unimplemented before the suite goes ahead.
+	deadline := s.wall.Now().Add(500 * time.Millisecond)
+	for !ended {
+		if s.target.Fake != nil && s.target.Fake.ContainerEventStreams() > 0 {
+			break
+		}
+		if s.target.Fake == nil && s.wall.Now().After(deadline) {
+			break
+		}
+		select {
+		case watchErr = <-done:
+			ended = true
+		case <-s.wall.After(time.Millisecond):
+		}
+	}
+	if ended {
+		if runtime.IsUnimplemented(watchErr) {
+			s.t.Skipf("GetContainerEvents is Unimplemented: %v", watchErr)
+		}
+		s.t.Fatalf("WatchContainerEvents ended before anything happened: %v", watchErr)
+	}
+
+	sb, cfg := s.sandbox("pod", nil)
+	id := s.container(sb, cfg, "main", shell(sleeper), nil)
+	s.start(id)
+	s.waitState(id, runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if err := s.rt.StopContainer(s.ctx, id, 10*time.Second); err != nil {
+		s.t.Fatalf("StopContainer: %v", err)
+	}
+	if err := s.rt.RemoveContainer(s.ctx, id); err != nil {
+		s.t.Fatalf("RemoveContainer: %v", err)
+	}
+
+	want := []struct {
+		typ   runtimeapi.ContainerEventType
+		state runtimeapi.ContainerState
+	}{
+		{runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT, runtimeapi.ContainerState_CONTAINER_CREATED},
+		{runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, runtimeapi.ContainerState_CONTAINER_RUNNING},
+		{runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT, runtimeapi.ContainerState_CONTAINER_EXITED},
+		{runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, runtimeapi.ContainerState_CONTAINER_UNKNOWN}, // no status to check
+	}
+	timeout := s.wall.After(30 * time.Second)
+	for i := 0; i < len(want); {
+		var ev *runtimeapi.ContainerEventResponse
+		select {
+		case ev = <-evs:
+		case err := <-done:
+			ended = true
+			s.t.Fatalf("WatchContainerEvents ended after %d of the container's 4 events: %v", i, err)
+		case <-timeout:
+			s.t.Fatalf("%d of the container's 4 events within 30s; next wanted %v", i, want[i].typ)
+		}
+		if ev.ContainerId != id {
+			continue
+		}
+		wt := want[i]
+		i++
+		if ev.ContainerEventType != wt.typ {
+			s.t.Errorf("event %d of the container is %v, want %v", i, ev.ContainerEventType, wt.typ)
+			continue
+		}
+		if ev.CreatedAt == 0 {
+			s.t.Errorf("%v: no creation time", wt.typ)
+		}
+		if ps := ev.PodSandboxStatus; ps.GetId() != sb || ps.GetLabels()[runLabel] != s.run {
+			s.t.Errorf("%v: sandbox status %q labels %v, want %q with %s=%s", wt.typ, ps.GetId(), ps.GetLabels(), sb, runLabel, s.run)
+		}
+		if wt.typ == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+			continue
+		}
+		found := false
+		for _, c := range ev.ContainersStatuses {
+			if c.GetId() == id {
+				found = true
+				if c.State != wt.state {
+					s.t.Errorf("%v: container status %v, want %v", wt.typ, c.State, wt.state)
+				}
+			}
+		}
+		if !found {
+			s.t.Errorf("%v: the container's status is not among the event's %d", wt.typ, len(ev.ContainersStatuses))
+		}
+	}
+	cancel()
+	if !ended {
+		ended = true
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			s.t.Errorf("WatchContainerEvents after its context ended: %v, want context.Canceled", err)
+		}
 	}
 }
 

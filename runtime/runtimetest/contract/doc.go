@@ -7,7 +7,8 @@
 // SIGTERM is ignored (on a real runtime it must take the grace period and end
 // with exit code 137), removal of running things, idempotent stop and remove,
 // NotFound for missing objects, UpdateRuntimeConfig, UpdateContainerResources
-// and ReopenContainerLog, and the optional container events and metrics (a
+// and ReopenContainerLog, and the optional container events (the four events
+// of a container's life, with its sandbox's status) and metrics (a
 // skip where the runtime answers Unimplemented, as containerd 1.6 does).
 // Target.Fake tells the suite it runs on a fake, so it scripts the commands
 // it runs and skips wall-clock checks. The suite passes on the fake, on

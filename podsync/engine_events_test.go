@@ -1,0 +1,368 @@
+package podsync
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// countingRelister counts the CRI syncer's relists, pod relists and health
+// checks, and signals each on done (when set).
+type countingRelister struct {
+	*CRI
+	relists, podRelists, checks atomic.Int64
+	done                        chan struct{}
+}
+
+func (c *countingRelister) signal() {
+	if c.done != nil {
+		select {
+		case c.done <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *countingRelister) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
+	defer c.signal()
+	c.relists.Add(1)
+	return c.CRI.Relist(ctx)
+}
+
+func (c *countingRelister) RelistPod(ctx context.Context, uid types.UID) (*PodState, error) {
+	c.podRelists.Add(1)
+	return c.CRI.RelistPod(ctx, uid)
+}
+
+func (c *countingRelister) CheckHealth(ctx context.Context) error {
+	defer c.signal()
+	c.checks.Add(1)
+	return c.CRI.CheckHealth(ctx)
+}
+
+// logLines keeps the Info messages of a logger.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		l.lines = append(l.lines, args)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+func (l *logLines) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if strings.Contains(s, `"msg"="`+msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// eventHarness runs an engine on the fake (events on or off) under Run.
+type eventHarness struct {
+	*harness
+	rl   *countingRelister
+	logs *logLines
+	stop func()
+}
+
+// newEventHarness starts the engine after setup (if any) prepared the fake.
+func newEventHarness(t *testing.T, events bool, setup ...func(*runtimetest.Runtime)) *eventHarness {
+	t.Helper()
+	h := &eventHarness{harness: newHarness(t), logs: &logLines{}}
+	h.rt.SetContainerEvents(events)
+	for _, f := range setup {
+		f(h.rt)
+	}
+	h.rl = &countingRelister{CRI: h.cri}
+	var err error
+	h.eng, err = New(Options{Syncer: h.cri, Relister: h.rl, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), h.logs.logger()))
+	done := make(chan error, 1)
+	go func() { done <- h.eng.Run(ctx) }()
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *eventHarness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	testenv.Eventually(h.t, 10*time.Second, time.Millisecond, what, cond)
+}
+
+// evSnapshot is the engine's event state.
+type evSnapshot struct {
+	state      evState
+	got        bool
+	evented    bool
+	nextRelist time.Time
+	retryAt    time.Time
+}
+
+func (h *eventHarness) ev() evSnapshot {
+	e := h.eng
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return evSnapshot{e.ev, e.evGot, e.evented, e.nextRelist, e.evRetryAt}
+}
+
+func (h *eventHarness) watchCalls() int {
+	n := 0
+	for _, c := range h.rt.Calls() {
+		if c.Method == "WatchContainerEvents" {
+			n++
+		}
+	}
+	return n
+}
+
+// step advances the clock by d and waits until the engine has done the
+// relist or health check then due: its next one is later.
+func (h *eventHarness) step(d time.Duration) {
+	h.t.Helper()
+	h.clock.Step(d)
+	now := h.clock.Now()
+	h.eventually("a relist or health check", func() bool {
+		e := h.eng
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		next := e.nextRelist
+		if e.evented && e.nextCheck.Before(next) {
+			next = e.nextCheck
+		}
+		return next.After(now) && !e.relistNow
+	})
+}
+
+// runningPod starts a pod of one container and waits until events are in
+// use, and returns the pod and its container's ID.
+func (h *eventHarness) runningPod() (*corev1.Pod, string) {
+	h.t.Helper()
+	h.eventually("the event stream open", func() bool { return h.rt.ContainerEventStreams() == 1 })
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.eventually("pod Running", func() bool {
+		return h.writer.last(pod.UID).Phase == corev1.PodRunning && len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)) == 1
+	})
+	h.eventually("an event", func() bool { return h.ev().got })
+	if !h.ev().evented {
+		h.step(DefaultRelistPeriod) // the first relist that finds the stream up
+	}
+	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.clock.Now().Add(DefaultEventedRelistPeriod)) {
+		h.t.Fatalf("events not in use: %+v at %v", ev, h.clock.Now())
+	}
+	return pod, h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
+}
+
+// With events, a container's exit is seen and the container restarted
+// without the clock moving, and without a full relist.
+func TestEngineEventsRestartAtOnce(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newEventHarness(t, true)
+	defer h.stop()
+	pod, id := h.runningPod()
+	now, relists := h.clock.Now(), h.rl.relists.Load()
+	if err := h.rt.Exit(id, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("container restarted", func() bool {
+		s := h.writer.last(pod.UID)
+		return len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].RestartCount == 1 && s.ContainerStatuses[0].State.Running != nil
+	})
+	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id == id {
+		t.Errorf("running containers %v, want one new", got)
+	}
+	if !h.clock.Now().Equal(now) {
+		t.Errorf("clock moved")
+	}
+	if n := h.rl.relists.Load(); n != relists {
+		t.Errorf("%d full relists after the exit, want none (pod relists: %d)", n-relists, h.rl.podRelists.Load())
+	}
+	if h.rl.podRelists.Load() == 0 {
+		t.Error("no pod relist")
+	}
+	if n := h.logs.count("Container events in use"); n != 1 {
+		t.Errorf("%d logs of events in use, want 1: %v", n, h.logs.lines)
+	}
+}
+
+// While the stream is up the relist runs every 300s and the runtime's
+// status is asked every 1s.
+func TestEngineEventsSlowRelist(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newEventHarness(t, true)
+	defer h.stop()
+	h.runningPod()
+	start, relists, checks := h.clock.Now(), h.rl.relists.Load(), h.rl.checks.Load()
+	for range 10 {
+		h.step(time.Second)
+	}
+	if n := h.rl.relists.Load() - relists; n != 0 {
+		t.Errorf("%d relists in 10s with events", n)
+	}
+	if n := h.rl.checks.Load() - checks; n != 10 {
+		t.Errorf("%d health checks in 10s, want 10", n)
+	}
+	if _, at, err := h.cri.LatestRuntimeStatus(); err != nil || !at.Equal(h.clock.Now()) {
+		t.Errorf("runtime status from %v (%v), want now", at, err)
+	}
+	h.step(DefaultEventedRelistPeriod - 10*time.Second)
+	h.eventually("the 300s relist", func() bool { return h.rl.relists.Load() == relists+1 })
+	if ev := h.ev(); !ev.nextRelist.Equal(start.Add(2 * DefaultEventedRelistPeriod)) {
+		t.Errorf("next relist at %v, want %v", ev.nextRelist.Sub(start), 2*DefaultEventedRelistPeriod)
+	}
+}
+
+// A failed stream brings back the 1s relist at once and is retried after
+// 1s, 2s, 4s; a stream that stays open a relist period slows the relist
+// again. Each change is logged once.
+func TestEngineEventsStreamFailure(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newEventHarness(t, true)
+	defer h.stop()
+	h.runningPod()
+	unavailable := status.Error(codes.Unavailable, "runtime restarting")
+	h.rt.InjectError("WatchContainerEvents", unavailable)
+	h.rt.InjectError("WatchContainerEvents", unavailable)
+	relists, watches := h.rl.relists.Load(), h.watchCalls()
+	h.rt.EndContainerEvents(unavailable)
+	h.eventually("a relist at once", func() bool { return h.rl.relists.Load() == relists+1 })
+	now := h.clock.Now()
+	h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == evDown && ev.retryAt.Equal(now.Add(time.Second)) })
+	if ev := h.ev(); ev.evented || !ev.nextRelist.Equal(now.Add(time.Second)) {
+		t.Fatalf("after the failure: %+v, want the 1s relist", ev)
+	}
+	// Retries after 1s, 2s (both fail) and 4s (open); relists every 1s.
+	for i, w := range []struct {
+		watches int
+		state   evState
+	}{{1, evDown}, {1, evDown}, {2, evDown}, {2, evDown}, {2, evDown}, {2, evDown}, {3, evWatching}} {
+		h.step(time.Second)
+		h.eventually("the retry", func() bool {
+			ev := h.ev()
+			return h.watchCalls() == watches+w.watches && ev.state == w.state && (w.state == evWatching || ev.retryAt.After(h.clock.Now()))
+		})
+		if n := h.rl.relists.Load(); n != relists+1+int64(i+1) {
+			t.Errorf("second %d: %d relists, want %d", i+1, n-relists, i+2)
+		}
+	}
+	h.eventually("stream open", func() bool { return h.rt.ContainerEventStreams() == 1 })
+	if h.ev().evented {
+		t.Error("events in use before the stream proved itself")
+	}
+	h.step(time.Second) // open for 1s, no event: in use
+	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.clock.Now().Add(DefaultEventedRelistPeriod)) {
+		t.Errorf("after the stream came back: %+v", ev)
+	}
+	if n := h.logs.count("Container events stream failed;"); n != 1 {
+		t.Errorf("%d logs of the failure, want 1: %v", n, h.logs.lines)
+	}
+	if n := h.logs.count("Container events in use"); n != 2 {
+		t.Errorf("%d logs of events in use, want 2: %v", n, h.logs.lines)
+	}
+}
+
+// Unimplemented: one attempt, then relists every 1s; a container exit is
+// seen by the next relist.
+func TestEngineEventsUnimplemented(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newEventHarness(t, false)
+	defer h.stop()
+	h.eventually("the answer", func() bool {
+		h.eng.mu.Lock()
+		defer h.eng.mu.Unlock()
+		return h.eng.evDownLogged
+	})
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.eventually("pod Running", func() bool { return h.writer.last(pod.UID).Phase == corev1.PodRunning })
+	relists := h.rl.relists.Load()
+	for range 120 {
+		h.step(time.Second)
+	}
+	if n := h.rl.relists.Load() - relists; n != 120 {
+		t.Errorf("%d relists in 2 minutes, want 120", n)
+	}
+	if n := h.watchCalls(); n != 1 {
+		t.Errorf("%d WatchContainerEvents calls, want 1", n)
+	}
+	if ev := h.ev(); ev.evented || ev.state != evNone {
+		t.Errorf("%+v", ev)
+	}
+	if n := h.logs.count("The container runtime has no container events"); n != 1 {
+		t.Errorf("%d logs, want 1: %v", n, h.logs.lines)
+	}
+	id := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
+	if err := h.rt.Exit(id, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.step(time.Second)
+	h.eventually("container restarted", func() bool {
+		s := h.writer.last(pod.UID)
+		return len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].RestartCount == 1
+	})
+}
+
+// A stream that always fails is retried with back-off up to once a
+// minute: no hot loop over ten simulated minutes.
+func TestEngineEventsNoHotLoop(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newEventHarness(t, true, func(rt *runtimetest.Runtime) {
+		for range 1000 {
+			rt.InjectError("WatchContainerEvents", status.Error(codes.Unavailable, "down"))
+		}
+	})
+	defer h.stop()
+	h.eventually("the first failure", func() bool { return h.ev().state == evDown })
+	for range 60 {
+		now := h.clock.Now()
+		h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == evDown && ev.retryAt.After(now) })
+		h.step(10 * time.Second)
+	}
+	// Attempts at 0, 1, 3, 7, 15, 31, 63, 123, 183, … s: 16 in 600s, here
+	// at 10s steps.
+	n := h.watchCalls()
+	if n < 8 || n > 18 {
+		t.Errorf("%d WatchContainerEvents calls in 10 simulated minutes, want 8–18", n)
+	}
+	t.Logf("%d WatchContainerEvents calls in 10 simulated minutes", n)
+	if n := h.logs.count("Container events stream failed;"); n != 1 {
+		t.Errorf("%d logs of the failure, want 1", n)
+	}
+}
