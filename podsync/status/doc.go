@@ -114,7 +114,7 @@
 //
 // # Limits
 //
-// With a nil Client nothing is written; statuses are recorded and Status
+// With nil Options.Pods nothing is written; statuses are recorded and Status
 // serves them. The writer does not create mirror pods (podsource's
 // MirrorPods does).
 package status

@@ -153,7 +153,7 @@
 // object it starts watching, then reports it as not yet read
 // (ErrNotSynced); watches start when Run starts. EnvFrom waits as long for
 // the first list of Services (the kubelet's "services have not yet been
-// read at least once" otherwise). Without a Client, pods that
+// read at least once" otherwise). Without API clients, pods that
 // reference API objects fail to set up and others work.
 //
 // # Differences from the kubelet
