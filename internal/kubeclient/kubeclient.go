@@ -69,8 +69,9 @@ type Client struct {
 }
 
 // New returns a Client for cfg: its host, TLS, credentials, user agent,
-// dialer, wrapped transports, timeout and rate limit (QPS and Burst; one
-// limiter for all requests). An empty cfg.ContentType means protobuf.
+// dialer, wrapped transports, timeout and rate limit (QPS and Burst,
+// client-go's 5 and 10 when zero, none with a negative QPS; one limiter for
+// all requests). An empty cfg.ContentType means protobuf.
 func New(cfg *rest.Config) (*Client, error) {
 	if cfg == nil {
 		return nil, errors.New("kubeclient: nil rest.Config")
@@ -106,12 +107,15 @@ func NewForHTTPClient(cfg *rest.Config, hc *http.Client) (*Client, error) {
 	if base.UserAgent == "" {
 		base.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	if base.RateLimiter == nil && base.QPS > 0 {
-		burst := base.Burst
+	if base.RateLimiter == nil && base.QPS >= 0 { // a negative QPS: no limit
+		qps, burst := base.QPS, base.Burst
+		if qps == 0 {
+			qps = rest.DefaultQPS
+		}
 		if burst <= 0 {
 			burst = rest.DefaultBurst
 		}
-		base.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(base.QPS, burst)
+		base.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	}
 	base.NegotiatedSerializer = serializer.NewCodecFactory(s).WithoutConversion()
 	if c.core, err = restClient(base, hc, "/api", corev1.SchemeGroupVersion); err != nil {
