@@ -21,8 +21,8 @@
 //	            timing and back-off
 //	heartbeat   registration and the HeartbeatStrategy that keeps the control
 //	            plane told the node is alive; heartbeat/fleet runs many
-//	            hollow nodes (scale runs, controller tests), on
-//	            heartbeat/heartbeattest's fake clientset under a fake clock
+//	            hollow nodes (scale runs, controller tests), on a fake
+//	            clientset set up by heartbeat/heartbeattest under a fake clock
 //	podsource   desired pods from a manifest directory, a URL and the API
 //	            server, merged into one stream, with mirror pods
 //	probe       liveness, readiness and startup probes (exec, HTTP, TCP, gRPC)
@@ -73,6 +73,19 @@
 //     error), which returns how long to wait before the next call (negative:
 //     nothing is scheduled until the component is given new work). Run returns nil when its context ends and an
 //     error only for a failure that stopped it. There are no stop channels.
+//   - API clients: a package declares the clients it uses per resource
+//     (lease.LeaseClient, heartbeat.NodeClient, status.PodClient, ...), with
+//     only the methods it calls, each with the signature of client-go's
+//     typed client, so that a clientset's per-resource client is one as it
+//     is: heartbeat.Options{Nodes: cs.CoreV1().Nodes(), Leases:
+//     cs.CoordinationV1().Leases(lease.DefaultNamespace)}. A resource used
+//     in many namespaces comes through a function of the namespace under
+//     the same field name: status.Options{Pods: func(ns string)
+//     status.PodClient { return cs.CoreV1().Pods(ns) }}. A required client
+//     that is missing is an error naming the field. No library package
+//     imports client-go's clientset (its scheme registers every API group
+//     at start-up, several MiB of a process's memory); examples/agent uses
+//     internal/kubeclient, a small client with the same method shapes.
 //   - Time: no package reads the wall clock or sleeps; back-off
 //     (internal/backoff) and timer heaps (internal/timerheap) exist once.
 //   - Readers of a component's state (a node, a lease, a probe result) read a

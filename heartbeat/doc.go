@@ -6,7 +6,8 @@
 // # Usage
 //
 //	hb, err := heartbeat.New(heartbeat.Options{
-//		Client:       client,        // ideally as system:node:<name>
+//		Nodes:        clientset.CoreV1().Nodes(), // ideally as system:node:<name>
+//		Leases:       clientset.CoordinationV1().Leases(lease.DefaultNamespace),
 //		NodeName:     "node-a",
 //		StatusSetter: setters,       // e.g. nodestatus.Setters
 //		Node:         template,      // labels, annotations, taints
@@ -22,6 +23,16 @@
 // the renewer's SyncOnce itself, so it runs exactly the code Run runs.
 // Register, SyncStatus and SyncFastStatus are the parts of SyncOnce, for
 // tests that want one alone.
+//
+// # Clients
+//
+// As every nodekit package, heartbeat declares the clients it uses per
+// resource, with only the methods it calls and client-go's signatures:
+// NodeClient, and lease.LeaseClient for the lease. A clientset's
+// CoreV1().Nodes() and CoordinationV1().Leases(ns) are such clients as they
+// are (a fake clientset's too), and so is a small client of one's own; the
+// package does not import client-go's clientset and its scheme of every API
+// group.
 //
 // # Strategies
 //

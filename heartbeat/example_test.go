@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 )
 
@@ -41,7 +42,7 @@ func Example() {
 		return nil
 	})
 	hb, err := heartbeat.New(heartbeat.Options{
-		Client:       client,
+		Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace),
 		NodeName:     "node-a",
 		StatusSetter: ready,
 		Clock:        clk,

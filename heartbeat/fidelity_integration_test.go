@@ -49,7 +49,7 @@ func TestIntegrationReadyUnknownWrittenByOthersIsCorrected(t *testing.T) {
 	cleanup(t, name)
 	client, _ := nodeClient(t, name, nil)
 	hb, err := heartbeat.New(heartbeat.Options{
-		Client: client, NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
+		Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
 		NodeStatusUpdateFrequency: time.Second,
 		NodeStatusReportFrequency: 5 * time.Minute,
 	})
@@ -103,7 +103,7 @@ func TestIntegrationRequiredLabelsPutBack(t *testing.T) {
 		tmpl.Labels[k] = v
 	}
 	hb, err := heartbeat.New(heartbeat.Options{
-		Client: client, NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}), Node: tmpl,
+		Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}), Node: tmpl,
 		NodeStatusUpdateFrequency: time.Second,
 		NodeStatusReportFrequency: 5 * time.Minute,
 	})
@@ -164,14 +164,14 @@ func TestIntegrationRepeatedFailureHookReconnects(t *testing.T) {
 	var hooks atomic.Int32
 	hook := func() { hooks.Add(1); dialer.CloseAll() }
 	hb, err := heartbeat.New(heartbeat.Options{
-		Client: client, NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
+		Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
 		Strategy: heartbeat.StatusOnlyStrategy(), RequestTimeout: 500 * time.Millisecond,
 		OnRepeatedFailure: hook,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := lease.New(lease.Options{Client: client, NodeName: name, RequestTimeout: 500 * time.Millisecond, LookupNodeUID: true, OnRepeatedFailure: hook})
+	lr, err := lease.New(lease.Options{Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: client.CoreV1().Nodes(), NodeName: name, RequestTimeout: 500 * time.Millisecond, LookupNodeUID: true, OnRepeatedFailure: hook})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestIntegrationNodeLifecycleControllerUnknownIsCorrected(t *testing.T) {
 	cleanup(t, name)
 	client, _ := nodeClient(t, name, nil)
 	hb, err := heartbeat.New(heartbeat.Options{
-		Client: client, NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
+		Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
 		NodeStatusUpdateFrequency: time.Second,
 		NodeStatusReportFrequency: 5 * time.Minute,
 		LeaseOptions:              lease.Options{LeaseDuration: 4 * time.Second},

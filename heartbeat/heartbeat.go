@@ -42,7 +42,7 @@ const (
 // with each other; the lease step runs independently. Readers (Node,
 // Registered) never wait for a step.
 type Heartbeat struct {
-	client     Client
+	nodes      NodeClient
 	name       string
 	template   *lastNode // the Node to register, kept encoded as the last node is
 	setter     nodestatus.StatusSetter
@@ -98,7 +98,7 @@ func New(opts Options) (*Heartbeat, error) {
 	tmpl := opts.Node.DeepCopy()
 	tmpl.Name = opts.NodeName
 	h := &Heartbeat{
-		client:     opts.Client,
+		nodes:      opts.Nodes,
 		name:       opts.NodeName,
 		setter:     opts.StatusSetter,
 		strategy:   opts.Strategy,
@@ -210,7 +210,7 @@ func (h *Heartbeat) tryRegister(ctx context.Context) error {
 	if err := h.setter.SetStatus(ctx, initial); err != nil {
 		logger.Info("Status setters failed while building the node to register", "node", h.name, "err", err)
 	}
-	nodes := h.client.CoreV1().Nodes()
+	nodes := h.nodes
 	rctx, cancel := h.reqCtx(ctx)
 	created, err := nodes.Create(rctx, initial, metav1.CreateOptions{FieldManager: h.manager})
 	cancel()
@@ -425,7 +425,7 @@ func (h *Heartbeat) syncStatus(ctx context.Context) (posted bool, err error) {
 func (h *Heartbeat) get(ctx context.Context) (*corev1.Node, error) {
 	rctx, cancel := h.reqCtx(ctx)
 	defer cancel()
-	n, err := h.client.CoreV1().Nodes().Get(rctx, h.name, metav1.GetOptions{})
+	n, err := h.nodes.Get(rctx, h.name, metav1.GetOptions{})
 	h.failed(err)
 	if err != nil {
 		return nil, err
@@ -531,7 +531,7 @@ func (h *Heartbeat) write(ctx context.Context, base, computed *corev1.Node) (*co
 	}
 	rctx, cancel := h.reqCtx(ctx)
 	defer cancel()
-	updated, err := h.client.CoreV1().Nodes().Patch(rctx, h.name, pt, body, opts, "status")
+	updated, err := h.nodes.Patch(rctx, h.name, pt, body, opts, "status")
 	h.failed(err)
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: write status of node %q: %w", h.name, err)

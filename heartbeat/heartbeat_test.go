@@ -95,7 +95,7 @@ func newEnv(t *testing.T, mod func(*heartbeat.Options)) *env {
 	})
 	e.setter = &testSetter{clock: e.fc}
 	o := heartbeat.Options{
-		Client:       e.cs,
+		Nodes: e.cs.CoreV1().Nodes(), Leases: e.cs.CoordinationV1().Leases(lease.DefaultNamespace),
 		NodeName:     "n1",
 		StatusSetter: e.setter,
 		Clock:        e.fc,
@@ -585,7 +585,8 @@ func TestOptionValidation(t *testing.T) {
 		mod   func(*heartbeat.Options)
 		field string
 	}{
-		{"no client", func(o *heartbeat.Options) { o.Client = nil }, "Client"},
+		{"no nodes client", func(o *heartbeat.Options) { o.Nodes = nil }, "Nodes"},
+		{"no leases client", func(o *heartbeat.Options) { o.Leases = nil }, "Leases"},
 		{"no name", func(o *heartbeat.Options) { o.NodeName = "" }, "NodeName"},
 		{"no setter", func(o *heartbeat.Options) { o.StatusSetter = nil }, "StatusSetter"},
 		{"template name", func(o *heartbeat.Options) { o.Node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}} }, "Node.Name"},
@@ -600,7 +601,7 @@ func TestOptionValidation(t *testing.T) {
 		{"lease options", func(o *heartbeat.Options) { o.LeaseOptions.RenewInterval = 5 }, "LeaseOptions"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := heartbeat.Options{Client: cs, NodeName: "n1", StatusSetter: s}
+			o := heartbeat.Options{Nodes: cs.CoreV1().Nodes(), Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: "n1", StatusSetter: s}
 			tc.mod(&o)
 			_, err := heartbeat.New(o)
 			if err == nil || !strings.Contains(err.Error(), tc.field) {
@@ -608,8 +609,8 @@ func TestOptionValidation(t *testing.T) {
 			}
 		})
 	}
-	other, _ := lease.New(lease.Options{Client: cs, NodeName: "n2"})
-	if _, err := heartbeat.New(heartbeat.Options{Client: cs, NodeName: "n1", StatusSetter: s, Renewer: other}); err == nil {
+	other, _ := lease.New(lease.Options{Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: cs.CoreV1().Nodes(), NodeName: "n2"})
+	if _, err := heartbeat.New(heartbeat.Options{Nodes: cs.CoreV1().Nodes(), Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: "n1", StatusSetter: s, Renewer: other}); err == nil {
 		t.Fatal("a renewer of another node was accepted")
 	}
 }

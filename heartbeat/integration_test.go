@@ -125,7 +125,7 @@ func TestIntegrationRegisterStatusLease(t *testing.T) {
 			client, _ := nodeClient(t, name, nil)
 			setter := newKubeletLike(clock.RealClock{})
 			hb, err := heartbeat.New(heartbeat.Options{
-				Client: client, NodeName: name, StatusSetter: setter, WriteMode: mode,
+				Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: setter, WriteMode: mode,
 				Strategy: heartbeat.StatusOnlyStrategy(), // every round writes
 				Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 					Labels: map[string]string{corev1.LabelHostname: name},
@@ -142,7 +142,7 @@ func TestIntegrationRegisterStatusLease(t *testing.T) {
 				}
 			}
 			// The lease, with its owner reference, written as the node.
-			lr, err := lease.New(lease.Options{Client: client, NodeName: name, NodeUID: hb.Node().UID})
+			lr, err := lease.New(lease.Options{Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: client.CoreV1().Nodes(), NodeName: name, NodeUID: hb.Node().UID})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +201,7 @@ func TestIntegrationReRegisterAndLeaseRecreated(t *testing.T) {
 	cleanup(t, name)
 	client, _ := nodeClient(t, name, nil)
 	setter := newKubeletLike(clock.RealClock{})
-	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: name, StatusSetter: setter, ReRegister: true})
+	hb, err := heartbeat.New(heartbeat.Options{Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: setter, ReRegister: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,11 +300,11 @@ func TestIntegrationConflictOnEveryFirstAttempt(t *testing.T) {
 		inj = &conflictFirst{next: rt, seen: map[string]int{}}
 		return inj
 	})
-	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}), Strategy: heartbeat.StatusOnlyStrategy()})
+	hb, err := heartbeat.New(heartbeat.Options{Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}), Strategy: heartbeat.StatusOnlyStrategy()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := lease.New(lease.Options{Client: client, NodeName: name, LookupNodeUID: true})
+	lr, err := lease.New(lease.Options{Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: client.CoreV1().Nodes(), NodeName: name, LookupNodeUID: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,13 +350,13 @@ func TestIntegrationClientTimesOut(t *testing.T) {
 		return hang
 	})
 	hb, err := heartbeat.New(heartbeat.Options{
-		Client: client, NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
+		Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: newKubeletLike(clock.RealClock{}),
 		Strategy: heartbeat.StatusOnlyStrategy(), RequestTimeout: 500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := lease.New(lease.Options{Client: client, NodeName: name, RequestTimeout: 500 * time.Millisecond, LookupNodeUID: true})
+	lr, err := lease.New(lease.Options{Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: client.CoreV1().Nodes(), NodeName: name, RequestTimeout: 500 * time.Millisecond, LookupNodeUID: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +453,7 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 	cleanup(t, name)
 	client, _ := nodeClient(t, name, nil)
 	setter := newKubeletLike(clock.RealClock{})
-	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: name, StatusSetter: setter})
+	hb, err := heartbeat.New(heartbeat.Options{Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: setter})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func BenchmarkMemoryPerNode(b *testing.B) {
 		hbs := make([]*heartbeat.Heartbeat, n)
 		for i := range hbs {
 			hb, err := heartbeat.New(heartbeat.Options{
-				Client: cs, NodeName: fmt.Sprintf("node-%05d", i), StatusSetter: setter, Clock: fc,
+				Nodes: cs.CoreV1().Nodes(), Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: fmt.Sprintf("node-%05d", i), StatusSetter: setter, Clock: fc,
 				LeaseOptions: lease.Options{Jitter: -1}, Jitter: -1,
 			})
 			if err != nil {

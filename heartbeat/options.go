@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -89,16 +93,29 @@ var DefaultManagedLabels = []string{
 // registration from the template.
 const ControllerManagedAttachAnnotation = "volumes.kubernetes.io/controller-managed-attach-detach"
 
-// Client is the part of a clientset a heartbeat uses: core/v1 (nodes) and
-// coordination.k8s.io/v1 (leases), as lease.Client.
-type Client = lease.Client
+// NodeClient is the part of a client of core/v1 Nodes that a heartbeat
+// uses: register (Create), read (Get, and List and Watch of its own Node
+// with WatchNode) and patch the status. Its methods are those of client-go's
+// typed client, so clientset.CoreV1().Nodes() is one as it is. It is also
+// a lease.NodeClient.
+type NodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	Create(ctx context.Context, node *corev1.Node, opts metav1.CreateOptions) (*corev1.Node, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+}
 
 // Options configure a Heartbeat. Zero values take the default named in each
 // field's comment.
 type Options struct {
-	// Client talks to the API server (nodes; leases with a lease strategy).
-	// A kubernetes.Interface is one. Required.
-	Client Client
+	// Nodes registers the Node and writes its status:
+	// clientset.CoreV1().Nodes(). Required.
+	Nodes NodeClient
+	// Leases renews the node's lease when the strategy uses one and
+	// Renewer is nil: clientset.CoordinationV1().Leases(lease.DefaultNamespace).
+	// Required then (here or in LeaseOptions), unused otherwise.
+	Leases lease.LeaseClient
 	// NodeName is the Node's name. Required.
 	NodeName string
 	// Node is the template of the Node to register: labels, annotations,
@@ -184,14 +201,14 @@ type Options struct {
 	// Nil: one is built from LeaseOptions.
 	Renewer *lease.Renewer
 	// LeaseOptions build the renewer when Renewer is nil and the strategy
-	// uses a lease. Client, NodeName, Clock, Registerer, Rand and
+	// uses a lease. Leases, Nodes, NodeName, Clock, Registerer, Rand and
 	// OnRepeatedFailure default to this Options' values.
 	LeaseOptions lease.Options
 }
 
 func (o *Options) complete() error {
-	if o.Client == nil {
-		return errors.New("heartbeat: Options.Client is required")
+	if o.Nodes == nil {
+		return errors.New("heartbeat: Options.Nodes is required")
 	}
 	if o.NodeName == "" {
 		return errors.New("heartbeat: Options.NodeName is required")
@@ -276,8 +293,14 @@ func (o *Options) complete() error {
 	}
 	if o.Strategy.UsesLease() && o.Renewer == nil {
 		lo := o.LeaseOptions
-		if lo.Client == nil {
-			lo.Client = o.Client
+		if lo.Leases == nil {
+			lo.Leases = o.Leases
+		}
+		if lo.Leases == nil {
+			return errors.New("heartbeat: Options.Leases is required with a strategy that uses a lease")
+		}
+		if lo.Nodes == nil {
+			lo.Nodes = o.Nodes
 		}
 		if lo.NodeName == "" {
 			lo.NodeName = o.NodeName

@@ -19,7 +19,7 @@ import (
 // Ready=Unknown) without a GET per round.
 func (h *Heartbeat) watchNode(ctx context.Context) {
 	sel := fields.OneTermEqualSelector(metav1.ObjectNameField, h.name).String()
-	nodes := h.client.CoreV1().Nodes()
+	nodes := h.nodes
 	lw := listwatch.Selected(nodes.List, nodes.Watch, sel)
 	inf := cache.NewSharedInformer(lw, &corev1.Node{}, 0)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -106,7 +106,7 @@ func BenchmarkWriteLoadPerHour(b *testing.B) {
 				}
 				fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 				hb, err := heartbeat.New(heartbeat.Options{
-					Client: client, NodeName: name, StatusSetter: newKubeletLike(fc), Strategy: tc.strategy,
+					Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: name, StatusSetter: newKubeletLike(fc), Strategy: tc.strategy,
 					Clock: fc, Jitter: -1, LeaseOptions: lease.Options{Jitter: -1},
 				})
 				if err != nil {

@@ -1,11 +1,16 @@
 package lease_test
 
 import (
-	"k8s.io/client-go/kubernetes"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/nodekit/nodekit/lease"
 )
 
-// A full clientset is a Client; the package itself does not import it, so
-// a binary that uses lease does not link every API group's typed client.
-var _ lease.Client = kubernetes.Interface(nil)
+// client-go's typed clients are the package's clients, with no adapter; the
+// package itself does not import them, so a binary that uses lease does not
+// link client-go's scheme of every API group.
+var (
+	_ lease.LeaseClient = (typedcoordinationv1.LeaseInterface)(nil)
+	_ lease.NodeClient  = (typedcorev1.NodeInterface)(nil)
+)

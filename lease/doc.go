@@ -4,10 +4,24 @@
 //
 // # Usage
 //
-//	r, err := lease.New(lease.Options{Client: client, NodeName: "node-a"})
+//	r, err := lease.New(lease.Options{
+//		Leases:   clientset.CoordinationV1().Leases(lease.DefaultNamespace),
+//		NodeName: "node-a",
+//	})
 //	...
 //	r.SetOwner(node.UID)   // the lease is created only once this is known
 //	go r.Run(ctx)          // or: wait, err := r.SyncOnce(ctx) from your own scheduler
+//
+// # Clients
+//
+// As every nodekit package, lease declares the client it uses per
+// resource, with only the methods it calls, each with the signature of
+// client-go's typed client: LeaseClient (Get, Create, Update of Leases in
+// one namespace) and NodeClient (Get of a Node, for LookupNodeUID). A
+// clientset's CoordinationV1().Leases(ns) and CoreV1().Nodes() are such
+// clients as they are, a fake clientset's too, and so is a small client of
+// one's own: the package does not import client-go's clientset, whose
+// scheme registers every API group (several MiB of a process's memory).
 //
 // # Behaviour and timing (defaults)
 //

@@ -17,7 +17,7 @@ func Example() {
 	client := fake.NewClientset()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	// The lease is created only once the Node's UID is known.
-	r, err := lease.New(lease.Options{Client: client, NodeName: "node-a", Clock: clk, NodeUID: "0a1b2c"})
+	r, err := lease.New(lease.Options{Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: client.CoreV1().Nodes(), NodeName: "node-a", Clock: clk, NodeUID: "0a1b2c"})
 	if err != nil {
 		panic(err)
 	}

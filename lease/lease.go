@@ -14,8 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -57,24 +55,37 @@ var (
 	ErrOwnerUnknown = errors.New("lease: the UID of the owner Node is not known yet")
 )
 
-// Client is the part of a clientset the renewer uses: leases, and the Node
-// with Options.LookupNodeUID. A kubernetes.Interface is one; an agent that
-// builds only these two groups' clients (smaller binary) is one too.
-type Client interface {
-	CoreV1() typedcorev1.CoreV1Interface
-	CoordinationV1() coordclient.CoordinationV1Interface
+// LeaseClient is the part of a client of coordination.k8s.io/v1 Leases in
+// one namespace that the renewer uses. Its methods are those of client-go's
+// typed client, so clientset.CoordinationV1().Leases(lease.DefaultNamespace)
+// is one, as is a fake clientset's.
+type LeaseClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// NodeClient is the part of a client of core/v1 Nodes that the renewer uses
+// with Options.LookupNodeUID: clientset.CoreV1().Nodes() is one.
+type NodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
 }
 
 // Options configure a Renewer. Zero values take the default named in each
 // field's comment.
 type Options struct {
-	// Client talks to the API server. Required.
-	Client Client
+	// Leases reads and writes the leases of Namespace:
+	// clientset.CoordinationV1().Leases(lease.DefaultNamespace). Required.
+	Leases LeaseClient
+	// Nodes reads the Node for its UID: clientset.CoreV1().Nodes().
+	// Required with LookupNodeUID, unused otherwise.
+	Nodes NodeClient
 	// NodeName names the lease and the Node that owns it. Required.
 	NodeName string
 	// HolderIdentity is written to spec.holderIdentity. Default: NodeName.
 	HolderIdentity string
-	// Namespace of the lease. Default: "kube-node-lease".
+	// Namespace of the lease, written to its metadata; Leases must be the
+	// client of this namespace. Default: "kube-node-lease".
 	Namespace string
 	// LeaseDuration is written to spec.leaseDurationSeconds. It must be a
 	// whole number of seconds between 1s and 1h. Default: 40s.
@@ -128,8 +139,8 @@ type Options struct {
 // Renewer keeps one node Lease alive. Its methods are safe for concurrent
 // use; SyncOnce calls are serialised.
 type Renewer struct {
-	client   Client
-	leases   coordclient.LeaseInterface
+	nodes    NodeClient
+	leases   LeaseClient
 	name     string
 	ns       string
 	holder   string
@@ -157,8 +168,11 @@ type Renewer struct {
 // New checks opts, fills in defaults and returns a Renewer. It makes no
 // request.
 func New(opts Options) (*Renewer, error) {
-	if opts.Client == nil {
-		return nil, errors.New("lease: Options.Client is required")
+	if opts.Leases == nil {
+		return nil, errors.New("lease: Options.Leases is required")
+	}
+	if opts.LookupNodeUID && opts.Nodes == nil {
+		return nil, errors.New("lease: Options.Nodes is required with Options.LookupNodeUID")
 	}
 	if opts.NodeName == "" {
 		return nil, errors.New("lease: Options.NodeName is required")
@@ -219,8 +233,8 @@ func New(opts Options) (*Renewer, error) {
 		return nil, err
 	}
 	r := &Renewer{
-		client:   opts.Client,
-		leases:   opts.Client.CoordinationV1().Leases(opts.Namespace),
+		nodes:    opts.Nodes,
+		leases:   opts.Leases,
 		name:     opts.NodeName,
 		ns:       opts.Namespace,
 		holder:   opts.HolderIdentity,
@@ -466,7 +480,7 @@ func withNodeOwner(refs []metav1.OwnerReference, name string, uid types.UID) []m
 }
 
 func (r *Renewer) lookupOwner(ctx context.Context) {
-	node, err := r.client.CoreV1().Nodes().Get(ctx, r.name, metav1.GetOptions{})
+	node, err := r.nodes.Get(ctx, r.name, metav1.GetOptions{})
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Node UID not known yet", "node", r.name, "err", err)
 		return

@@ -31,7 +31,7 @@ var leaseGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leas
 
 func newRenewer(t *testing.T, cs *fake.Clientset, fc *clocktesting.FakeClock, mod func(*lease.Options)) *lease.Renewer {
 	t.Helper()
-	o := lease.Options{Client: cs, NodeName: "n1", Clock: fc, Jitter: -1, NodeUID: "uid-0"}
+	o := lease.Options{Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: cs.CoreV1().Nodes(), NodeName: "n1", Clock: fc, Jitter: -1, NodeUID: "uid-0"}
 	if mod != nil {
 		mod(&o)
 	}
@@ -260,7 +260,8 @@ func TestOptionValidation(t *testing.T) {
 		mod   func(*lease.Options)
 		field string
 	}{
-		{"no client", func(o *lease.Options) { o.Client = nil }, "Client"},
+		{"no leases client", func(o *lease.Options) { o.Leases = nil }, "Leases"},
+		{"no nodes client to look up", func(o *lease.Options) { o.Nodes = nil; o.LookupNodeUID = true }, "Nodes"},
 		{"no node", func(o *lease.Options) { o.NodeName = "" }, "NodeName"},
 		{"10ns interval", func(o *lease.Options) { o.RenewInterval = 10 }, "RenewInterval"},
 		{"interval over duration", func(o *lease.Options) { o.RenewInterval = time.Minute }, "RenewInterval"},
@@ -272,7 +273,7 @@ func TestOptionValidation(t *testing.T) {
 		{"max backoff", func(o *lease.Options) { o.MaxEnsureBackoff = time.Hour }, "MaxEnsureBackoff"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := lease.Options{Client: cs, NodeName: "n1"}
+			o := lease.Options{Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: cs.CoreV1().Nodes(), NodeName: "n1"}
 			tc.mod(&o)
 			_, err := lease.New(o)
 			if err == nil || !strings.Contains(err.Error(), tc.field) {
@@ -280,7 +281,7 @@ func TestOptionValidation(t *testing.T) {
 			}
 		})
 	}
-	r, err := lease.New(lease.Options{Client: cs, NodeName: "n1"})
+	r, err := lease.New(lease.Options{Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), Nodes: cs.CoreV1().Nodes(), NodeName: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +476,7 @@ func TestMetrics(t *testing.T) {
 // default back-off: the 7s cap shrinks to fit renew interval + duration.
 func TestShortLeaseDefaultBackoff(t *testing.T) {
 	for _, d := range []time.Duration{time.Second, 4 * time.Second, 5 * time.Second} {
-		if _, err := lease.New(lease.Options{Client: fake.NewClientset(), NodeName: "n1", LeaseDuration: d}); err != nil {
+		if _, err := lease.New(lease.Options{Leases: fake.NewClientset().CoordinationV1().Leases(lease.DefaultNamespace), NodeName: "n1", LeaseDuration: d}); err != nil {
 			t.Fatalf("LeaseDuration %v: %v", d, err)
 		}
 	}

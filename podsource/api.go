@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -15,11 +15,20 @@ import (
 	"github.com/nodekit/nodekit/internal/listwatch"
 )
 
+// APIPodClient is the part of a client of core/v1 Pods in all namespaces
+// that the API source uses, with client-go's signatures:
+// clientset.CoreV1().Pods(metav1.NamespaceAll) is one.
+type APIPodClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
 // APIOptions configures an API source.
 type APIOptions struct {
-	// Client reads pods (clientset.CoreV1()); a node identity
+	// Pods lists and watches the pods of every namespace:
+	// clientset.CoreV1().Pods(metav1.NamespaceAll). A node identity
 	// (system:node:<name>) suffices. Required.
-	Client corev1client.PodsGetter
+	Pods APIPodClient
 	// NodeName is this node's name. Required.
 	NodeName string
 	// Clock drives the reflector's back-off. Default the real clock.
@@ -36,15 +45,15 @@ type APIOptions struct {
 // succeeded; after that, a set on every change the watch reports. Mirror
 // pods are in the set, as in kubelet (see IsMirrorPod).
 type API struct {
-	client   corev1client.PodsGetter
+	pods     APIPodClient
 	nodeName string
 	clock    clock.Clock
 }
 
 // NewAPI checks the options and returns an API source.
 func NewAPI(opts APIOptions) (*API, error) {
-	if opts.Client == nil {
-		return nil, errors.New("podsource: APIOptions.Client: required")
+	if opts.Pods == nil {
+		return nil, errors.New("podsource: APIOptions.Pods: required")
 	}
 	if err := checkNodeName("APIOptions", &opts.NodeName); err != nil {
 		return nil, err
@@ -52,7 +61,7 @@ func NewAPI(opts APIOptions) (*API, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &API{client: opts.Client, nodeName: opts.NodeName, clock: opts.Clock}, nil
+	return &API{pods: opts.Pods, nodeName: opts.NodeName, clock: opts.Clock}, nil
 }
 
 // Name returns APISource.
@@ -63,8 +72,7 @@ func (a *API) Name() string { return APISource }
 func (a *API) Run(ctx context.Context, updates chan<- Update) error {
 	logger := klog.FromContext(ctx).WithValues("source", APISource)
 	selector := fields.OneTermEqualSelector("spec.nodeName", a.nodeName).String()
-	pods := a.client.Pods(metav1.NamespaceAll)
-	lw := listwatch.Selected(pods.List, pods.Watch, selector)
+	lw := listwatch.Selected(a.pods.List, a.pods.Watch, selector)
 	push := func(objs []any) {
 		set := make([]*v1.Pod, 0, len(objs))
 		for _, o := range objs {

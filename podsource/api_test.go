@@ -16,7 +16,7 @@ func TestAPISourceFake(t *testing.T) {
 	other := testPod("elsewhere", "uid-x")
 	other.Spec.NodeName = "n2"
 	client := fake.NewClientset(testPod("a", "uid-a"), other)
-	src, err := NewAPI(APIOptions{Client: client.CoreV1(), NodeName: "n1"})
+	src, err := NewAPI(APIOptions{Pods: client.CoreV1().Pods(metav1.NamespaceAll), NodeName: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +54,10 @@ func TestAPISourceFake(t *testing.T) {
 }
 
 func TestAPIOptions(t *testing.T) {
-	if _, err := NewAPI(APIOptions{NodeName: "n"}); err == nil || !strings.Contains(err.Error(), "APIOptions.Client") {
+	if _, err := NewAPI(APIOptions{NodeName: "n"}); err == nil || !strings.Contains(err.Error(), "APIOptions.Pods") {
 		t.Errorf("no client: %v", err)
 	}
-	if _, err := NewAPI(APIOptions{Client: fake.NewClientset().CoreV1()}); err == nil || !strings.Contains(err.Error(), "APIOptions.NodeName") {
+	if _, err := NewAPI(APIOptions{Pods: fake.NewClientset().CoreV1().Pods("")}); err == nil || !strings.Contains(err.Error(), "APIOptions.NodeName") {
 		t.Errorf("no node name: %v", err)
 	}
 }

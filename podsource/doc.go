@@ -120,6 +120,24 @@
 // (matching UID) and no references to other API objects, and to delete only
 // pods bound to itself.
 //
+// # Clients
+//
+// As every nodekit package, podsource declares the clients it uses per
+// resource, with only the methods it calls and client-go's signatures:
+// APIPodClient (list and watch of every namespace's pods, for the API
+// source), MirrorPodClient and NodeClient. A resource used in many
+// namespaces is taken through a function of the namespace
+// (MirrorPodsOptions.Pods). A clientset's per-resource clients are such
+// clients as they are:
+//
+//	podsource.APIOptions{Pods: clientset.CoreV1().Pods(metav1.NamespaceAll), ...}
+//	podsource.MirrorPodsOptions{
+//		Pods:  func(ns string) podsource.MirrorPodClient { return clientset.CoreV1().Pods(ns) },
+//		Nodes: clientset.CoreV1().Nodes(), ...}
+//
+// The package does not import client-go's clientset and its scheme of every
+// API group.
+//
 // # Timing
 //
 // File re-list and URL fetch: every 20s (Period, 1s to 24h). Settle delay

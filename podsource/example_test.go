@@ -47,7 +47,7 @@ spec:
 	if err != nil {
 		panic(err)
 	}
-	api, err := podsource.NewAPI(podsource.APIOptions{Client: client.CoreV1(), NodeName: "node-1"})
+	api, err := podsource.NewAPI(podsource.APIOptions{Pods: client.CoreV1().Pods(metav1.NamespaceAll), NodeName: "node-1"})
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +67,10 @@ spec:
 		fmt.Printf("%s: %s/%s\n", p.Annotations[podsource.ConfigSourceAnnotation], p.Namespace, p.Name)
 	}
 
-	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: "node-1", StaticPods: merger.StaticPods})
+	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{
+		Pods:     func(ns string) podsource.MirrorPodClient { return client.CoreV1().Pods(ns) },
+		Nodes:    client.CoreV1().Nodes(),
+		NodeName: "node-1", StaticPods: merger.StaticPods})
 	if err != nil {
 		panic(err)
 	}

@@ -86,7 +86,7 @@ func TestIntegrationSourcesAndMirrorPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := NewAPI(APIOptions{Client: nodeClient.CoreV1(), NodeName: nodeName})
+	api, err := NewAPI(APIOptions{Pods: nodeClient.CoreV1().Pods(metav1.NamespaceAll), NodeName: nodeName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestIntegrationSourcesAndMirrorPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient.CoreV1(), NodeName: nodeName, StaticPods: m.StaticPods})
+	mirrors, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(nodeClient.CoreV1()), Nodes: nodeClient.CoreV1().Nodes(), NodeName: nodeName, StaticPods: m.StaticPods})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestIntegrationNodeRestriction(t *testing.T) {
 func syncMirrorPod(t *testing.T, nodeClient kubernetes.Interface, node *v1.Node, static *v1.Pod) (*MirrorPods, *staticSet) {
 	t.Helper()
 	set := &staticSet{}
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: nodeClient.CoreV1(), NodeName: node.Name,
+	mp, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(nodeClient.CoreV1()), Nodes: nodeClient.CoreV1().Nodes(), NodeName: node.Name,
 		NodeUID: func(context.Context) (types.UID, error) { return node.UID, nil }, StaticPods: set.get})
 	if err != nil {
 		t.Fatal(err)

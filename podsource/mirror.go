@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -25,23 +24,37 @@ const (
 	DefaultMirrorPeriod = 10 * time.Second
 )
 
-// MirrorClient is the part of the core/v1 client MirrorPods uses: pods
-// (list, create, get, delete) and nodes (get). clientset.CoreV1() is one.
-type MirrorClient interface {
-	corev1client.PodsGetter
-	corev1client.NodesGetter
+// MirrorPodClient is the part of a client of core/v1 Pods in one namespace
+// that MirrorPods uses (list, create, get, delete), with client-go's
+// signatures: clientset.CoreV1().Pods(namespace) is one.
+type MirrorPodClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.PodList, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Pod, error)
+	Create(ctx context.Context, pod *v1.Pod, opts metav1.CreateOptions) (*v1.Pod, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// NodeClient is the part of a client of core/v1 Nodes that MirrorPods uses
+// to read the Node's UID: clientset.CoreV1().Nodes() is one.
+type NodeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error)
 }
 
 // MirrorPodsOptions configures MirrorPods.
 type MirrorPodsOptions struct {
-	// Client writes mirror pods and reads the Node (clientset.CoreV1()). A
-	// node identity (system:node:<name>, under the Node authorizer and
+	// Pods returns the client of the pods of a namespace, "" for all of
+	// them (a LIST of the node's pods without NodePods):
+	// func(ns string) podsource.MirrorPodClient { return clientset.CoreV1().Pods(ns) }.
+	// A node identity (system:node:<name>, under the Node authorizer and
 	// NodeRestriction) suffices. Required.
-	Client MirrorClient
+	Pods func(namespace string) MirrorPodClient
+	// Nodes reads the Node's UID: clientset.CoreV1().Nodes(). Required
+	// unless NodeUID is set.
+	Nodes NodeClient
 	// NodeName is this node's name. Required.
 	NodeName string
 	// NodeUID returns the Node's UID for the owner reference NodeRestriction
-	// requires. Default: GET the Node with Client, remembered once found
+	// requires. Default: GET the Node with Nodes, remembered once found
 	// (forgotten when the API server reports a UID mismatch).
 	NodeUID func(ctx context.Context) (types.UID, error)
 	// StaticPods returns the current static pods; SyncOnce calls it once per
@@ -86,7 +99,8 @@ type MirrorPodsOptions struct {
 // objects are refused by ValidateStaticPod before they get here, as
 // NodeRestriction would refuse their mirror pods.
 type MirrorPods struct {
-	client     MirrorClient
+	pods       func(namespace string) MirrorPodClient
+	nodes      NodeClient
 	nodeName   string
 	nodeUIDFn  func(ctx context.Context) (types.UID, error)
 	staticPods func() []*v1.Pod
@@ -102,8 +116,11 @@ type MirrorPods struct {
 
 // NewMirrorPods checks the options and returns MirrorPods.
 func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
-	if opts.Client == nil {
-		return nil, errors.New("podsource: MirrorPodsOptions.Client: required")
+	if opts.Pods == nil {
+		return nil, errors.New("podsource: MirrorPodsOptions.Pods: required")
+	}
+	if opts.Nodes == nil && opts.NodeUID == nil {
+		return nil, errors.New("podsource: MirrorPodsOptions.Nodes: required unless NodeUID is set")
 	}
 	if err := checkNodeName("MirrorPodsOptions", &opts.NodeName); err != nil {
 		return nil, err
@@ -118,7 +135,8 @@ func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	m := &MirrorPods{
-		client:     opts.Client,
+		pods:       opts.Pods,
+		nodes:      opts.Nodes,
 		nodeName:   opts.NodeName,
 		nodeUIDFn:  opts.NodeUID,
 		staticPods: opts.StaticPods,
@@ -240,7 +258,7 @@ func (m *MirrorPods) listNodePods(ctx context.Context) ([]*v1.Pod, error) {
 			return pods, nil
 		}
 	}
-	list, err := m.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	list, err := m.pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", m.nodeName).String(),
 	})
 	if err != nil {
@@ -304,7 +322,7 @@ func (m *MirrorPods) createMirror(ctx context.Context, sp *v1.Pod, hash string) 
 		return fmt.Errorf("podsource: mirror pod %s: node UID: %w", klog.KObj(sp), err)
 	}
 	mp := MirrorPodFor(sp, m.nodeName, uid)
-	created, err := m.client.Pods(mp.Namespace).Create(ctx, mp, metav1.CreateOptions{})
+	created, err := m.pods(mp.Namespace).Create(ctx, mp, metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		klog.FromContext(ctx).V(2).Info("Created a mirror pod", "pod", klog.KObj(mp))
@@ -313,7 +331,7 @@ func (m *MirrorPods) createMirror(ctx context.Context, sp *v1.Pod, hash string) 
 		}
 		return nil
 	case apierrors.IsAlreadyExists(err):
-		got, gerr := m.client.Pods(mp.Namespace).Get(ctx, mp.Name, metav1.GetOptions{})
+		got, gerr := m.pods(mp.Namespace).Get(ctx, mp.Name, metav1.GetOptions{})
 		if gerr == nil && got.Annotations[ConfigMirrorAnnotation] == hash && got.DeletionTimestamp == nil {
 			if m.created != nil {
 				m.created(got)
@@ -331,7 +349,7 @@ func (m *MirrorPods) createMirror(ctx context.Context, sp *v1.Pod, hash string) 
 func (m *MirrorPods) deleteMirror(ctx context.Context, p *v1.Pod) error {
 	grace := int64(0)
 	uid := p.UID
-	err := m.client.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+	err := m.pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &grace,
 		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})
@@ -363,7 +381,7 @@ func (m *MirrorPods) cachedNodeUID(ctx context.Context) (types.UID, error) {
 }
 
 func (m *MirrorPods) getNodeUID(ctx context.Context) (types.UID, error) {
-	n, err := m.client.Nodes().Get(ctx, m.nodeName, metav1.GetOptions{})
+	n, err := m.nodes.Get(ctx, m.nodeName, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -78,7 +79,7 @@ func TestMirrorPodsFake(t *testing.T) {
 	})
 	static := &staticSet{}
 	var created []string
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1", StaticPods: static.get,
+	mp, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), Nodes: client.CoreV1().Nodes(), NodeName: "n1", StaticPods: static.get,
 		Created: func(p *v1.Pod) { created = append(created, p.Name+"/"+string(p.UID)) }})
 	if err != nil {
 		t.Fatal(err)
@@ -181,8 +182,7 @@ func TestMirrorPodsRun(t *testing.T) {
 	fc := clocktesting.NewFakeClock(seenTime)
 	calls := make(chan struct{}, 10)
 	web := staticPod(t, "web", "web:1")
-	mp, err := NewMirrorPods(MirrorPodsOptions{
-		Client: client.CoreV1(), NodeName: "n1", Clock: fc,
+	mp, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), Nodes: client.CoreV1().Nodes(), NodeName: "n1", Clock: fc,
 		NodeUID:    func(context.Context) (types.UID, error) { return "node-uid", nil },
 		StaticPods: func() []*v1.Pod { calls <- struct{}{}; return []*v1.Pod{web} },
 	})
@@ -216,10 +216,10 @@ func TestMirrorPodsRun(t *testing.T) {
 		t.Errorf("mirror pod: %v", err)
 	}
 
-	if _, err := NewMirrorPods(MirrorPodsOptions{NodeName: "n1"}); err == nil || !strings.Contains(err.Error(), "MirrorPodsOptions.Client") {
+	if _, err := NewMirrorPods(MirrorPodsOptions{NodeName: "n1"}); err == nil || !strings.Contains(err.Error(), "MirrorPodsOptions.Pods") {
 		t.Errorf("no client: %v", err)
 	}
-	if _, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1"}); err == nil ||
+	if _, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), Nodes: client.CoreV1().Nodes(), NodeName: "n1"}); err == nil ||
 		err.Error() != "podsource: MirrorPodsOptions.StaticPods: required" {
 		t.Errorf("no StaticPods: %v", err)
 	}
@@ -234,7 +234,7 @@ func TestMirrorPodsFromNodePods(t *testing.T) {
 	static := &staticSet{}
 	var view []*v1.Pod
 	synced := false
-	mp, err := NewMirrorPods(MirrorPodsOptions{Client: client.CoreV1(), NodeName: "n1", StaticPods: static.get,
+	mp, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), Nodes: client.CoreV1().Nodes(), NodeName: "n1", StaticPods: static.get,
 		NodePods: func() ([]*v1.Pod, bool) { return view, synced }})
 	if err != nil {
 		t.Fatal(err)
@@ -277,4 +277,9 @@ func TestMirrorPodsFromNodePods(t *testing.T) {
 	if got := verbs(); got != "delete" {
 		t.Errorf("static pod gone: %s, want delete", got)
 	}
+}
+
+// podsOf is MirrorPodsOptions.Pods for a core/v1 client.
+func podsOf(c corev1client.CoreV1Interface) func(string) MirrorPodClient {
+	return func(ns string) MirrorPodClient { return c.Pods(ns) }
 }

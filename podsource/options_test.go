@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -32,7 +33,7 @@ func TestOptionBoundsWording(t *testing.T) {
 			return err
 		}, "podsource: HTTPOptions.Period 48h0m0s must be in [1s, 24h0m0s]"},
 		{"mirror period", func() error {
-			_, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset().CoreV1(), NodeName: "n", StaticPods: noPods, Period: 5})
+			_, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(fake.NewClientset().CoreV1()), Nodes: fake.NewClientset().CoreV1().Nodes(), NodeName: "n", StaticPods: noPods, Period: 5})
 			return err
 		}, "podsource: MirrorPodsOptions.Period 5ns must be in [1s, 24h0m0s]"},
 		{"merger buffer", func() error {
@@ -80,11 +81,11 @@ func TestNodeNameOneRule(t *testing.T) {
 	if _, err := NewHTTP(HTTPOptions{URL: "http://x/", NodeName: "Node-1"}); err != nil {
 		t.Errorf("NewHTTP: %v", err)
 	}
-	api, err := NewAPI(APIOptions{Client: fake.NewClientset().CoreV1(), NodeName: "Node-1"})
+	api, err := NewAPI(APIOptions{Pods: fake.NewClientset().CoreV1().Pods(metav1.NamespaceAll), NodeName: "Node-1"})
 	if err != nil || api.nodeName != "node-1" {
 		t.Errorf("NewAPI: node %q, %v", api.nodeName, err)
 	}
-	mirrors, err := NewMirrorPods(MirrorPodsOptions{Client: fake.NewClientset().CoreV1(), NodeName: "Node-1", StaticPods: noPods})
+	mirrors, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(fake.NewClientset().CoreV1()), Nodes: fake.NewClientset().CoreV1().Nodes(), NodeName: "Node-1", StaticPods: noPods})
 	if err != nil || mirrors.nodeName != "node-1" {
 		t.Errorf("NewMirrorPods: node %q, %v", mirrors.nodeName, err)
 	}

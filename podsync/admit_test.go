@@ -166,7 +166,7 @@ func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
 	pod.Spec.NodeName = "n1"
 	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
 	client := fake.NewClientset(pod)
-	writer, err := status.New(status.Options{Client: client.CoreV1(), Clock: h.clock})
+	writer, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := podsource.NewAPI(podsource.APIOptions{Client: sourceClient.CoreV1(), NodeName: node})
+	api, err := podsource.NewAPI(podsource.APIOptions{Pods: sourceClient.CoreV1().Pods(""), NodeName: node})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +214,13 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{Client: mirrorClient.CoreV1(), NodeName: node,
+	mirrors, err := podsource.NewMirrorPods(podsource.MirrorPodsOptions{NodeName: node, Nodes: mirrorClient.CoreV1().Nodes(),
+		Pods:       func(ns string) podsource.MirrorPodClient { return mirrorClient.CoreV1().Pods(ns) },
 		StaticPods: merger.StaticPods, Period: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.writer, err = status.New(status.Options{Client: writerClient.CoreV1()})
+	h.writer, err = status.New(status.Options{Pods: func(ns string) status.PodClient { return writerClient.CoreV1().Pods(ns) }})
 	if err != nil {
 		t.Fatal(err)
 	}

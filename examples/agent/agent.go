@@ -41,7 +41,7 @@ type component struct {
 // agent is a node agent built from nodekit's packages.
 type agent struct {
 	name      string
-	client    *nodeClientset // nil: standalone (no --kubeconfig)
+	client    *nodeClient // nil: standalone (no --kubeconfig)
 	runtime   *runtimeConn
 	setters   nodestatus.Setters
 	heartbeat *heartbeat.Heartbeat // nil: standalone
@@ -92,7 +92,8 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 			return nil, err
 		}
 		hbOpts := heartbeat.Options{
-			Client:                    a.client,
+			Nodes:                     a.client.Nodes(),
+			Leases:                    a.client.nodeLeases(),
 			NodeName:                  name,
 			Node:                      nodeTemplate(cfg, name),
 			StatusSetter:              a.setters,
@@ -139,17 +140,17 @@ func leaseOptions(duration time.Duration) lease.Options {
 	return lease.Options{LeaseDuration: duration}
 }
 
-// newClient returns the agent's one clientset: protobuf on the wire (smaller
+// newClient returns the agent's one API client: protobuf on the wire (smaller
 // writes than JSON), every request counted, rate-limited as cfg says
 // (--kube-api-qps and --kube-api-burst; client-go's own default, 5 per
 // second, would space a pod's status writes and events 200 ms apart).
-func newClient(cfg *rest.Config, counter *apiCounter) (*nodeClientset, error) {
+func newClient(cfg *rest.Config, counter *apiCounter) (*nodeClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.UserAgent = userAgent
 	cfg.Wrap(counter.wrap)
-	return newNodeClientset(cfg)
+	return newNodeClient(cfg)
 }
 
 // nodeTemplate is the Node the agent registers: kubelet's default labels,

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -254,7 +255,7 @@ func TestAgentOnFakes(t *testing.T) {
 	tmpl := nodeTemplate(&config{nodeLabels: map[string]string{"x": "y"}}, "n1")
 	// The node's pod CIDR reaches the runtime through the agent's runtime connection.
 	tmpl.Spec.PodCIDR, tmpl.Spec.PodCIDRs = "10.244.7.0/24", []string{"10.244.7.0/24"}
-	hb, err := heartbeat.New(heartbeat.Options{Client: client, NodeName: "n1", Node: tmpl, StatusSetter: setters})
+	hb, err := heartbeat.New(heartbeat.Options{Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: "n1", Node: tmpl, StatusSetter: setters})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,62 +5,66 @@ import (
 	"net"
 	"time"
 
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
-	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/kubeclient"
+	"github.com/nodekit/nodekit/lease"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/podsync/volume"
 )
 
-// nodeClientset serves only the API groups a node agent uses: core/v1
-// (nodes, pods, events) and coordination.k8s.io/v1 (leases). It is a
-// heartbeat.Client (and a lease.Client), not a kubernetes.Interface, so no
-// other group can be reached by mistake.
+// nodeClient serves only the resources a node agent uses: Nodes, Pods,
+// Events, Secrets, ConfigMaps, Services and ServiceAccount tokens of
+// core/v1 and Leases of coordination.k8s.io/v1, each client being the
+// client a nodekit package declares.
 //
-// It exists for footprint: kubernetes.NewForConfig links the typed clients
-// of every API group into the binary, and each page of code the process
-// touches counts in its resident set. Building only the two groups' clients
-// keeps that code out.
-type nodeClientset struct {
-	core         corev1.CoreV1Interface
-	coordination coordinationv1.CoordinationV1Interface
-	dialer       *connrotation.Dialer
+// It exists for footprint: client-go's clientset registers every API group
+// in its scheme at start-up and links the typed clients and apply
+// configurations of every group, and each page of that the process touches
+// counts in its resident set. kubeclient's scheme holds the three groups it
+// needs.
+type nodeClient struct {
+	*kubeclient.Client
+	dialer *connrotation.Dialer
 }
 
-var _ heartbeat.Client = (*nodeClientset)(nil)
-
-func (c *nodeClientset) CoreV1() corev1.CoreV1Interface { return c.core }
-
-func (c *nodeClientset) CoordinationV1() coordinationv1.CoordinationV1Interface {
-	return c.coordination
-}
-
-// closeConnections closes every connection the clientset opened, idle or
+// closeConnections closes every connection the client opened, idle or
 // not, so that the next request dials again: the heartbeat's
 // OnRepeatedFailure, as kubelet closes its connections after repeated
 // heartbeat failures (a dead TCP connection, say after a load balancer
 // dropped it, would otherwise be reused until HTTP/2's health check gives
 // up on it).
-func (c *nodeClientset) closeConnections() { c.dialer.CloseAll() }
+func (c *nodeClient) closeConnections() { c.dialer.CloseAll() }
 
-// newNodeClientset builds the two groups' clients on one HTTP client, so
-// they share connections, dialled through a dialer that tracks them.
-func newNodeClientset(cfg *rest.Config) (*nodeClientset, error) {
+// newNodeClient builds the client on one HTTP client, so that every
+// resource shares its connections, dialled through a dialer that tracks
+// them.
+func newNodeClient(cfg *rest.Config) (*nodeClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	cfg.Dial = dialer.DialContext
-	hc, err := rest.HTTPClientFor(cfg)
+	c, err := kubeclient.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
-	core, err := corev1.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, fmt.Errorf("API client: %w", err)
-	}
-	coord, err := coordinationv1.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, fmt.Errorf("API client: %w", err)
-	}
-	return &nodeClientset{core: core, coordination: coord, dialer: dialer}, nil
+	return &nodeClient{Client: c, dialer: dialer}, nil
+}
+
+// nodeLeases is the client of the node leases.
+func (c *nodeClient) nodeLeases() *kubeclient.LeaseClient { return c.Leases(lease.DefaultNamespace) }
+
+// mirrorPods is podsource.MirrorPodsOptions.Pods.
+func (c *nodeClient) mirrorPods(ns string) podsource.MirrorPodClient { return c.Pods(ns) }
+
+// statusPods is status.Options.Pods.
+func (c *nodeClient) statusPods(ns string) status.PodClient { return c.Pods(ns) }
+
+// volumeClients sets o's API clients.
+func (c *nodeClient) volumeClients(o *volume.Options) {
+	o.Secrets = func(ns string) volume.SecretClient { return c.Secrets(ns) }
+	o.ConfigMaps = func(ns string) volume.ConfigMapClient { return c.ConfigMaps(ns) }
+	o.Services = func(ns string) volume.ServiceClient { return c.Services(ns) }
+	o.ServiceAccounts = func(ns string) volume.ServiceAccountClient { return c.ServiceAccounts(ns) }
 }

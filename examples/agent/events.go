@@ -6,8 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -22,11 +20,12 @@ type eventRecorder struct {
 
 var _ record.EventRecorder = (*eventRecorder)(nil)
 
-// start records events through events until stop is called.
-func (r *eventRecorder) start(ctx context.Context, events typedcorev1.EventsGetter, host string) (stop func()) {
+// start records events to sink until stop is called; scheme names the
+// kinds of the objects they are about (it must know Pod and Node).
+func (r *eventRecorder) start(ctx context.Context, sink record.EventSink, scheme *runtime.Scheme, host string) (stop func()) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.Events("")})
-	var rec record.EventRecorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: host})
+	b.StartRecordingToSink(sink)
+	var rec record.EventRecorder = b.NewRecorder(scheme, corev1.EventSource{Component: "kubelet", Host: host})
 	r.to.Store(&rec)
 	return func() {
 		r.to.Store(nil)

@@ -53,7 +53,7 @@ type podHalf struct {
 	clock    clock.WithTicker
 	runtime  *runtimeConn
 	status   *runtimeStatus // given the CRI syncer once it exists
-	client   *nodeClientset // nil: standalone
+	client   *nodeClient    // nil: standalone
 	registry prometheus.Registerer
 
 	merger  *podsource.Merger
@@ -79,7 +79,7 @@ type podHalf struct {
 // newPodHalf builds the sources from cfg. It makes no request.
 // With an API server, hb is the node's heartbeat: mirror pods wait for its
 // registration and take the Node's UID from it.
-func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, rs *runtimeStatus, client *nodeClientset, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
+func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn, rs *runtimeStatus, client *nodeClient, hb *heartbeat.Heartbeat, reg prometheus.Registerer) (*podHalf, error) {
 	p := &podHalf{cfg: cfg, name: name, clock: clk, runtime: rt, status: rs, client: client, registry: reg, recorder: &eventRecorder{},
 		node: &admissionNode{cfg: cfg, name: name, hb: hb, rt: rt, clock: clk}}
 	if hb != nil {
@@ -107,7 +107,7 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 		sources = append(sources, h)
 	}
 	if client != nil {
-		api, err := podsource.NewAPI(podsource.APIOptions{Client: client.CoreV1(), NodeName: name, Clock: clk})
+		api, err := podsource.NewAPI(podsource.APIOptions{Pods: client.Pods(corev1.NamespaceAll), NodeName: name, Clock: clk})
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +125,7 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 	}
 	if client != nil && (cfg.podManifestPath != "" || cfg.manifestURL != "") {
 		merger := p.merger
-		mo := podsource.MirrorPodsOptions{Client: client.CoreV1(), NodeName: name, StaticPods: merger.StaticPods, Clock: clk,
+		mo := podsource.MirrorPodsOptions{Pods: client.mirrorPods, Nodes: client.Nodes(), NodeName: name, StaticPods: merger.StaticPods, Clock: clk,
 			// Mirror pods as the API source's watch shows them: no LIST per sync.
 			NodePods: func() ([]*corev1.Pod, bool) { return merger.Pods(podsource.APISource), merger.SeenAllSources() },
 			Created: func(mirror *corev1.Pod) {
@@ -176,7 +176,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 	vopts := volume.Options{Clock: p.clock, Recorder: p.recorder, Allocatable: p.allocatable,
 		OnChange: func(uid types.UID) { engine.Trigger(uid) }}
 	if p.client != nil {
-		vopts.Client = p.client.CoreV1()
+		p.client.volumeClients(&vopts)
 	}
 	data, err := volume.New(vopts)
 	if err != nil {
@@ -207,7 +207,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 	p.status.cri.Store(cri)
 	wopts := status.Options{Clock: p.clock, Registerer: p.registry, PendingDelay: p.cfg.pendingStatusDelay}
 	if p.client != nil {
-		wopts.Client = p.client.CoreV1()
+		wopts.Pods = p.client.statusPods
 	}
 	writer, err := status.New(wopts)
 	if err != nil {
@@ -252,7 +252,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Running pods", "manifestPath", p.cfg.podManifestPath, "manifestURL", p.cfg.manifestURL,
 		"apiServer", p.client != nil, "podRoot", filepath.Join(p.cfg.rootDir, "pods"))
 	if p.client != nil {
-		stop := p.recorder.start(ctx, p.client.CoreV1(), p.name)
+		stop := p.recorder.start(ctx, p.client.EventSink(), p.client.Scheme(), p.name)
 		defer stop()
 	}
 	return runComponents(ctx, comps)

@@ -33,12 +33,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
+	"github.com/nodekit/nodekit/internal/kubeclient"
 	"github.com/nodekit/nodekit/lease"
 )
 
@@ -96,7 +96,7 @@ func main() {
 	flag.BoolVar(&c.protobuf, "protobuf", true, "talk protobuf to the API server where it can")
 	flag.DurationVar(&c.requestTimeout, "request-timeout", 0, "per-request timeout (0: the heartbeat's default, min(status frequency, lease duration))")
 	flag.BoolVar(&c.http1, "http1", false, "use HTTP/1.1 connections instead of one HTTP/2 connection")
-	flag.BoolVar(&c.leanLeases, "lean-leases", true, "send lease reads and writes through fleet.LeanLeases (protobuf, no client-go request builder) instead of client-go")
+	flag.BoolVar(&c.leanLeases, "lean-leases", true, "send lease reads and writes through fleet.LeanLeases (protobuf, no REST request builder) instead of the REST client")
 	flag.IntVar(&c.procs, "gomaxprocs", 1, "Go's GOMAXPROCS for the simulator (0: Go's default, one per core); one keeps its request hand-offs on one thread, which costs about a sixth less CPU than two")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&c.debugAddr, "debug-addr", "", "serve net/http/pprof on this address (for example localhost:6060)")
@@ -174,24 +174,26 @@ func run(ctx context.Context, c config) error {
 		cfg.NextProtos = []string{"http/1.1"}
 	}
 	if c.protobuf {
-		cfg.ContentType = "application/vnd.kubernetes.protobuf"
-		cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		cfg.ContentType = kubeclient.ContentTypeProtobuf
+		cfg.AcceptContentTypes = kubeclient.ContentTypeProtobuf + "," + kubeclient.ContentTypeJSON
+	} else {
+		cfg.ContentType = kubeclient.ContentTypeJSON
 	}
 	cnt := &counter{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.rt = rt; return cnt })
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubeclient.New(cfg)
 	if err != nil {
 		return err
 	}
 	if c.cleanup {
 		return cleanup(ctx, client, c)
 	}
-	var fleetClient kubernetes.Interface = client
+	var leases fleet.LeaseClient = client.Leases(corev1.NamespaceNodeLease)
 	if c.leanLeases {
 		if !c.protobuf {
 			return errors.New("--lean-leases needs --protobuf")
 		}
-		if fleetClient, err = fleet.LeanLeases(client, cfg); err != nil {
+		if leases, err = fleet.LeanLeases(leases, cfg, corev1.NamespaceNodeLease); err != nil {
 			return err
 		}
 	}
@@ -203,18 +205,16 @@ func run(ctx context.Context, c config) error {
 	}
 	mcfg.QPS, mcfg.Burst = 5, 10
 	mcfg.UserAgent = "nodekit-fleet-monitor"
-	if c.protobuf {
-		mcfg.ContentType = cfg.ContentType
-		mcfg.AcceptContentTypes = cfg.AcceptContentTypes
-	}
-	monitor, err := kubernetes.NewForConfig(mcfg)
+	mcfg.ContentType = cfg.ContentType
+	mcfg.AcceptContentTypes = cfg.AcceptContentTypes
+	monitor, err := kubeclient.New(mcfg)
 	if err != nil {
 		return err
 	}
-	return simulate(ctx, fleetClient, monitor, cnt, c)
+	return simulate(ctx, client.Nodes(), leases, monitor, cnt, c)
 }
 
-func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *counter, c config) error {
+func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseClient, monitor *kubeclient.Client, cnt *counter, c config) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(c.cpu),
 		corev1.ResourceMemory: resource.MustParse(c.memory),
@@ -223,8 +223,9 @@ func simulate(ctx context.Context, client, monitor kubernetes.Interface, cnt *co
 	prefixValue := strings.TrimSuffix(c.prefix, "-")
 	started := time.Now()
 	fl, err := fleet.New(fleet.Options{
-		Client:                client,
-		Nodes:                 c.nodes,
+		Nodes:                 nodes,
+		Leases:                leases,
+		Count:                 c.nodes,
 		NamePrefix:            c.prefix,
 		LeaseDuration:         c.leaseDuration,
 		RenewInterval:         c.renewInterval,
@@ -363,10 +364,10 @@ func listPages(ctx context.Context, opts metav1.ListOptions, list func(metav1.Li
 }
 
 // countReady lists the fleet's nodes and counts the Ready ones.
-func countReady(ctx context.Context, client kubernetes.Interface, prefix string) int {
+func countReady(ctx context.Context, client *kubeclient.Client, prefix string) int {
 	n := 0
 	err := listPages(ctx, metav1.ListOptions{LabelSelector: prefixLabel + "=" + strings.TrimSuffix(prefix, "-")}, func(o metav1.ListOptions) (string, error) {
-		list, err := client.CoreV1().Nodes().List(ctx, o)
+		list, err := client.Nodes().List(ctx, o)
 		if err != nil {
 			return "", err
 		}
@@ -387,12 +388,12 @@ func countReady(ctx context.Context, client kubernetes.Interface, prefix string)
 
 // serverOldest lists the leases and returns the age of the oldest renewTime
 // among the fleet's.
-func serverOldest(ctx context.Context, client kubernetes.Interface, prefix string) (time.Duration, int, error) {
+func serverOldest(ctx context.Context, client *kubeclient.Client, prefix string) (time.Duration, int, error) {
 	now := time.Now()
 	var oldest time.Duration
 	n := 0
 	err := listPages(ctx, metav1.ListOptions{}, func(o metav1.ListOptions) (string, error) {
-		list, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, o)
+		list, err := client.Leases(corev1.NamespaceNodeLease).List(ctx, o)
 		if err != nil {
 			return "", err
 		}
@@ -409,12 +410,12 @@ func serverOldest(ctx context.Context, client kubernetes.Interface, prefix strin
 	return oldest, n, err
 }
 
-func cleanup(ctx context.Context, client kubernetes.Interface, c config) error {
+func cleanup(ctx context.Context, client *kubeclient.Client, c config) error {
 	sel := prefixLabel + "=" + strings.TrimSuffix(c.prefix, "-")
-	if err := client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
+	if err := client.Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		return fmt.Errorf("delete nodes %s: %w", sel, err)
 	}
-	list, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
+	list, err := client.Leases(corev1.NamespaceNodeLease).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -429,7 +430,7 @@ func cleanup(ctx context.Context, client kubernetes.Interface, c config) error {
 		go func() {
 			defer wg.Done()
 			for name := range names {
-				err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{})
+				err := client.Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{})
 				switch {
 				case err == nil:
 					deleted.Add(1)

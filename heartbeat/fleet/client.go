@@ -7,93 +7,68 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/lease"
 )
 
-// nodeClient is the client one node's heartbeat and lease use: the fleet's
-// client with the node's injected faults in front of status and lease
-// writes, and counters of those writes.
+// NodeClient is the part of a client of core/v1 Nodes a fleet uses: what
+// its heartbeats use, and Delete (Node.Delete). Its methods are client-go's,
+// so clientset.CoreV1().Nodes() is one as it is.
+type NodeClient interface {
+	heartbeat.NodeClient
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// LeaseClient is the part of a client of the Leases in kube-node-lease a
+// fleet uses: what its renewers use, and Delete (Node.Delete).
+// clientset.CoordinationV1().Leases(lease.DefaultNamespace) is one as it
+// is, and so is heartbeattest.TrackerLeases.
+type LeaseClient interface {
+	lease.LeaseClient
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// nodeClient is the client of one node's heartbeat: the fleet's, with the
+// node's injected faults in front of status writes, and a counter of them.
 type nodeClient struct {
-	kubernetes.Interface
-	n *Node
-}
-
-func (c *nodeClient) CoreV1() typedcorev1.CoreV1Interface {
-	return coreV1{c.Interface.CoreV1(), c.n}
-}
-
-func (c *nodeClient) CoordinationV1() typedcoordinationv1.CoordinationV1Interface {
-	return coordV1{c.Interface.CoordinationV1(), c.n}
-}
-
-type coreV1 struct {
-	typedcorev1.CoreV1Interface
-	n *Node
-}
-
-func (c coreV1) Nodes() typedcorev1.NodeInterface { return nodes{c.CoreV1Interface.Nodes(), c.n} }
-
-type nodes struct {
-	typedcorev1.NodeInterface
+	NodeClient
 	n *Node
 }
 
 func isStatus(sub []string) bool { return len(sub) > 0 && sub[0] == "status" }
 
-func (c nodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Node, error) {
+func (c nodeClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Node, error) {
 	if !isStatus(sub) {
-		return c.NodeInterface.Patch(ctx, name, pt, data, opts, sub...)
+		return c.NodeClient.Patch(ctx, name, pt, data, opts, sub...)
 	}
 	if err := c.n.fault(faultStatus); err != nil {
 		return nil, err
 	}
-	got, err := c.NodeInterface.Patch(ctx, name, pt, data, opts, sub...)
+	got, err := c.NodeClient.Patch(ctx, name, pt, data, opts, sub...)
 	if err == nil {
 		c.n.statusWrites.Add(1)
 	}
 	return got, err
 }
 
-func (c nodes) UpdateStatus(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error) {
-	if err := c.n.fault(faultStatus); err != nil {
-		return nil, err
-	}
-	got, err := c.NodeInterface.UpdateStatus(ctx, node, opts)
-	if err == nil {
-		c.n.statusWrites.Add(1)
-	}
-	return got, err
-}
-
-type coordV1 struct {
-	typedcoordinationv1.CoordinationV1Interface
+// leaseClient is the client of one node's renewer: the fleet's, with the
+// node's injected faults in front of lease writes.
+type leaseClient struct {
+	lease.LeaseClient
 	n *Node
 }
 
-func (c coordV1) Leases(ns string) typedcoordinationv1.LeaseInterface {
-	if l := c.n.f.opts.Leases; l != nil {
-		return leases{l(ns), c.n}
-	}
-	return leases{c.CoordinationV1Interface.Leases(ns), c.n}
-}
-
-type leases struct {
-	typedcoordinationv1.LeaseInterface
-	n *Node
-}
-
-func (c leases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+func (c leaseClient) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	if err := c.n.fault(faultLease); err != nil {
 		return nil, err
 	}
-	return c.LeaseInterface.Update(ctx, l, opts)
+	return c.LeaseClient.Update(ctx, l, opts)
 }
 
-func (c leases) Create(ctx context.Context, l *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
+func (c leaseClient) Create(ctx context.Context, l *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	if err := c.n.fault(faultLease); err != nil {
 		return nil, err
 	}
-	return c.LeaseInterface.Create(ctx, l, opts)
+	return c.LeaseClient.Create(ctx, l, opts)
 }

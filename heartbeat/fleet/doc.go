@@ -2,14 +2,20 @@
 // simulations against a real cluster and for controller tests. Each node registers its Node, renews its Lease and
 // posts its status with nodekit's own heartbeat, lease and nodestatus code
 // (the default status setters, fed by fake host facts from
-// nodestatus/nodestatustest), against any kubernetes.Interface: the fake
-// clientset under a fake clock, or a real API server.
+// nodestatus/nodestatustest), against a client of Nodes and one of Leases
+// (NodeClient, LeaseClient: client-go's typed clients are such clients as
+// they are): the fake clientset's under a fake clock, or a real API
+// server's. As every nodekit package, fleet declares these clients per
+// resource with client-go's signatures and does not import client-go's
+// clientset.
 //
 // # Usage
 //
 //	clk := clocktesting.NewFakeClock(start)
-//	client := heartbeattest.NewClientset()
-//	f, _ := fleet.New(fleet.Options{Client: client, Nodes: 1000, Clock: clk})
+//	client := heartbeattest.UIDClientset(fake.NewSimpleClientset())
+//	f, _ := fleet.New(fleet.Options{Count: 1000, Clock: clk,
+//		Nodes:  client.CoreV1().Nodes(),
+//		Leases: client.CoordinationV1().Leases(lease.DefaultNamespace)})
 //	f.SyncOnce(ctx)                 // registers every node
 //	f.Step(ctx, 10*time.Second)     // every lease created
 //	f.Node(3).Stop()                // the agent of node-3 dies

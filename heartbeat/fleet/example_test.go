@@ -9,12 +9,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
+	"github.com/nodekit/nodekit/lease"
 )
 
 // A fleet of three nodes under a fake clock: one node's agent dies, another
@@ -22,8 +24,14 @@ import (
 func Example() {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	client := heartbeattest.NewClientset()
-	fl, err := fleet.New(fleet.Options{Client: client, Nodes: 3, Clock: clk})
+	//lint:ignore SA1019 the field-managed tracker is far too slow for fleets.
+	client := heartbeattest.UIDClientset(fake.NewSimpleClientset()) //nolint:staticcheck
+	fl, err := fleet.New(fleet.Options{
+		Nodes:  client.CoreV1().Nodes(),
+		Leases: client.CoordinationV1().Leases(lease.DefaultNamespace),
+		Count:  3,
+		Clock:  clk,
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -100,12 +108,13 @@ func (m *staleMarker) SyncOnce(ctx context.Context) error {
 func Example_staleLeaseController() {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	client := heartbeattest.NewClientset()
+	//lint:ignore SA1019 the field-managed tracker is far too slow for fleets.
+	client := heartbeattest.UIDClientset(fake.NewSimpleClientset()) //nolint:staticcheck
 	fl, err := fleet.New(fleet.Options{
-		Client:                client,
-		Nodes:                 1000,
+		Nodes:                 client.CoreV1().Nodes(),
+		Leases:                heartbeattest.TrackerLeases(client.Tracker(), lease.DefaultNamespace),
+		Count:                 1000,
 		Clock:                 clk,
-		Leases:                heartbeattest.TrackerLeases(client),
 		StatusUpdateFrequency: 5 * time.Minute,
 		Strategy:              heartbeat.CustomStrategy{UseLease: true, Post: func(s heartbeat.PostState) bool { return s.Changed }},
 	})

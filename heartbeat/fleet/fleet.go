@@ -14,8 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -47,12 +45,18 @@ const (
 // Options configure a Fleet. Zero values take the default named in each
 // field's comment.
 type Options struct {
-	// Client is the API every node talks to: a fake clientset (NewClientset
-	// makes one that gives objects UIDs) or a real API server's. One client
-	// serves the whole fleet. Required.
-	Client kubernetes.Interface
-	// Nodes is the number of nodes, between 1 and 16,777,216. Required.
-	Nodes int
+	// Nodes is the client of the Nodes every node registers and writes: a
+	// fake clientset's CoreV1().Nodes() (heartbeattest.UIDClientset makes
+	// its objects get UIDs) or a real API server's. Required.
+	Nodes NodeClient
+	// Leases is the client of the leases (in kube-node-lease) every node
+	// renews: a clientset's CoordinationV1().Leases(lease.DefaultNamespace),
+	// heartbeattest.TrackerLeases (a fake clientset's fast path) or
+	// LeanLeases. The fleet's injected lease faults apply in front of it.
+	// Required.
+	Leases LeaseClient
+	// Count is the number of nodes, between 1 and 16,777,216. Required.
+	Count int
 	// NamePrefix names the nodes: node i is NamePrefix followed by i in
 	// decimal. Default "node-".
 	NamePrefix string
@@ -80,7 +84,7 @@ type Options struct {
 	// setter of one's own). Default: nodestatus.DefaultSetters unchanged.
 	Setters func(i int, s nodestatus.Setters) nodestatus.Setters
 	// Heartbeat, when set, adjusts node i's heartbeat.Options after the fleet
-	// filled them in (Client, NodeName, Node, StatusSetter, Clock, Renewer,
+	// filled them in (Nodes, NodeName, Node, StatusSetter, Clock, Renewer,
 	// frequencies, ReRegister true). The steps are the heartbeat's own
 	// (heartbeat.Heartbeat.SyncOnce: registration back-off, fast start-up
 	// checks, re-registration follow these options); the fleet only moves
@@ -104,11 +108,6 @@ type Options struct {
 	// StatusReportFrequency is how often an unchanged status is posted with
 	// the Lease strategy, between 100ms and 24h. Default: 5m.
 	StatusReportFrequency time.Duration
-	// Leases, when set, is where the nodes' lease requests go instead of
-	// Client's coordination/v1 client (the fleet's injected lease faults
-	// still apply in front of it). heartbeattest.TrackerLeases gives a fake
-	// clientset's fast path. Default: Client's.
-	Leases func(namespace string) typedcoordinationv1.LeaseInterface
 	// Granularity is the tick of the fleet's schedule: each node's slot in
 	// the renew interval and in the status period is rounded up to a
 	// multiple of it, so the steps of the nodes sharing a tick run as one
@@ -152,7 +151,8 @@ func DefaultTemplate(i int, name string) *corev1.Node {
 // the renewer's and the heartbeat's own SyncOnce steps, to a bounded pool of workers: no
 // goroutine is kept per node.
 type Fleet struct {
-	client       kubernetes.Interface
+	nodeClient   NodeClient
+	leaseClient  LeaseClient
 	opts         Options
 	clock        clock.Clock
 	wall         clock.WithTicker
@@ -187,11 +187,14 @@ type Fleet struct {
 // the first renew interval (so one Step of the renew interval after the
 // first SyncOnce creates every lease).
 func New(opts Options) (*Fleet, error) {
-	if opts.Client == nil {
-		return nil, errors.New("fleet: Options.Client is required")
+	if opts.Nodes == nil {
+		return nil, errors.New("fleet: Options.Nodes is required")
 	}
-	if opts.Nodes < 1 || opts.Nodes > MaxNodes {
-		return nil, fmt.Errorf("fleet: Options.Nodes %d must be in [1, %d]", opts.Nodes, MaxNodes)
+	if opts.Leases == nil {
+		return nil, errors.New("fleet: Options.Leases is required")
+	}
+	if opts.Count < 1 || opts.Count > MaxNodes {
+		return nil, fmt.Errorf("fleet: Options.Count %d must be in [1, %d]", opts.Count, MaxNodes)
 	}
 	if opts.NamePrefix == "" {
 		opts.NamePrefix = DefaultNamePrefix
@@ -251,7 +254,8 @@ func New(opts Options) (*Fleet, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	f := &Fleet{
-		client:       opts.Client,
+		nodeClient:   opts.Nodes,
+		leaseClient:  opts.Leases,
 		opts:         opts,
 		clock:        opts.Clock,
 		wall:         clock.RealClock{},
@@ -260,8 +264,8 @@ func New(opts Options) (*Fleet, error) {
 		statusPeriod: int64(opts.StatusUpdateFrequency),
 		gran:         int64(opts.Granularity),
 		workers:      opts.Workers,
-		nodes:        make([]Node, opts.Nodes),
-		byName:       make(map[string]int32, opts.Nodes),
+		nodes:        make([]Node, opts.Count),
+		byName:       make(map[string]int32, opts.Count),
 		wake:         math.MaxInt64,
 		kick:         make(chan struct{}, 1),
 	}
@@ -298,7 +302,8 @@ func (f *Fleet) initNode(i int) error {
 		return fmt.Errorf("fleet: two nodes named %q", n.name)
 	}
 	f.byName[n.name] = int32(i)
-	n.client = &nodeClient{Interface: f.client, n: n}
+	n.nodes = nodeClient{NodeClient: f.nodeClient, n: n}
+	n.leases = leaseClient{LeaseClient: f.leaseClient, n: n}
 
 	tmpl := f.opts.Template(i, n.name)
 	facts := f.opts.Facts(i, n.name)
@@ -319,7 +324,8 @@ func (f *Fleet) initNode(i int) error {
 	n.setter = setters
 
 	lo := lease.Options{
-		Client:        n.client,
+		Leases:        n.leases,
+		Nodes:         n.nodes,
 		NodeName:      n.name,
 		LeaseDuration: f.opts.LeaseDuration,
 		RenewInterval: f.opts.RenewInterval,
@@ -343,7 +349,8 @@ func (f *Fleet) initNode(i int) error {
 
 func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, error) {
 	ho := heartbeat.Options{
-		Client:                    n.client,
+		Nodes:                     n.nodes,
+		Leases:                    n.leases,
 		NodeName:                  n.name,
 		Node:                      tmpl,
 		StatusSetter:              (*nodeSetter)(n),
@@ -433,8 +440,13 @@ func (f *Fleet) NodeByName(name string) *Node {
 // Clock returns the fleet's clock.
 func (f *Fleet) Clock() clock.Clock { return f.clock }
 
-// Client returns the fleet's client (without any node's injected faults).
-func (f *Fleet) Client() kubernetes.Interface { return f.client }
+// NodeClient returns the fleet's client of Nodes (without any node's
+// injected faults).
+func (f *Fleet) NodeClient() NodeClient { return f.nodeClient }
+
+// LeaseClient returns the fleet's client of leases (without any node's
+// injected faults).
+func (f *Fleet) LeaseClient() LeaseClient { return f.leaseClient }
 
 // ---- scheduling ----
 

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/heartbeat"
@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 )
 
@@ -37,8 +38,9 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func newFleet(t *testing.T, opts fleet.Options) (*fleet.Fleet, *clocktesting.FakeClock, context.Context) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(t0)
-	if opts.Client == nil {
-		opts.Client = heartbeattest.NewClientset()
+	if opts.Nodes == nil {
+		c := newClientset()
+		opts.Nodes, opts.Leases = c.CoreV1().Nodes(), c.CoordinationV1().Leases(lease.DefaultNamespace)
 	}
 	opts.Clock = clk
 	f, err := fleet.New(opts)
@@ -57,18 +59,31 @@ func newFleet(t *testing.T, opts fleet.Options) (*fleet.Fleet, *clocktesting.Fak
 	return f, clk, ctx
 }
 
-func getLease(t *testing.T, c kubernetes.Interface, name string) *coordinationv1.Lease {
+// newClientset is a fake clientset whose objects get UIDs.
+func newClientset() *fake.Clientset {
+	//lint:ignore SA1019 the field-managed tracker is far too slow for fleets.
+	return heartbeattest.UIDClientset(fake.NewSimpleClientset()) //nolint:staticcheck
+}
+
+// withClientset returns opts with the nodes' clients taken from c, the
+// leases through c's tracker.
+func withClientset(opts fleet.Options, c *fake.Clientset) fleet.Options {
+	opts.Nodes, opts.Leases = c.CoreV1().Nodes(), heartbeattest.TrackerLeases(c.Tracker(), lease.DefaultNamespace)
+	return opts
+}
+
+func getLease(t *testing.T, f *fleet.Fleet, name string) *coordinationv1.Lease {
 	t.Helper()
-	l, err := c.CoordinationV1().Leases("kube-node-lease").Get(context.Background(), name, metav1.GetOptions{})
+	l, err := f.LeaseClient().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
-func getNode(t *testing.T, c kubernetes.Interface, name string) *corev1.Node {
+func getNode(t *testing.T, f *fleet.Fleet, name string) *corev1.Node {
 	t.Helper()
-	n, err := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	n, err := f.NodeClient().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +101,9 @@ func condition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition
 
 func TestStartRegistersEveryNode(t *testing.T) {
 	for _, fast := range []bool{false, true} {
-		opts := fleet.Options{Nodes: 20}
+		opts := fleet.Options{Count: 20}
 		if fast {
-			c := heartbeattest.NewClientset()
-			opts.Client, opts.Leases = c, heartbeattest.TrackerLeases(c)
+			opts = withClientset(opts, newClientset())
 		}
 		f, clk, _ := newFleet(t, opts)
 		s := f.Stats()
@@ -98,11 +112,11 @@ func TestStartRegistersEveryNode(t *testing.T) {
 		}
 		for i := range 20 {
 			n := f.Node(i)
-			node := getNode(t, f.Client(), n.Name())
+			node := getNode(t, f, n.Name())
 			if c := condition(node, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
 				t.Fatalf("node %s not Ready: %+v", n.Name(), node.Status.Conditions)
 			}
-			l := getLease(t, f.Client(), n.Name())
+			l := getLease(t, f, n.Name())
 			if !l.Spec.RenewTime.Time.Equal(clk.Now()) || *l.Spec.HolderIdentity != n.Name() || *l.Spec.LeaseDurationSeconds != 40 {
 				t.Fatalf("lease %s: %+v", n.Name(), l.Spec)
 			}
@@ -111,7 +125,7 @@ func TestStartRegistersEveryNode(t *testing.T) {
 				if err := f.Step(context.Background(), 10*time.Second); err != nil {
 					t.Fatal(err)
 				}
-				l = getLease(t, f.Client(), n.Name())
+				l = getLease(t, f, n.Name())
 				if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != node.UID {
 					t.Fatalf("lease %s owner %+v, node UID %q", n.Name(), l.OwnerReferences, node.UID)
 				}
@@ -123,8 +137,7 @@ func TestStartRegistersEveryNode(t *testing.T) {
 // Stepping by the renew interval renews every lease exactly once, at the
 // clock's time, whatever the step's phase.
 func TestStepRenewsEveryLeaseOnce(t *testing.T) {
-	client := heartbeattest.NewClientset()
-	f, clk, ctx := newFleet(t, fleet.Options{Client: client, Nodes: 100, Leases: heartbeattest.TrackerLeases(client)})
+	f, clk, ctx := newFleet(t, withClientset(fleet.Options{Count: 100}, newClientset()))
 	clk.Step(3 * time.Second) // any phase
 	if err := f.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
@@ -149,8 +162,7 @@ func TestStepRenewsEveryLeaseOnce(t *testing.T) {
 // Renewals are spread evenly over the renew interval: stepping one second at
 // a time renews a tenth of the fleet each time.
 func TestRenewalsSpreadEvenly(t *testing.T) {
-	client := heartbeattest.NewClientset()
-	f, _, ctx := newFleet(t, fleet.Options{Client: client, Nodes: 300, Leases: heartbeattest.TrackerLeases(client), StatusUpdateFrequency: time.Hour})
+	f, _, ctx := newFleet(t, withClientset(fleet.Options{Count: 300, StatusUpdateFrequency: time.Hour}, newClientset()))
 	prev := f.Stats().Renewals
 	for range 30 {
 		if err := f.Step(ctx, time.Second); err != nil {
@@ -172,8 +184,7 @@ func TestGranularity(t *testing.T) {
 		gran    time.Duration
 		onTicks bool
 	}{{0, true}, {time.Nanosecond, false}} {
-		client := heartbeattest.NewClientset()
-		f, _, ctx := newFleet(t, fleet.Options{Client: client, Nodes: 100, Leases: heartbeattest.TrackerLeases(client), Granularity: tc.gran, StatusUpdateFrequency: time.Hour})
+		f, _, ctx := newFleet(t, withClientset(fleet.Options{Count: 100, Granularity: tc.gran, StatusUpdateFrequency: time.Hour}, newClientset()))
 		for range 100 { // the next renew interval, 100ms at a time
 			if err := f.Step(ctx, 100*time.Millisecond); err != nil {
 				t.Fatal(err)
@@ -192,14 +203,14 @@ func TestGranularity(t *testing.T) {
 }
 
 func TestStopResume(t *testing.T) {
-	f, clk, ctx := newFleet(t, fleet.Options{Nodes: 10})
+	f, clk, ctx := newFleet(t, fleet.Options{Count: 10})
 	n := f.Node(3)
 	n.StopLease()
-	last := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time
+	last := getLease(t, f, n.Name()).Spec.RenewTime.Time
 	if err := f.Step(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if got := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time; !got.Equal(last) {
+	if got := getLease(t, f, n.Name()).Spec.RenewTime.Time; !got.Equal(last) {
 		t.Fatalf("stopped lease renewed at %v", got)
 	}
 	if got := f.Node(4).Renewals(); got != 7 {
@@ -216,7 +227,7 @@ func TestStopResume(t *testing.T) {
 	if got := n.Renewals(); got != 2 {
 		t.Fatalf("resumed node renewed %d times, want 2", got)
 	}
-	if got := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now()) {
+	if got := getLease(t, f, n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now()) {
 		t.Fatalf("resumed lease renewTime %v, want %v", got, clk.Now())
 	}
 
@@ -226,7 +237,7 @@ func TestStopResume(t *testing.T) {
 	if err := f.Step(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeReady); c.Status != corev1.ConditionTrue {
+	if c := condition(getNode(t, f, n.Name()), corev1.NodeReady); c.Status != corev1.ConditionTrue {
 		t.Fatalf("stopped status posted: %+v", c)
 	}
 	if got := n.Renewals(); got != 5 {
@@ -236,7 +247,7 @@ func TestStopResume(t *testing.T) {
 	if err := f.Step(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeReady); c.Status != corev1.ConditionFalse {
+	if c := condition(getNode(t, f, n.Name()), corev1.NodeReady); c.Status != corev1.ConditionFalse {
 		t.Fatalf("resumed status not posted: %+v", c)
 	}
 	if l, s, d := n.Stopped(); l || s || d {
@@ -245,7 +256,7 @@ func TestStopResume(t *testing.T) {
 }
 
 func TestFailStatusAndLease(t *testing.T) {
-	f, _, ctx := newFleet(t, fleet.Options{Nodes: 3})
+	f, _, ctx := newFleet(t, fleet.Options{Count: 3})
 	n := f.Node(1)
 	boom := apierrors.NewServiceUnavailable("injected")
 	n.FailStatus(boom)
@@ -253,7 +264,7 @@ func TestFailStatusAndLease(t *testing.T) {
 	if err := f.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionFalse {
+	if c := condition(getNode(t, f, n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionFalse {
 		t.Fatalf("failing status write reached the API: %+v", c)
 	}
 	_, serr := n.LastErrors()
@@ -264,7 +275,7 @@ func TestFailStatusAndLease(t *testing.T) {
 	if err := f.Step(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionTrue {
+	if c := condition(getNode(t, f, n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionTrue {
 		t.Fatalf("status not posted after the fault cleared: %+v", c)
 	}
 
@@ -286,13 +297,13 @@ func TestFailStatusAndLease(t *testing.T) {
 }
 
 func TestAgeLease(t *testing.T) {
-	f, clk, ctx := newFleet(t, fleet.Options{Nodes: 2})
+	f, clk, ctx := newFleet(t, fleet.Options{Count: 2})
 	n := f.Node(0)
 	n.StopLease()
 	if err := n.AgeLease(ctx, 45*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now().Add(-45 * time.Second)) {
+	if got := getLease(t, f, n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now().Add(-45 * time.Second)) {
 		t.Fatalf("aged renewTime %v", got)
 	}
 	if fresh, _, oldest := f.Freshness(40 * time.Second); fresh != 0 || oldest != 0 {
@@ -307,13 +318,13 @@ func TestAgeLease(t *testing.T) {
 	if err := f.Step(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := getLease(t, f.Client(), n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now()) {
+	if got := getLease(t, f, n.Name()).Spec.RenewTime.Time; !got.Equal(clk.Now()) {
 		t.Fatalf("renewTime after resume %v, want %v", got, clk.Now())
 	}
 }
 
 func TestConditions(t *testing.T) {
-	f, clk, ctx := newFleet(t, fleet.Options{Nodes: 2})
+	f, clk, ctx := newFleet(t, fleet.Options{Count: 2})
 	n := f.Node(0)
 	custom := corev1.NodeConditionType("example.com/GPUHealthy")
 
@@ -325,7 +336,7 @@ func TestConditions(t *testing.T) {
 	if _, err := f.WaitNode(ctx, n.Name(), fleet.ConditionIs(corev1.NodeReady, corev1.ConditionFalse)); err != nil {
 		t.Fatal(err)
 	}
-	node := getNode(t, f.Client(), n.Name())
+	node := getNode(t, f, n.Name())
 	ready := condition(node, corev1.NodeReady)
 	if ready.Message != "made not ready" || !ready.LastTransitionTime.Time.Equal(clk.Now()) {
 		t.Fatalf("Ready %+v", ready)
@@ -348,7 +359,7 @@ func TestConditions(t *testing.T) {
 	if err := f.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	node = getNode(t, f.Client(), n.Name())
+	node = getNode(t, f, n.Name())
 	if c := condition(node, custom); c != nil {
 		t.Fatalf("cleared custom condition still there: %+v", c)
 	}
@@ -362,13 +373,13 @@ func TestConditions(t *testing.T) {
 	if err := f.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(getNode(t, f.Client(), n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionTrue {
+	if c := condition(getNode(t, f, n.Name()), corev1.NodeMemoryPressure); c.Status != corev1.ConditionTrue {
 		t.Fatalf("MemoryPressure %+v", c)
 	}
 }
 
 func TestWaitTimesOut(t *testing.T) {
-	f, _, ctx := newFleet(t, fleet.Options{Nodes: 1})
+	f, _, ctx := newFleet(t, fleet.Options{Count: 1})
 	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	_, err := f.WaitNode(wctx, f.Node(0).Name(), fleet.ConditionIs(corev1.NodeReady, corev1.ConditionFalse))
@@ -381,12 +392,12 @@ func TestWaitTimesOut(t *testing.T) {
 }
 
 func TestDeleteRecreate(t *testing.T) {
-	f, _, ctx := newFleet(t, fleet.Options{Nodes: 3})
+	f, _, ctx := newFleet(t, fleet.Options{Count: 3})
 	n := f.Node(2)
 	if err := f.Step(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	oldUID := getNode(t, f.Client(), n.Name()).UID
+	oldUID := getNode(t, f, n.Name()).UID
 	if err := n.Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -408,14 +419,14 @@ func TestDeleteRecreate(t *testing.T) {
 	if err := f.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	node := getNode(t, f.Client(), n.Name())
+	node := getNode(t, f, n.Name())
 	if node.UID == oldUID || node.UID == "" {
 		t.Fatalf("recreated node UID %q (old %q)", node.UID, oldUID)
 	}
 	if err := f.Step(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	l := getLease(t, f.Client(), n.Name())
+	l := getLease(t, f, n.Name())
 	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != node.UID {
 		t.Fatalf("recreated lease owner %+v, want UID %q", l.OwnerReferences, node.UID)
 	}
@@ -424,7 +435,7 @@ func TestDeleteRecreate(t *testing.T) {
 func TestTemplate(t *testing.T) {
 	gpu := corev1.ResourceName("example.com/gpu")
 	f, _, _ := newFleet(t, fleet.Options{
-		Nodes:      2,
+		Count:      2,
 		NamePrefix: "sim-",
 		Template: func(i int, name string) *corev1.Node {
 			n := fleet.DefaultTemplate(i, name)
@@ -443,7 +454,7 @@ func TestTemplate(t *testing.T) {
 	if f.NodeByName("sim-1") != f.Node(1) || f.NodeByName("node-0") != nil {
 		t.Fatal("NodeByName")
 	}
-	node := getNode(t, f.Client(), "sim-1")
+	node := getNode(t, f, "sim-1")
 	c := node.Status.Capacity
 	if c.Cpu().String() != "32" || c.Memory().String() != "256Gi" || c.Pods().String() != "110" {
 		t.Fatalf("capacity %v", c)
@@ -465,7 +476,7 @@ func TestTemplate(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	f, err := fleet.New(fleet.Options{Client: heartbeattest.NewClientset(), Nodes: 50, Clock: clk, Workers: 4})
+	f, err := fleet.New(withClientset(fleet.Options{Count: 50, Clock: clk, Workers: 4}, newClientset()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,20 +516,22 @@ func TestRun(t *testing.T) {
 }
 
 func TestOptionsErrors(t *testing.T) {
-	c := heartbeattest.NewClientset()
+	c := newClientset()
+	nodes, leases := c.CoreV1().Nodes(), c.CoordinationV1().Leases(lease.DefaultNamespace)
 	for _, tc := range []struct {
 		opts  fleet.Options
 		field string
 	}{
-		{fleet.Options{Nodes: 1}, "Client"},
-		{fleet.Options{Client: c}, "Nodes"},
-		{fleet.Options{Client: c, Nodes: 1, LeaseDuration: 1500 * time.Millisecond}, "LeaseDuration"},
-		{fleet.Options{Client: c, Nodes: 1, RenewInterval: time.Minute}, "RenewInterval"},
-		{fleet.Options{Client: c, Nodes: 1, StatusUpdateFrequency: time.Millisecond}, "StatusUpdateFrequency"},
-		{fleet.Options{Client: c, Nodes: 1, StatusReportFrequency: 48 * time.Hour}, "StatusReportFrequency"},
-		{fleet.Options{Client: c, Nodes: 1, Workers: -1}, "Workers"},
-		{fleet.Options{Client: c, Nodes: 1, Granularity: time.Minute}, "Granularity"},
-		{fleet.Options{Client: c, Nodes: 2, Template: func(int, string) *corev1.Node {
+		{fleet.Options{Leases: leases, Count: 1}, "Nodes"},
+		{fleet.Options{Nodes: nodes, Count: 1}, "Leases"},
+		{fleet.Options{Nodes: nodes, Leases: leases}, "Count"},
+		{fleet.Options{Nodes: nodes, Leases: leases, Count: 1, LeaseDuration: 1500 * time.Millisecond}, "LeaseDuration"},
+		{fleet.Options{Nodes: nodes, Leases: leases, Count: 1, RenewInterval: time.Minute}, "RenewInterval"},
+		{fleet.Options{Nodes: nodes, Leases: leases, Count: 1, StatusUpdateFrequency: time.Millisecond}, "StatusUpdateFrequency"},
+		{fleet.Options{Nodes: nodes, Leases: leases, Count: 1, StatusReportFrequency: 48 * time.Hour}, "StatusReportFrequency"},
+		{fleet.Options{Nodes: nodes, Leases: leases, Count: 1, Workers: -1}, "Workers"},
+		{fleet.Options{Nodes: nodes, Leases: leases, Count: 1, Granularity: time.Minute}, "Granularity"},
+		{fleet.Options{Nodes: nodes, Leases: leases, Count: 2, Template: func(int, string) *corev1.Node {
 			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "same"}}
 		}}, "Node.Name"},
 	} {
@@ -527,7 +540,7 @@ func TestOptionsErrors(t *testing.T) {
 			t.Errorf("New with bad %s: %v", tc.field, err)
 		}
 	}
-	f, err := fleet.New(fleet.Options{Client: c, Nodes: 1})
+	f, err := fleet.New(fleet.Options{Nodes: nodes, Leases: leases, Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +550,7 @@ func TestOptionsErrors(t *testing.T) {
 }
 
 func TestStatusOnlyStrategy(t *testing.T) {
-	f, _, ctx := newFleet(t, fleet.Options{Nodes: 3, Strategy: heartbeat.StatusOnlyStrategy()})
+	f, _, ctx := newFleet(t, fleet.Options{Count: 3, Strategy: heartbeat.StatusOnlyStrategy()})
 	if err := f.Step(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +567,7 @@ func TestStatusOnlyStrategy(t *testing.T) {
 	if w := f.Node(1).StatusWrites(); w != 5 {
 		t.Fatalf("status writes %d, want 5", w)
 	}
-	if _, err := f.Client().CoordinationV1().Leases("kube-node-lease").Get(ctx, f.Node(0).Name(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := f.LeaseClient().Get(ctx, f.Node(0).Name(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("lease exists: %v", err)
 	}
 }

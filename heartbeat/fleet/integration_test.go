@@ -23,9 +23,10 @@ import (
 
 var cp *controlplane.ControlPlane // started by TestMain
 
-// protobufClient returns an admin client talking protobuf, and the same with
-// LeanLeases; the lean path's connection is closed when the test ends.
-func protobufClient(t *testing.T) (kubernetes.Interface, kubernetes.Interface) {
+// protobufClient returns an admin client talking protobuf, and its lease
+// client with LeanLeases; the lean path's connection is closed when the
+// test ends.
+func protobufClient(t *testing.T) (kubernetes.Interface, *fleet.LeanLeaseClient) {
 	t.Helper()
 	cp := controlplane.Need(t, cp)
 	cfg := cp.AdminConfig()
@@ -35,11 +36,11 @@ func protobufClient(t *testing.T) (kubernetes.Interface, kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lean, err := fleet.LeanLeases(client, cfg)
+	lean, err := fleet.LeanLeases(client.CoordinationV1().Leases(corev1.NamespaceNodeLease), cfg, corev1.NamespaceNodeLease)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(lean.(interface{ CloseIdleConnections() }).CloseIdleConnections)
+	t.Cleanup(lean.CloseIdleConnections)
 	return client, lean
 }
 
@@ -49,7 +50,7 @@ func TestIntegrationLeanLeases(t *testing.T) {
 	client, lean := protobufClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	leases := lean.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	leases := lean
 	if _, err := leases.Get(ctx, "lean-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get of a missing lease: %v", err)
 	}
@@ -110,13 +111,14 @@ func TestIntegrationFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(leakcheck.CheckSettling(t, func() {
-		lean.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+		lean.CloseIdleConnections()
 		utilnet.CloseIdleConnectionsFor(cached)
 	}))
 	const nodes = 20
 	f, err := fleet.New(fleet.Options{
-		Client:                lean,
-		Nodes:                 nodes,
+		Nodes:                 client.CoreV1().Nodes(),
+		Leases:                lean,
+		Count:                 nodes,
 		NamePrefix:            "itest-",
 		LeaseDuration:         4 * time.Second,
 		RenewInterval:         time.Second,

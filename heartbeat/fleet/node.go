@@ -28,7 +28,8 @@ type Node struct {
 	waiters int32  // goroutines waiting for this node's steps to end; under f.mu
 	rnd     uint64 // state of the heartbeat's Rand; used under the heartbeat's lock
 
-	client  *nodeClient
+	nodes   nodeClient
+	leases  leaseClient
 	host    *nodestatustest.Host
 	setter  nodestatus.StatusSetter
 	renewer *lease.Renewer
@@ -239,7 +240,7 @@ func (n *Node) resume2(k kind) {
 // conflict on its next write and re-reads the lease, as it would after
 // anyone else's write.
 func (n *Node) AgeLease(ctx context.Context, age time.Duration) error {
-	leases := n.f.client.CoordinationV1().Leases(lease.DefaultNamespace)
+	leases := n.f.leaseClient
 	l, err := leases.Get(ctx, n.name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("fleet: age lease of %q: %w", n.name, err)
@@ -365,11 +366,11 @@ func (n *Node) Delete(ctx context.Context) error {
 	}
 	n.waiters--
 	f.mu.Unlock()
-	err := f.client.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{})
+	err := f.nodeClient.Delete(ctx, n.name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("fleet: delete node %q: %w", n.name, err)
 	}
-	err = f.client.CoordinationV1().Leases(lease.DefaultNamespace).Delete(ctx, n.name, metav1.DeleteOptions{})
+	err = f.leaseClient.Delete(ctx, n.name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("fleet: delete lease %q: %w", n.name, err)
 	}

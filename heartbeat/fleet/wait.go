@@ -8,8 +8,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/nodekit/nodekit/lease"
 )
 
 // DefaultWaitTimeout bounds the Wait helpers when ctx has no deadline.
@@ -76,7 +74,7 @@ func (f *Fleet) WaitRegistered(ctx context.Context) error {
 func (f *Fleet) WaitNode(ctx context.Context, name string, cond func(*corev1.Node) bool) (*corev1.Node, error) {
 	var got *corev1.Node
 	err := f.wait(ctx, "node "+name, func(ctx context.Context) (bool, string) {
-		n, err := f.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		n, err := f.nodeClient.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			n = nil
 		}
@@ -98,7 +96,7 @@ func (f *Fleet) WaitNode(ctx context.Context, name string, cond func(*corev1.Nod
 func (f *Fleet) WaitLease(ctx context.Context, name string, cond func(*coordinationv1.Lease) bool) (*coordinationv1.Lease, error) {
 	var got *coordinationv1.Lease
 	err := f.wait(ctx, "lease "+name, func(ctx context.Context) (bool, string) {
-		l, err := f.client.CoordinationV1().Leases(lease.DefaultNamespace).Get(ctx, name, metav1.GetOptions{})
+		l, err := f.leaseClient.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			l = nil
 		}

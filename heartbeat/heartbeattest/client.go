@@ -10,33 +10,31 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
-	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// NewClientset returns client-go's fake clientset set up as an API server
-// would be for a fleet: every object it creates gets a UID and a creation
+// Reactor is the part of a fake clientset UIDClientset uses: client-go's
+// *fake.Clientset is one.
+type Reactor interface {
+	PrependReactor(verb, resource string, reaction k8stesting.ReactionFunc)
+}
+
+// UIDClientset sets c up as an API server would be for a fleet, and
+// returns it: every object created without a UID gets one and a creation
 // timestamp, so that leases get their owner reference and a recreated Node
 // gets a new UID. UIDs are counted from 1 in creation order, so runs repeat.
 //
-// It uses the fake's plain object tracker (fake.NewSimpleClientset), which
-// serves strategic-merge patches but not server-side apply. The tracker with
-// field management (fake.NewClientset) serves apply too, but in client-go
-// v0.37 it builds a REST mapper on every request (about 5ms each), too slow
-// for fleets; pass one of those (through UIDClientset) only for nodes using
-// heartbeat.ServerSideApply.
+//	client := heartbeattest.UIDClientset(fake.NewSimpleClientset())
+//
+// client-go's plain object tracker (fake.NewSimpleClientset) serves
+// strategic-merge patches but not server-side apply. The tracker with field
+// management (fake.NewClientset) serves apply too, but in client-go v0.37 it
+// builds a REST mapper on every request (about 5ms each), too slow for
+// fleets: use it only for nodes using heartbeat.ServerSideApply.
 //
 // The fake clientset records every request (Actions) for as long as it
 // lives; in long simulations call ClearActions now and then.
-func NewClientset(objects ...runtime.Object) *fake.Clientset {
-	//lint:ignore SA1019 the field-managed tracker is far too slow for fleets.
-	return UIDClientset(fake.NewSimpleClientset(objects...)) //nolint:staticcheck
-}
-
-// UIDClientset makes c give a UID and a creation timestamp to every object
-// created without one, as NewClientset does, and returns it.
-func UIDClientset(c *fake.Clientset) *fake.Clientset {
+func UIDClientset[C Reactor](c C) C {
 	var n atomic.Uint64
 	c.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		ca, ok := a.(k8stesting.CreateAction)
@@ -54,32 +52,31 @@ func UIDClientset(c *fake.Clientset) *fake.Clientset {
 	return c
 }
 
-// TrackerLeases returns a fleet.Options.Leases that sends the nodes' lease
-// reads and writes straight to c's object tracker: they skip the clientset's
-// reactors and are not recorded in its Actions, and cost about a third as
-// much. Watches and other readers see the leases as usual, and the fleet's
-// injected lease faults (Node.FailLease) still apply. Leases it creates get
-// a UID, as NewClientset's objects do.
-func TrackerLeases(c *fake.Clientset) func(namespace string) typedcoordinationv1.LeaseInterface {
-	var uids atomic.Uint64
-	t := c.Tracker()
-	return func(ns string) typedcoordinationv1.LeaseInterface {
-		return trackerLeases{c.CoordinationV1().Leases(ns), t, ns, &uids}
-	}
+// TrackerLeases returns a client of the leases in namespace that sends
+// reads and writes straight to a fake clientset's object tracker (its
+// Tracker()): they skip the clientset's reactors and are not recorded in
+// its Actions, and cost about a third as much. Watches and other readers of
+// the clientset see the leases as usual. Leases it creates get a UID, as
+// UIDClientset's objects do. It is a lease.LeaseClient and a
+// fleet.LeaseClient (fleet.Options.Leases; the fleet's injected lease faults
+// still apply in front of it).
+func TrackerLeases(tracker k8stesting.ObjectTracker, namespace string) *TrackerLeaseClient {
+	return &TrackerLeaseClient{t: tracker, ns: namespace}
 }
 
 var leaseGVR = coordinationv1.SchemeGroupVersion.WithResource("leases")
 
-// trackerLeases serves lease reads and writes from a fake clientset's object
-// tracker, skipping its reactors and its record of actions.
-type trackerLeases struct {
-	typedcoordinationv1.LeaseInterface
+// TrackerLeaseClient serves the leases of one namespace from a fake
+// clientset's object tracker, skipping its reactors and its record of
+// actions. Options are ignored.
+type TrackerLeaseClient struct {
 	t    k8stesting.ObjectTracker
 	ns   string
-	uids *atomic.Uint64
+	uids atomic.Uint64
 }
 
-func (c trackerLeases) Get(ctx context.Context, name string, _ metav1.GetOptions) (*coordinationv1.Lease, error) {
+// Get reads a lease.
+func (c *TrackerLeaseClient) Get(ctx context.Context, name string, _ metav1.GetOptions) (*coordinationv1.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -90,7 +87,8 @@ func (c trackerLeases) Get(ctx context.Context, name string, _ metav1.GetOptions
 	return obj.(*coordinationv1.Lease), nil
 }
 
-func (c trackerLeases) Create(ctx context.Context, l *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
+// Create creates a lease, giving it a UID when it has none.
+func (c *TrackerLeaseClient) Create(ctx context.Context, l *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -104,7 +102,8 @@ func (c trackerLeases) Create(ctx context.Context, l *coordinationv1.Lease, _ me
 	return l, nil
 }
 
-func (c trackerLeases) Update(ctx context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+// Update writes a lease.
+func (c *TrackerLeaseClient) Update(ctx context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -113,4 +112,12 @@ func (c trackerLeases) Update(ctx context.Context, l *coordinationv1.Lease, _ me
 		return nil, err
 	}
 	return l, nil
+}
+
+// Delete deletes a lease.
+func (c *TrackerLeaseClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.t.Delete(leaseGVR, c.ns, name, opts)
 }

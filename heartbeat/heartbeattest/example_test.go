@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodekit/nodekit/heartbeat/heartbeattest"
 )
@@ -15,7 +16,8 @@ import (
 // objects without recording actions.
 func Example() {
 	ctx := context.Background()
-	client := heartbeattest.NewClientset()
+	//lint:ignore SA1019 the field-managed tracker is far too slow for fleets.
+	client := heartbeattest.UIDClientset(fake.NewSimpleClientset()) //nolint:staticcheck
 	node, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{})
 	if err != nil {
 		panic(err)
@@ -23,7 +25,7 @@ func Example() {
 	fmt.Println(node.Name, node.UID)
 
 	client.ClearActions()
-	leases := heartbeattest.TrackerLeases(client)(corev1.NamespaceNodeLease)
+	leases := heartbeattest.TrackerLeases(client.Tracker(), corev1.NamespaceNodeLease)
 	if _, err := leases.Get(ctx, "node-a", metav1.GetOptions{}); err != nil {
 		fmt.Println("lease:", err)
 	}

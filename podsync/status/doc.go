@@ -8,7 +8,10 @@
 // SyncTerminatedPod); the pod source's removals call RemovePod. Run, in a
 // goroutine of its own, writes:
 //
-//	w, err := status.New(status.Options{Client: client.CoreV1(), Registerer: reg})
+//	w, err := status.New(status.Options{
+//		Pods:       func(ns string) status.PodClient { return clientset.CoreV1().Pods(ns) },
+//		Registerer: reg,
+//	})
 //	...
 //	go w.Run(ctx)
 //	w.SetPodStatus(pod, generated) // never blocks
@@ -16,6 +19,13 @@
 // SyncOnce is the step Run takes, for tests and for fleets of simulated
 // nodes driven by one loop; it returns how long to wait before it next has
 // work.
+//
+// As every nodekit package, status declares the client it uses per
+// resource, with only the methods it calls and client-go's signatures
+// (PodClient), and takes a resource used in many namespaces through a
+// function of the namespace (Options.Pods): a clientset's
+// CoreV1().Pods(ns) is a PodClient as it is. The package does not import
+// client-go's clientset and its scheme of every API group.
 //
 // # What is written, and when
 //
@@ -109,7 +119,7 @@
 //
 // # Limits
 //
-// With a nil Client nothing is written; statuses are recorded and Status
+// With nil Options.Pods nothing is written; statuses are recorded and Status
 // serves them. The writer does not create mirror pods (podsource's
 // MirrorPods does).
 package status

@@ -27,7 +27,7 @@ func Example() {
 	}
 	client := fake.NewClientset(pod)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	w, err := status.New(status.Options{Client: client.CoreV1(), Clock: clk})
+	w, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: clk})
 	if err != nil {
 		panic(err)
 	}

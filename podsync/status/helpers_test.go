@@ -138,7 +138,7 @@ func newEnv(t *testing.T, objs ...*corev1.Pod) *env {
 	}
 	clk := clocktesting.NewFakeClock(t0)
 	reg := prometheus.NewRegistry()
-	w, err := status.New(status.Options{Client: client.CoreV1(), Clock: clk, Registerer: reg})
+	w, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: clk, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}

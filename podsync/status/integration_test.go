@@ -95,7 +95,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 	admin := cp.AdminClient()
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	w, err := status.New(status.Options{Client: client.CoreV1(), Registerer: reg})
+	w, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestIntegrationMirrorPod(t *testing.T) {
 	client, n, count := nodeClient(t, node)
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(t0)
-	w, err := status.New(status.Options{Client: client.CoreV1(), Clock: clk})
+	w, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestIntegrationRecreatedPod(t *testing.T) {
 	client, _, count := nodeClient(t, node)
 	admin := cp.AdminClient()
 	ctx := context.Background()
-	w, err := status.New(status.Options{Client: client.CoreV1()})
+	w, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,14 @@
 package status
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
@@ -36,14 +39,27 @@ const (
 	MaxPendingDelay = 10 * time.Second
 )
 
+// PodClient is the part of a client of core/v1 Pods in one namespace that
+// the Writer uses: patch pods/status, read a pod back (get, or a list
+// field-selected by name), delete a terminated pod. Its methods are
+// client-go's, so clientset.CoreV1().Pods(namespace) is one as it is.
+type PodClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Pod, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
 // Options configure a Writer. Zero values take the default named in each
 // field's comment.
 type Options struct {
-	// Client writes pods/status and deletes pods. A node identity
-	// (system:node:<name> under the Node authorizer and NodeRestriction)
-	// suffices. Nil: standalone; nothing is written, statuses are still
-	// recorded and served by Status.
-	Client corev1client.PodsGetter
+	// Pods returns the client of a namespace's pods, which writes
+	// pods/status and deletes pods:
+	// func(ns string) status.PodClient { return clientset.CoreV1().Pods(ns) }.
+	// A node identity (system:node:<name> under the Node authorizer and
+	// NodeRestriction) suffices. Nil: standalone; nothing is written,
+	// statuses are still recorded and served by Status.
+	Pods func(namespace string) PodClient
 	// Clock drives retries and the reconcile period. Default: the real clock.
 	Clock clock.WithTicker
 	// Registerer registers the request counters (MetricRequests and the

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -26,7 +25,7 @@ import (
 // server: kubelet's status manager. Its methods are safe for concurrent use;
 // SetPodStatus, PodTerminated and RemovePod never wait on the network.
 type Writer struct {
-	client    corev1client.PodsGetter
+	podClient func(namespace string) PodClient
 	clock     clock.WithTicker
 	reconcile time.Duration
 	parallel  int
@@ -79,7 +78,7 @@ func New(o Options) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{
-		client:    o.Client,
+		podClient: o.Pods,
 		clock:     o.Clock,
 		reconcile: o.ReconcilePeriod,
 		parallel:  o.MaxParallelWrites,
@@ -500,7 +499,7 @@ func (w *Writer) syncPod(ctx context.Context, uid types.UID) error {
 	}
 	w.mu.Unlock()
 
-	if w.client == nil {
+	if w.podClient == nil {
 		w.record(snap, snap.api, synced)
 		return nil
 	}
@@ -514,7 +513,7 @@ func (w *Writer) syncPod(ctx context.Context, uid types.UID) error {
 // pod as the API showed it last.
 func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome, error) {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(snap.namespace, snap.name), "podUID", snap.uid)
-	pods := w.client.Pods(snap.namespace)
+	pods := w.podClient(snap.namespace)
 	api := snap.api
 	if api == nil {
 		var out outcome
@@ -603,7 +602,7 @@ func uidMismatch(err error) bool {
 // a static pod has no mirror pod yet (not an error: mirror pods are made
 // elsewhere), finished when the API pod was deleted or replaced, retryLater
 // with an error when the read failed.
-func (w *Writer) read(ctx context.Context, pods corev1client.PodInterface, snap snapshot) (*corev1.Pod, outcome, error) {
+func (w *Writer) read(ctx context.Context, pods PodClient, snap snapshot) (*corev1.Pod, outcome, error) {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(snap.namespace, snap.name), "podUID", snap.uid)
 	p, err := w.get(ctx, pods, snap)
 	gone := apierrors.IsNotFound(err)
@@ -626,7 +625,7 @@ func (w *Writer) read(ctx context.Context, pods corev1client.PodInterface, snap 
 // so when the node's name is known the pod is read with a LIST of the
 // node's pods by name (allowed with the spec.nodeName field selector), and
 // a pod missing from it is NotFound.
-func (w *Writer) get(ctx context.Context, pods corev1client.PodInterface, snap snapshot) (*corev1.Pod, error) {
+func (w *Writer) get(ctx context.Context, pods PodClient, snap snapshot) (*corev1.Pod, error) {
 	if snap.nodeName == "" {
 		p, err := pods.Get(ctx, snap.name, metav1.GetOptions{})
 		w.metrics.request(verbGet, err)

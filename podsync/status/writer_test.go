@@ -571,23 +571,18 @@ func TestSharedRegisterer(t *testing.T) {
 
 // gatedPods holds each PATCH at gate before passing it on (the fake
 // clientset runs its reactors one at a time, so the gate sits in front).
-type gatedPods struct {
-	corev1client.PodsGetter
-	gate func()
-}
-
-func (g gatedPods) Pods(ns string) corev1client.PodInterface {
-	return gatedPodInterface{g.PodsGetter.Pods(ns), g.gate}
+func gatedPods(c corev1client.PodsGetter, gate func()) func(string) status.PodClient {
+	return func(ns string) status.PodClient { return gatedPodInterface{c.Pods(ns), gate} }
 }
 
 type gatedPodInterface struct {
-	corev1client.PodInterface
+	status.PodClient
 	gate func()
 }
 
 func (g gatedPodInterface) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*corev1.Pod, error) {
 	g.gate()
-	return g.PodInterface.Patch(ctx, name, pt, data, o, sub...)
+	return g.PodClient.Patch(ctx, name, pt, data, o, sub...)
 }
 
 // A burst of statuses is written MaxParallelWrites (4) pods at a time: the
@@ -613,7 +608,7 @@ func TestParallelWrites(t *testing.T) {
 		entered <- struct{}{} // counted before the test can release anyone
 		<-release
 	}
-	w, err := status.New(status.Options{Client: gatedPods{e.client.CoreV1(), gate}, Clock: e.clock})
+	w, err := status.New(status.Options{Pods: gatedPods(e.client.CoreV1(), gate), Clock: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +712,7 @@ func TestSetMirrorPodDuringRead(t *testing.T) {
 // withPendingDelay replaces e's writer with one whose PendingDelay is d.
 func withPendingDelay(t *testing.T, e *env, d time.Duration) {
 	t.Helper()
-	w, err := status.New(status.Options{Client: e.client.CoreV1(), Clock: e.clock, PendingDelay: d})
+	w, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return e.client.CoreV1().Pods(ns) }, Clock: e.clock, PendingDelay: d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func (s stubConfigMaps) Watch(context.Context, metav1.ListOptions) (watch.Interf
 func BenchmarkWatchedObject(b *testing.B) {
 	const objects = 1000
 	for range b.N {
-		m, err := New(Options{Client: stubAPI{data: strings.Repeat("x", 1024)}})
+		m, err := New(withAPI(Options{}, stubAPI{data: strings.Repeat("x", 1024)}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func BenchmarkSetUpPod(b *testing.B) {
 func newBenchFixture(b *testing.B) *Manager {
 	client := &hooked{CoreV1Interface: newFixtureClientWith(secret("s", map[string]string{"a": "1", "b": "2"}), configMap("c", map[string]string{"k": "v"})),
 		lists: map[string]int{}, watches: map[string]int{}}
-	m, err := New(Options{Client: client})
+	m, err := New(withAPI(Options{}, client))
 	if err != nil {
 		b.Fatal(err)
 	}

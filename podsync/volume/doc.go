@@ -5,10 +5,23 @@
 // container resources and Services, and image pull credentials. Its Manager
 // is the CRI syncer's podsync.PodData:
 //
-//	m, _ := volume.New(volume.Options{Client: nodeClient.CoreV1(), Recorder: rec,
-//		Allocatable: node.Allocatable, OnChange: engine.Trigger})
+//	core := nodeClientset.CoreV1()
+//	m, _ := volume.New(volume.Options{
+//		Secrets:         func(ns string) volume.SecretClient { return core.Secrets(ns) },
+//		ConfigMaps:      func(ns string) volume.ConfigMapClient { return core.ConfigMaps(ns) },
+//		Services:        func(ns string) volume.ServiceClient { return core.Services(ns) },
+//		ServiceAccounts: func(ns string) volume.ServiceAccountClient { return core.ServiceAccounts(ns) },
+//		Recorder: rec, Allocatable: node.Allocatable, OnChange: engine.Trigger})
 //	go m.Run(ctx)
 //	cri, _ := podsync.NewCRI(podsync.CRIOptions{Runtime: rt, PodData: m, ...})
+//
+// As every nodekit package, volume declares the clients it uses per
+// resource, with only the methods it calls and client-go's signatures
+// (SecretClient, ConfigMapClient, ServiceClient, ServiceAccountClient), and
+// takes each through a function of the namespace, since it reads them in
+// the namespaces of its pods. A clientset's per-resource clients are such
+// clients as they are; the package does not import client-go's clientset
+// and its scheme of every API group.
 //
 // # The pod directory
 //
@@ -116,7 +129,7 @@
 //
 // # As the node
 //
-// Every read goes through a Client of the node's identity
+// Every read goes through clients of the node's identity
 // (system:node:<name>): the Node authorizer lets it read only objects that
 // pods bound to the node use. A pod that references an object the node may
 // not read, or one that does not exist, waits: SetUpPod returns an error
@@ -140,7 +153,7 @@
 // object it starts watching, then reports it as not yet read
 // (ErrNotSynced); watches start when Run starts. EnvFrom waits as long for
 // the first list of Services (the kubelet's "services have not yet been
-// read at least once" otherwise). Without a Client, pods that
+// read at least once" otherwise). Without API clients, pods that
 // reference API objects fail to set up and others work.
 //
 // # Differences from the kubelet

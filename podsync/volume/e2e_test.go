@@ -84,11 +84,11 @@ while true; do cat /c/greeting > /out/live.tmp && mv /out/live.tmp /out/live; sl
 		t.Fatal(err)
 	}
 	var eng *podsync.Engine
-	m, err := New(Options{Client: n.node.CoreV1(), OnChange: func(uid types.UID) {
+	m, err := New(withAPI(Options{OnChange: func(uid types.UID) {
 		if eng != nil {
 			eng.Trigger(uid)
 		}
-	}})
+	}}, n.node.CoreV1()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func TestServiceEnv(t *testing.T) {
 // Without a successful list of services, non-static pods wait
 // (CreateContainerConfigError), as the kubelet makes them.
 func TestServiceEnvNotSynced(t *testing.T) {
-	m, err := New(Options{Client: newFixtureClient(), SyncTimeout: time.Millisecond})
+	m, err := New(withAPI(Options{SyncTimeout: time.Millisecond}, newFixtureClient()))
 	if err != nil {
 		t.Fatal(err)
 	}

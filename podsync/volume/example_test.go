@@ -23,7 +23,13 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewSimpleClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: "default"},
 		Data: map[string]string{"greeting": "hello"}})
-	m, err := volume.New(volume.Options{Client: client.CoreV1()})
+	core := client.CoreV1()
+	m, err := volume.New(volume.Options{
+		Secrets:         func(ns string) volume.SecretClient { return core.Secrets(ns) },
+		ConfigMaps:      func(ns string) volume.ConfigMapClient { return core.ConfigMaps(ns) },
+		Services:        func(ns string) volume.ServiceClient { return core.Services(ns) },
+		ServiceAccounts: func(ns string) volume.ServiceAccountClient { return core.ServiceAccounts(ns) },
+	})
 	if err != nil {
 		panic(err)
 	}

@@ -142,7 +142,8 @@ func newFixtureWith(t *testing.T, opts *Options, prep func(*fixture), objs ...ru
 	if opts != nil {
 		o = *opts
 	}
-	o.Client, o.Clock, o.Recorder = f.api, f.clock, f.rec
+	o = withAPI(o, f.api)
+	o.Clock, o.Recorder = f.clock, f.rec
 	o.OnChange = func(uid types.UID) {
 		f.mu.Lock()
 		f.changed = append(f.changed, uid)
@@ -258,7 +259,25 @@ func configMap(name string, data map[string]string) *corev1.ConfigMap {
 func ptr[T any](v T) *T { return &v }
 
 // newFixtureClient is a fake core/v1 client for a Manager that does not run.
-func newFixtureClient() Client { return fake.NewSimpleClientset().CoreV1() }
+func newFixtureClient() testClient { return fake.NewSimpleClientset().CoreV1() }
+
+// testClient is a core/v1 client as the tests build them: client-go's
+// getters of the four resources the Manager uses.
+type testClient interface {
+	corev1client.SecretsGetter
+	corev1client.ConfigMapsGetter
+	corev1client.ServicesGetter
+	corev1client.ServiceAccountsGetter
+}
+
+// withAPI returns o with its API clients taken from c.
+func withAPI(o Options, c testClient) Options {
+	o.Secrets = func(ns string) SecretClient { return c.Secrets(ns) }
+	o.ConfigMaps = func(ns string) ConfigMapClient { return c.ConfigMaps(ns) }
+	o.Services = func(ns string) ServiceClient { return c.Services(ns) }
+	o.ServiceAccounts = func(ns string) ServiceAccountClient { return c.ServiceAccounts(ns) }
+	return o
+}
 
 // newFixtureClientWith is the fake core/v1 client holding objs.
 func newFixtureClientWith(objs ...runtime.Object) corev1client.CoreV1Interface {

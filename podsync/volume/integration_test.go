@@ -216,7 +216,7 @@ func TestIntegrationNodeReads(t *testing.T) {
 
 	snap := leakcheck.Take()
 	rec := record.NewFakeRecorder(100)
-	m, err := New(Options{Client: n.node.CoreV1(), Recorder: rec})
+	m, err := New(withAPI(Options{Recorder: rec}, n.node.CoreV1()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,13 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -30,17 +30,37 @@ import (
 	"github.com/nodekit/nodekit/podsource"
 )
 
-// Client is the part of the core/v1 API the Manager reads and writes, all
-// of it allowed to a node identity (system:node:<name>) by the Node
-// authorizer for pods bound to the node: get, list and watch of single
-// Secrets and ConfigMaps (field-selected by name), list and watch of
-// Services, and create of serviceaccounts/token. A
-// kubernetes.Interface's CoreV1() is one.
-type Client interface {
-	corev1client.SecretsGetter
-	corev1client.ConfigMapsGetter
-	corev1client.ServicesGetter
-	corev1client.ServiceAccountsGetter
+// The clients below are the parts of the core/v1 API the Manager reads and
+// writes, each of one resource in one namespace, with client-go's
+// signatures (clientset.CoreV1().Secrets(ns) is a SecretClient as it is).
+// All of it is allowed to a node identity (system:node:<name>) by the Node
+// authorizer for pods bound to the node: list and watch of single Secrets
+// and ConfigMaps (field-selected by name), list and watch of Services, and
+// create of serviceaccounts/token.
+
+// SecretClient lists and watches the Secrets of one namespace.
+type SecretClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// ConfigMapClient lists and watches the ConfigMaps of one namespace.
+type ConfigMapClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// ServiceClient lists and watches Services (of every namespace, the only
+// namespace the Manager asks for).
+type ServiceClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.ServiceList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// ServiceAccountClient requests tokens of the ServiceAccounts of one
+// namespace.
+type ServiceAccountClient interface {
+	CreateToken(ctx context.Context, serviceAccountName string, tokenRequest *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error)
 }
 
 // Defaults and bounds of Options.
@@ -55,9 +75,16 @@ const (
 // Options configure a Manager. Zero values take the default named in each
 // field's comment.
 type Options struct {
-	// Client reads Secrets, ConfigMaps and Services and requests tokens.
-	// Nil: standalone; pods that reference API objects fail to set up.
-	Client Client
+	// Secrets, ConfigMaps, Services and ServiceAccounts return the client of
+	// a namespace's resource ("" for all namespaces, which only Services
+	// are asked for), for example
+	// func(ns string) volume.SecretClient { return clientset.CoreV1().Secrets(ns) }.
+	// They come together: all four set, or none (standalone: pods that
+	// reference API objects fail to set up).
+	Secrets         func(namespace string) SecretClient
+	ConfigMaps      func(namespace string) ConfigMapClient
+	Services        func(namespace string) ServiceClient
+	ServiceAccounts func(namespace string) ServiceAccountClient
 	// Clock times token refreshes and the wait for a first list, and
 	// stamps the atomic writer's directories. Default: the real clock.
 	Clock clock.WithTicker
@@ -95,7 +122,7 @@ var ErrStaticPodReference = errors.New("static pods may not reference API object
 // the kubelet's volume manager, secret, configMap and token managers do.
 // It implements podsync.PodData.
 type Manager struct {
-	client      Client
+	hasAPI      bool // the API clients are set
 	clock       clock.WithTicker
 	recorder    record.EventRecorder
 	allocatable func() corev1.ResourceList
@@ -123,6 +150,14 @@ type podEntry struct {
 // New returns a Manager. Its watches and token refreshes run while Run
 // runs.
 func New(o Options) (*Manager, error) {
+	set := map[string]bool{"Secrets": o.Secrets != nil, "ConfigMaps": o.ConfigMaps != nil,
+		"Services": o.Services != nil, "ServiceAccounts": o.ServiceAccounts != nil}
+	hasAPI := set["Secrets"] || set["ConfigMaps"] || set["Services"] || set["ServiceAccounts"]
+	for _, f := range []string{"Secrets", "ConfigMaps", "Services", "ServiceAccounts"} {
+		if hasAPI && !set[f] {
+			return nil, fmt.Errorf("volume: Options.%s is required when another API client is set", f)
+		}
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -138,30 +173,25 @@ func New(o Options) (*Manager, error) {
 	if o.Rand == nil {
 		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	m := &Manager{client: o.Client, clock: o.Clock, recorder: o.Recorder, allocatable: o.Allocatable, syncTimeout: o.SyncTimeout,
+	m := &Manager{hasAPI: hasAPI, clock: o.Clock, recorder: o.Recorder, allocatable: o.Allocatable, syncTimeout: o.SyncTimeout,
 		onChange: o.OnChange, wake: make(chan struct{}, 1), pods: map[types.UID]*podEntry{}}
 	m.objects = &objectCache{objects: map[objectKey]*watched{}, changed: m.objectChanged}
-	var sa corev1client.ServiceAccountsGetter
-	if o.Client != nil {
-		c := o.Client
+	if hasAPI {
 		m.objects.secrets = func(ns string) (listFn, watchFn) {
+			c := o.Secrets(ns)
 			return func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-					return c.Secrets(ns).List(ctx, lo)
-				}, func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-					return c.Secrets(ns).Watch(ctx, lo)
-				}
+				return c.List(ctx, lo)
+			}, c.Watch
 		}
 		m.objects.configMaps = func(ns string) (listFn, watchFn) {
+			c := o.ConfigMaps(ns)
 			return func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-					return c.ConfigMaps(ns).List(ctx, lo)
-				}, func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-					return c.ConfigMaps(ns).Watch(ctx, lo)
-				}
+				return c.List(ctx, lo)
+			}, c.Watch
 		}
-		m.services = newServiceCache(c)
-		sa = c
+		m.services = newServiceCache(o.Services(metav1.NamespaceAll))
 	}
-	m.tokens = newTokens(sa, o.Clock, o.Rand)
+	m.tokens = newTokens(o.ServiceAccounts, o.Clock, o.Rand)
 	return m, nil
 }
 
@@ -371,7 +401,7 @@ func (m *Manager) SetUpPod(ctx context.Context, pod *corev1.Pod, dir string) err
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.pod, e.dir = pod, dir
-	if len(refs) > 0 && m.client == nil {
+	if len(refs) > 0 && !m.hasAPI {
 		return fmt.Errorf("%w: pod %s/%s references API objects and there is no API client", ErrMount, pod.Namespace, pod.Name)
 	}
 	var ws []*watched
@@ -621,7 +651,7 @@ func (m *Manager) read(pod *corev1.Pod, key objectKey) (runtime.Object, error) {
 	if isStatic(pod) {
 		return nil, fmt.Errorf("%w: %s", ErrStaticPodReference, key)
 	}
-	if m.client == nil {
+	if !m.hasAPI {
 		return nil, fmt.Errorf("no API client to read %s", key)
 	}
 	w, err := m.objects.acquire(key, pod.UID)
@@ -665,12 +695,8 @@ type serviceCache struct {
 	once      sync.Once
 }
 
-func newServiceCache(c corev1client.ServicesGetter) *serviceCache {
-	lw := listwatch.Selected(func(ctx context.Context, o metav1.ListOptions) (*corev1.ServiceList, error) {
-		return c.Services(metav1.NamespaceAll).List(ctx, o)
-	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return c.Services(metav1.NamespaceAll).Watch(ctx, o)
-	}, "")
+func newServiceCache(c ServiceClient) *serviceCache {
+	lw := listwatch.Selected(c.List, c.Watch, "")
 	s := &serviceCache{store: cache.NewStore(cache.MetaNamespaceKeyFunc), synced: make(chan struct{})}
 	s.reflector = cache.NewReflectorWithOptions(lw, &corev1.Service{}, &syncedStore{Store: s.store, s: s}, cache.ReflectorOptions{Name: "services"})
 	return s

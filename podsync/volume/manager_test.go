@@ -648,6 +648,12 @@ func TestNoClient(t *testing.T) {
 	if err := m.SetUpPod(context.Background(), newPod("plain"), filepath.Join(dir, "b")); err != nil {
 		t.Errorf("plain pod: %v", err)
 	}
+	// The API clients come together.
+	o := withAPI(Options{}, newFixtureClient())
+	o.Services = nil
+	if _, err := New(o); err == nil || !strings.Contains(err.Error(), "Options.Services") {
+		t.Errorf("without Services: %v", err)
+	}
 }
 
 // Over a simulated day on the fake clock, a pod's 1h token is requested

@@ -44,7 +44,7 @@ func TestMeasureAPICost(t *testing.T) {
 		_ = n.admin.CoreV1().Pods("default").Delete(ctx, "measure", metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}()
 	snap := leakcheck.Take()
-	m, err := New(Options{Client: n.node.CoreV1()})
+	m, err := New(withAPI(Options{}, n.node.CoreV1()))
 	if err != nil {
 		t.Fatal(err)
 	}

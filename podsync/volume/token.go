@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -39,7 +38,7 @@ type tokenKey struct {
 // TokenRequest API (serviceaccounts/token, as the node) and caches them
 // until they need a refresh.
 type tokens struct {
-	client corev1client.ServiceAccountsGetter
+	client func(namespace string) ServiceAccountClient
 	clock  clock.PassiveClock
 	jitter func() time.Duration
 
@@ -47,7 +46,7 @@ type tokens struct {
 	cache map[tokenKey]*authenticationv1.TokenRequest
 }
 
-func newTokens(client corev1client.ServiceAccountsGetter, clk clock.PassiveClock, r *rand.Rand) *tokens {
+func newTokens(client func(namespace string) ServiceAccountClient, clk clock.PassiveClock, r *rand.Rand) *tokens {
 	var mu sync.Mutex
 	return &tokens{client: client, clock: clk, cache: map[tokenKey]*authenticationv1.TokenRequest{},
 		jitter: func() time.Duration {
@@ -108,7 +107,7 @@ func (t *tokens) get(ctx context.Context, pod *corev1.Pod, p *corev1.ServiceAcco
 		ExpirationSeconds: &exp,
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID},
 	}}
-	tr, err := t.client.ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	tr, err := t.client(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
 		if cached != nil && t.clock.Now().Before(cached.Status.ExpirationTimestamp.Time) {
 			return cached, nil

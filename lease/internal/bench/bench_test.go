@@ -40,7 +40,7 @@ func countUpdates(cs *fake.Clientset, n int, cancel context.CancelFunc) {
 func BenchmarkRenewal(b *testing.B) {
 	b.Run("impl=nodekit", func(b *testing.B) {
 		cs := fake.NewSimpleClientset()
-		r, err := lease.New(lease.Options{Client: cs, NodeName: "n1", NodeUID: "u1"})
+		r, err := lease.New(lease.Options{Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: "n1", NodeUID: "u1"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func BenchmarkRenewal(b *testing.B) {
 // BenchmarkSyncOnce is nodekit's renewal called directly, without a loop.
 func BenchmarkSyncOnce(b *testing.B) {
 	cs := fake.NewSimpleClientset()
-	r, err := lease.New(lease.Options{Client: cs, NodeName: "n1", NodeUID: "u1"})
+	r, err := lease.New(lease.Options{Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: "n1", NodeUID: "u1"})
 	if err != nil {
 		b.Fatal(err)
 	}
