@@ -39,7 +39,7 @@ type bench struct {
 	host       *hostState
 
 	pods, readyRuns, staticRuns int
-	idle, window    time.Duration
+	idle, window                time.Duration
 }
 
 // result holds one node's figures.
