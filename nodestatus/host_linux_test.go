@@ -5,8 +5,6 @@ package nodestatus_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/nodestatus/nodestatustest"
 )
@@ -41,22 +40,9 @@ func TestLinuxHostReadsThisMachine(t *testing.T) {
 	}
 }
 
-func writeFiles(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestLinuxHostParsesFiles(t *testing.T) {
 	root := t.TempDir()
-	writeFiles(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"proc/meminfo": "MemTotal:       16384000 kB\nMemFree:         1000000 kB\nMemAvailable:    8192000 kB\nSwapTotal:       2048000 kB\n",
 		"proc/stat": "cpu  1 2 3 4 5 6 7 8 9 10\ncpu0 1 2 3 4 5 6 7 8 9 10\ncpu1 1 2 3 4 5 6 7 8 9 10\ncpu2 1 2 3 4 5 6 7 8 9 10\n" +
 			"intr 0\nctxt 0\nbtime 1700000000\nprocesses 10\nprocs_running 1\nprocs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n",

@@ -1,27 +1,10 @@
 package usage_test
 
 import (
-	"os"
-	"path/filepath"
-	"testing"
 	"time"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// writeTree writes files (relative path to content) under root.
-func writeTree(t testing.TB, root string, files map[string]string) {
-	t.Helper()
-	for rel, content := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // procFiles are a host's /proc files: 8 GiB of memory, 1 GiB free, 512 MiB
 // of inactive file pages, eth0 the default route.

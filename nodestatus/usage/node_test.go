@@ -10,6 +10,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 )
 
@@ -28,7 +29,7 @@ func newCollector(t *testing.T, clk *clocktesting.FakeClock, root string, mod fu
 
 func TestNodeCgroupV1(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, merge(procFiles, v1Files))
+	testenv.WriteTree(t, root, merge(procFiles, v1Files))
 	clk := clocktesting.NewFakeClock(t0)
 	c := newCollector(t, clk, root, nil)
 	if c.Latest() != nil {
@@ -69,7 +70,7 @@ func TestNodeCgroupV1(t *testing.T) {
 
 	// Ten seconds and two CPU-seconds later: 0.2 cores.
 	clk.Step(10 * time.Second)
-	writeTree(t, root, map[string]string{"sys/fs/cgroup/cpuacct/cpuacct.usage": "52000000000\n"})
+	testenv.WriteTree(t, root, map[string]string{"sys/fs/cgroup/cpuacct/cpuacct.usage": "52000000000\n"})
 	if err := c.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestNodeCgroupV1(t *testing.T) {
 	}
 	// A counter that went back (a reset) gives no rate.
 	clk.Step(10 * time.Second)
-	writeTree(t, root, map[string]string{"sys/fs/cgroup/cpuacct/cpuacct.usage": "1000\n"})
+	testenv.WriteTree(t, root, map[string]string{"sys/fs/cgroup/cpuacct/cpuacct.usage": "1000\n"})
 	_ = c.SyncOnce(context.Background())
 	if r := c.Latest().Summary.Node.CPU.UsageNanoCores; r != nil {
 		t.Errorf("rate after a reset = %d, want none", *r)
@@ -91,7 +92,7 @@ func TestNodeCgroupV1(t *testing.T) {
 
 func TestNodeCgroupV2(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, merge(procFiles, v2Files))
+	testenv.WriteTree(t, root, merge(procFiles, v2Files))
 	clk := clocktesting.NewFakeClock(t0)
 	c := newCollector(t, clk, root, nil)
 	if err := c.SyncOnce(context.Background()); err != nil {
@@ -110,7 +111,7 @@ func TestNodeCgroupV2(t *testing.T) {
 		t.Errorf("available %d faults %d/%d, want 1.5Gi, 5000/7 from vmstat", val(m.AvailableBytes), val(m.PageFaults), val(m.MajorPageFaults))
 	}
 	clk.Step(5 * time.Second)
-	writeTree(t, root, map[string]string{"sys/fs/cgroup/cpu.stat": "usage_usec 45000000\n"})
+	testenv.WriteTree(t, root, map[string]string{"sys/fs/cgroup/cpu.stat": "usage_usec 45000000\n"})
 	_ = c.SyncOnce(context.Background())
 	if got := val(c.Latest().Summary.Node.CPU.UsageNanoCores); got != 1e9 {
 		t.Errorf("cpu rate = %d, want one core", got)
@@ -119,7 +120,7 @@ func TestNodeCgroupV2(t *testing.T) {
 
 func TestNodeProcStatFallback(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, procFiles) // no cgroup files at all
+	testenv.WriteTree(t, root, procFiles) // no cgroup files at all
 	c := newCollector(t, clocktesting.NewFakeClock(t0), root, nil)
 	if err := c.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -64,7 +65,7 @@ func findContainer(p *statsapi.PodStats, name string) *statsapi.ContainerStats {
 
 func TestPodsFromRuntime(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, merge(procFiles, v1Files))
+	testenv.WriteTree(t, root, merge(procFiles, v1Files))
 	clk := clocktesting.NewFakeClock(t0)
 	f := runtimetest.New(runtimetest.Options{Clock: clk})
 	sb, ids := runPod(t, f, "default", "web", "uid-web", "app", "sidecar")
@@ -75,7 +76,7 @@ func TestPodsFromRuntime(t *testing.T) {
 	must(t, f.SetContainerUsage(ids2["coredns"], runtimetest.Usage{CPUCoreNanoSeconds: 3e9, CPUNanoCores: &rate, MemoryWorkingSetBytes: 1 << 20}))
 	must(t, f.SetPodSandboxUsage(sb, runtimetest.Usage{CPUCoreNanoSeconds: 4e9, MemoryWorkingSetBytes: 20 << 20, RxBytes: 77, Processes: 4}))
 	logRoot := filepath.Join(root, "var/log/pods")
-	writeTree(t, logRoot, map[string]string{
+	testenv.WriteTree(t, logRoot, map[string]string{
 		"default_web_uid-web/app/0.log":                 "0123456789",
 		"default_web_uid-web/app/0.log.20260301-120000": "01234",
 	})
@@ -141,9 +142,9 @@ func TestPodsFromRuntime(t *testing.T) {
 
 func TestPodsCgroupFallback(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, merge(procFiles, v1Files))
+	testenv.WriteTree(t, root, merge(procFiles, v1Files))
 	cg := t.TempDir()
-	writeTree(t, cg, map[string]string{
+	testenv.WriteTree(t, cg, map[string]string{
 		// cgroup v1: a pod's cpuacct and memory directories.
 		"v1/cpuacct/kubepods/podA/cpuacct.usage":        "7000000000\n",
 		"v1/memory/kubepods/podA/memory.usage_in_bytes": "104857600\n",
@@ -205,7 +206,7 @@ func TestPodsCgroupFallback(t *testing.T) {
 
 func TestRuntimeErrorIsReported(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, merge(procFiles, v1Files))
+	testenv.WriteTree(t, root, merge(procFiles, v1Files))
 	clk := clocktesting.NewFakeClock(t0)
 	f := runtimetest.New(runtimetest.Options{Clock: clk})
 	f.InjectError("ListContainerStats", context.DeadlineExceeded)
@@ -221,7 +222,7 @@ func TestRuntimeErrorIsReported(t *testing.T) {
 func TestRun(t *testing.T) {
 	defer leakcheck.Check(t)()
 	root := t.TempDir()
-	writeTree(t, root, merge(procFiles, v1Files))
+	testenv.WriteTree(t, root, merge(procFiles, v1Files))
 	clk := clocktesting.NewFakeClock(t0)
 	c := newCollector(t, clk, root, nil)
 	ctx, cancel := context.WithCancel(context.Background())

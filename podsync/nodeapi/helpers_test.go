@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,25 +11,13 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func writeTree(t testing.TB, root string, files map[string]string) {
-	t.Helper()
-	for rel, content := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // hostFiles are a fake host's /proc and cgroup v1 root.
 var hostFiles = map[string]string{
@@ -80,7 +67,7 @@ func newFixtureCounts(t testing.TB, counts []int) *fixture {
 	t.Helper()
 	pods := len(counts)
 	root := t.TempDir()
-	writeTree(t, root, hostFiles)
+	testenv.WriteTree(t, root, hostFiles)
 	clk := clocktesting.NewFakeClock(t0)
 	rt := runtimetest.New(runtimetest.Options{Clock: clk, NoCallLog: true})
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 )
 
@@ -29,7 +30,7 @@ const currentLog = "2026-03-01T11:59:00.000000000Z stdout F line one\n" +
 func logHandler(t *testing.T) (*nodeapi.Handler, string) {
 	t.Helper()
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
+	testenv.WriteTree(t, root, map[string]string{
 		"ns_web_uid-1/app/0.log":       "2026-03-01T11:00:00Z stdout F old\n",
 		"ns_web_uid-1/app/1.log":       currentLog,
 		"ns_web_uid-1/single/0.log":    "2026-03-01T11:00:00Z stdout F only\n",
@@ -151,7 +152,7 @@ func TestContainerLogsFollow(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "ns_web_uid-1", "app")
 	log := filepath.Join(dir, "0.log")
-	writeTree(t, root, map[string]string{"ns_web_uid-1/app/0.log": "2026-03-01T12:00:00Z stdout F a\n"})
+	testenv.WriteTree(t, root, map[string]string{"ns_web_uid-1/app/0.log": "2026-03-01T12:00:00Z stdout F a\n"})
 	clk := clocktesting.NewFakeClock(t0)
 	h := newHandler(t, nodeapi.Options{PodLogRoot: root, Clock: clk, FollowInterval: time.Second})
 
