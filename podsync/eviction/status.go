@@ -1,0 +1,173 @@
+package eviction
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/podsync/admission"
+)
+
+// pressureSpec is kubelet's wording for one pressure condition.
+type pressureSpec struct {
+	condType                              corev1.NodeConditionType
+	trueReason, trueMessage, trueEvent    string
+	falseReason, falseMessage, falseEvent string
+}
+
+var pressureSpecs = [len(conditionTypes)]pressureSpec{
+	{corev1.NodeMemoryPressure,
+		"KubeletHasInsufficientMemory", "kubelet has insufficient memory available", "NodeHasInsufficientMemory",
+		"KubeletHasSufficientMemory", "kubelet has sufficient memory available", "NodeHasSufficientMemory"},
+	{corev1.NodeDiskPressure,
+		"KubeletHasDiskPressure", "kubelet has disk pressure", "NodeHasDiskPressure",
+		"KubeletHasNoDiskPressure", "kubelet has no disk pressure", "NodeHasNoDiskPressure"},
+	{corev1.NodePIDPressure,
+		"KubeletHasInsufficientPID", "kubelet has insufficient PID available", "NodeHasInsufficientPID",
+		"KubeletHasSufficientPID", "kubelet has sufficient PID available", "NodeHasSufficientPID"},
+}
+
+// ConditionSetter writes one pressure condition from the manager's last
+// sync. Its SetStatus is nodestatus.StatusSetter's method, so it replaces
+// nodestatus's own setter of the same name:
+//
+//	setters, err = setters.Replace(nodestatus.SetterMemoryPressure, mgr.ConditionSetter(corev1.NodeMemoryPressure))
+type ConditionSetter struct {
+	m    *Manager
+	spec *pressureSpec
+}
+
+// ConditionSetter returns the setter of condition c: MemoryPressure,
+// DiskPressure or PIDPressure. It panics on another type.
+func (m *Manager) ConditionSetter(c corev1.NodeConditionType) ConditionSetter {
+	i := conditionIndex(c)
+	if i < 0 {
+		panic(fmt.Sprintf("eviction: %q is not a pressure condition", c))
+	}
+	return ConditionSetter{m: m, spec: &pressureSpecs[i]}
+}
+
+// SetStatus writes the condition into node with kubelet's reason and
+// message: lastHeartbeatTime now, lastTransitionTime now when the status
+// changes (kept otherwise). A change records kubelet's Normal event on the
+// node ("Node <name> status is now: NodeHasInsufficientMemory"). Other
+// conditions are not touched. It never waits on a sync.
+func (s ConditionSetter) SetStatus(ctx context.Context, node *corev1.Node) error {
+	on := s.m.hasCondition(s.spec.condType)
+	c := corev1.NodeCondition{Type: s.spec.condType, Status: corev1.ConditionFalse, Reason: s.spec.falseReason, Message: s.spec.falseMessage}
+	event := s.spec.falseEvent
+	if on {
+		c.Status, c.Reason, c.Message, event = corev1.ConditionTrue, s.spec.trueReason, s.spec.trueMessage, s.spec.trueEvent
+	}
+	if setCondition(node, c, metav1.NewTime(s.m.o.Clock.Now())) {
+		s.m.event(node, nil, corev1.EventTypeNormal, event, fmt.Sprintf("Node %s status is now: %s", node.Name, event))
+	}
+	return nil
+}
+
+// SetStatus writes the three pressure conditions, as the three
+// ConditionSetters in turn.
+func (m *Manager) SetStatus(ctx context.Context, node *corev1.Node) error {
+	for _, c := range conditionTypes {
+		_ = m.ConditionSetter(c).SetStatus(ctx, node)
+	}
+	return nil
+}
+
+// setCondition replaces or appends c in node's conditions with kubelet's
+// bookkeeping and reports whether the status differs from the one there
+// (a condition that was missing counts as changed).
+func setCondition(node *corev1.Node, c corev1.NodeCondition, now metav1.Time) bool {
+	c.LastHeartbeatTime = now
+	for i := range node.Status.Conditions {
+		old := &node.Status.Conditions[i]
+		if old.Type != c.Type {
+			continue
+		}
+		changed := old.Status != c.Status
+		c.LastTransitionTime = old.LastTransitionTime
+		if changed || c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = now
+		}
+		*old = c
+		return changed
+	}
+	c.LastTransitionTime = now
+	node.Status.Conditions = append(node.Status.Conditions, c)
+	return true
+}
+
+var _ admission.Admitter = (*Manager)(nil)
+
+// Admit is kubelet's eviction admission with the manager's conditions
+// (see AdmitUnderPressure). Kubelet runs it before its other admission
+// handlers.
+func (m *Manager) Admit(pod *corev1.Pod, _ []*corev1.Pod) admission.Result {
+	return AdmitUnderPressure(m.state.Load().Conditions, pod)
+}
+
+// AdmitUnderPressure is kubelet's eviction admission rule: with no
+// pressure condition every pod is admitted, and so is a critical pod
+// (IsCritical) under any; under MemoryPressure alone, a pod that is not
+// BestEffort, or a BestEffort pod that tolerates the
+// node.kubernetes.io/memory-pressure:NoSchedule taint, is admitted; every
+// other pod is rejected with reason Evicted and the message "The node had
+// condition: [MemoryPressure]. " (the conditions that hold).
+func AdmitUnderPressure(conditions []corev1.NodeConditionType, pod *corev1.Pod) admission.Result {
+	if len(conditions) == 0 || IsCritical(pod) {
+		return admission.Admitted
+	}
+	if len(conditions) == 1 && conditions[0] == corev1.NodeMemoryPressure {
+		if qosClass(pod) != corev1.PodQOSBestEffort {
+			return admission.Admitted
+		}
+		taint := &corev1.Taint{Key: corev1.TaintNodeMemoryPressure, Effect: corev1.TaintEffectNoSchedule}
+		if schedcorev1.TolerationsTolerateTaint(klog.Background(), pod.Spec.Tolerations, taint, false) {
+			return admission.Admitted
+		}
+	}
+	return admission.Result{Reason: Reason, Message: fmt.Sprintf("The node had condition: %v. ", conditions)}
+}
+
+// qosClass is the pod's QoS class: status.qosClass when set, else by the
+// API's rule over cpu and memory requests and limits (the pod-level ones
+// when the pod sets them, else its containers').
+func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
+	}
+	set, guaranteed := false, true
+	check := func(r corev1.ResourceRequirements) {
+		for _, name := range [...]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := r.Requests[name]
+			lim, hasLim := r.Limits[name]
+			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
+				set = true
+			}
+			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	if r := pod.Spec.Resources; r != nil && (len(r.Requests) > 0 || len(r.Limits) > 0) {
+		check(*r) // pod-level resources decide alone
+	} else {
+		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				check(cs[i].Resources)
+			}
+		}
+	}
+	switch {
+	case !set:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	default:
+		return corev1.PodQOSBurstable
+	}
+}
