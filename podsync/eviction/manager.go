@@ -322,10 +322,10 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // waitCleanup polls PodCleanedUp; it returns false when ctx ended.
 func (m *Manager) waitCleanup(ctx context.Context, pod *corev1.Pod) bool {
-	timeout := m.o.Clock.NewTimer(PodCleanupTimeout)
-	defer timeout.Stop()
 	tick := m.o.Clock.NewTicker(PodCleanupPoll)
 	defer tick.Stop()
+	timeout := m.o.Clock.NewTimer(PodCleanupTimeout)
+	defer timeout.Stop()
 	for {
 		select {
 		case <-ctx.Done():

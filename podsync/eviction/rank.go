@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/nodekit/nodekit/podsource"
@@ -28,7 +27,7 @@ const SystemCriticalPriority = 2000000000
 
 // rankKey is what ranking compares for one pod.
 type rankKey struct {
-	pod      *corev1.Pod
+	index    int   // in the pods ranked: the last tie-breaker
 	found    bool  // the pod has usage in the snapshot
 	usage    int64 // in the signal's unit
 	request  int64
@@ -62,13 +61,39 @@ func diskUsage(u *PodUsage, s Signal, dedicatedImageFS bool) int64 {
 	return int64(logs + vols)
 }
 
+// podRequest is the pod's request of name as the scheduler counts it: the
+// pod-level request when set; else the larger of the regular containers
+// plus sidecars and the largest init container (plus the sidecars started
+// before it); plus the pod's overhead. It allocates nothing, unlike
+// component-helpers' PodRequests, which the ranking would call for every
+// pod on every eviction.
 func podRequest(pod *corev1.Pod, name corev1.ResourceName) int64 {
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	q, ok := reqs[name]
-	if !ok {
+	if r := pod.Spec.Resources; r != nil {
+		if q, ok := r.Requests[name]; ok {
+			return q.Value()
+		}
+	}
+	value := func(l corev1.ResourceList) int64 {
+		if q, ok := l[name]; ok {
+			return q.Value()
+		}
 		return 0
 	}
-	return q.Value()
+	var sum, sidecars, initMax int64
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		v := value(c.Resources.Requests)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars += v
+			initMax = max(initMax, sidecars)
+			continue
+		}
+		initMax = max(initMax, sidecars+v)
+	}
+	for i := range pod.Spec.Containers {
+		sum += value(pod.Spec.Containers[i].Resources.Requests)
+	}
+	return max(sum+sidecars, initMax) + value(pod.Spec.Overhead)
 }
 
 // Rank orders pods for an eviction driven by signal, first to evict first,
@@ -96,7 +121,7 @@ func rankWith(pods []*corev1.Pod, signal Signal, snap *Snapshot, idx usageIndex)
 	}
 	keys := make([]rankKey, len(pods))
 	for i, p := range pods {
-		k := rankKey{pod: p, priority: schedcorev1.PodPriority(p)}
+		k := rankKey{index: i, priority: schedcorev1.PodPriority(p)}
 		u, found := idx[p.UID]
 		k.found = found
 		switch {
@@ -119,44 +144,57 @@ func rankWith(pods []*corev1.Pod, signal Signal, snap *Snapshot, idx usageIndex)
 		}
 		keys[i] = k
 	}
-	byPriority := func(a, b *rankKey) int { return cmp.Compare(a.priority, b.priority) }
-	// noStats puts pods without usage first; 0 when both have it or neither.
-	noStats := func(a, b *rankKey) int { return cmpTrueFirst(!a.found, !b.found) }
-	exceeds := func(a, b *rankKey) int {
-		if c := noStats(a, b); c != 0 || !a.found {
-			return c
-		}
-		return cmpTrueFirst(a.usage > a.request, b.usage > b.request)
-	}
-	aboveRequest := func(a, b *rankKey) int {
-		if c := noStats(a, b); c != 0 || !a.found {
-			return c
-		}
-		return cmp.Compare(b.usage-b.request, a.usage-a.request)
-	}
-	var order []func(a, b *rankKey) int
-	if info.memory || info.disk {
-		order = []func(a, b *rankKey) int{exceeds, byPriority, aboveRequest}
-	} else {
-		processes := func(a, b *rankKey) int {
-			if c := noStats(a, b); c != 0 || !a.found {
-				return c
+	byUsage := info.memory || info.disk
+	// Keys hold no pointers, and the index breaks ties: an unstable sort
+	// gives the stable order without moving pointers about.
+	slices.SortFunc(keys, func(a, b rankKey) int {
+		var c int
+		if byUsage {
+			if c = exceedsFirst(a, b); c == 0 {
+				if c = cmp.Compare(a.priority, b.priority); c == 0 {
+					c = aboveRequestFirst(a, b)
+				}
 			}
-			return cmp.Compare(b.usage, a.usage)
+		} else if c = cmp.Compare(a.priority, b.priority); c == 0 {
+			c = moreUsageFirst(a, b)
 		}
-		order = []func(a, b *rankKey) int{byPriority, processes}
-	}
-	slices.SortStableFunc(keys, func(a, b rankKey) int {
-		for _, f := range order {
-			if c := f(&a, &b); c != 0 {
-				return c
-			}
+		if c == 0 {
+			c = cmp.Compare(a.index, b.index)
 		}
-		return 0
+		return c
 	})
+	orig := slices.Clone(pods)
 	for i := range keys {
-		pods[i] = keys[i].pod
+		pods[i] = orig[keys[i].index]
 	}
+}
+
+// noStatsFirst puts a pod without usage before one with usage; 0 when both
+// have it or neither has.
+func noStatsFirst(a, b rankKey) int { return cmpTrueFirst(!a.found, !b.found) }
+
+// exceedsFirst puts a pod whose usage exceeds its request first.
+func exceedsFirst(a, b rankKey) int {
+	if c := noStatsFirst(a, b); c != 0 || !a.found {
+		return c
+	}
+	return cmpTrueFirst(a.usage > a.request, b.usage > b.request)
+}
+
+// aboveRequestFirst puts the pod with more usage above its request first.
+func aboveRequestFirst(a, b rankKey) int {
+	if c := noStatsFirst(a, b); c != 0 || !a.found {
+		return c
+	}
+	return cmp.Compare(b.usage-b.request, a.usage-a.request)
+}
+
+// moreUsageFirst puts the pod with more usage first.
+func moreUsageFirst(a, b rankKey) int {
+	if c := noStatsFirst(a, b); c != 0 || !a.found {
+		return c
+	}
+	return cmp.Compare(b.usage, a.usage)
 }
 
 // cmpTrueFirst orders true before false.

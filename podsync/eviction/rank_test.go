@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodekit/nodekit/podsync/eviction"
 )
@@ -89,5 +90,43 @@ func TestIsCritical(t *testing.T) {
 		if got := eviction.IsCritical(tt.pod); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.pod.Name, got, tt.want)
 		}
+	}
+}
+
+// The requests ranking compares are the scheduler's: sidecars, the largest
+// init container, overhead, and pod-level requests when set.
+func TestRankRequests(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	mk := func(name string, edit func(*corev1.Pod)) *corev1.Pod {
+		p := newPod(name, request(corev1.ResourceMemory, "100Mi"))
+		edit(p)
+		return p
+	}
+	req := func(q string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}}
+	}
+	pods := []*corev1.Pod{
+		// 100Mi + 100Mi sidecar = 200Mi: 250Mi exceeds it by 50Mi.
+		mk("sidecar", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: req("100Mi")}}
+		}),
+		// An init container of 240Mi: 250Mi exceeds it by 10Mi.
+		mk("init", func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "i", Resources: req("240Mi")}} }),
+		// 100Mi + 120Mi overhead: exceeded by 30Mi.
+		mk("overhead", func(p *corev1.Pod) {
+			p.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("120Mi")}
+		}),
+		// Pod-level 1Gi: not exceeded.
+		mk("pod-level", func(p *corev1.Pod) { r := req("1Gi"); p.Spec.Resources = &r }),
+		// 100Mi: exceeded by 150Mi.
+		mk("plain", func(*corev1.Pod) {}),
+	}
+	snap := &eviction.Snapshot{}
+	for _, p := range pods {
+		snap.Pods = append(snap.Pods, memUsage(string(p.UID), 250*Mi))
+	}
+	eviction.Rank(pods, eviction.SignalMemoryAvailable, snap)
+	if got, want := names(pods), []string{"plain", "sidecar", "overhead", "init", "pod-level"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -1,0 +1,76 @@
+package eviction_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/podsync/eviction"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, what, cond)
+}
+
+func startRun(t *testing.T, f *fixture) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.m.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run returned %v", err)
+		}
+	}
+}
+
+// Run syncs every Period on the clock and returns nil when its context ends.
+func TestRun(t *testing.T) {
+	defer leakcheck.Check(t)()
+	snap := eviction.Snapshot{Memory: memory(10*Mi, Gi), Pods: []eviction.PodUsage{memUsage("a", Gi), memUsage("b", Gi)}}
+	f := newFixture(t, eviction.Options{}, snap, newPod("a"), newPod("b"))
+	stop := startRun(t, f)
+	defer stop()
+	waitFor(t, "first sync", func() bool { return f.obs.Calls() == 1 && f.clock.HasWaiters() })
+	if n := len(f.evicted()); n != 1 {
+		t.Fatalf("%d evictions after the first sync", n)
+	}
+	f.clock.Step(eviction.DefaultPeriod - time.Millisecond)
+	if f.obs.Calls() != 1 {
+		t.Fatal("synced before the period")
+	}
+	f.clock.Step(time.Millisecond)
+	waitFor(t, "second sync", func() bool { return f.obs.Calls() == 2 && f.clock.HasWaiters() })
+	if n := len(f.evicted()); n != 2 {
+		t.Fatalf("%d evictions after the second sync", n)
+	}
+}
+
+// With PodCleanedUp, Run polls it every second after an eviction and syncs
+// as soon as the pod is cleaned up.
+func TestRunWaitsForCleanup(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var cleaned atomic.Bool
+	var polls atomic.Int32
+	snap := eviction.Snapshot{Memory: memory(10*Mi, Gi), Pods: []eviction.PodUsage{memUsage("a", Gi), memUsage("b", Gi)}}
+	f := newFixture(t, eviction.Options{}, snap, newPod("a"), newPod("b"))
+	f.m = mustNew(t, f, eviction.Options{PodCleanedUp: func(*corev1.Pod) bool { polls.Add(1); return cleaned.Load() }})
+	stop := startRun(t, f)
+	defer stop()
+	waitFor(t, "first sync", func() bool { return f.obs.Calls() == 1 && f.clock.HasWaiters() })
+	f.clock.Step(eviction.PodCleanupPoll)
+	waitFor(t, "first poll", func() bool { return polls.Load() == 1 })
+	if f.obs.Calls() != 1 {
+		t.Fatal("synced before the pod was cleaned up")
+	}
+	cleaned.Store(true)
+	f.clock.Step(eviction.PodCleanupPoll)
+	waitFor(t, "sync after cleanup", func() bool { return f.obs.Calls() == 2 && len(f.evicted()) == 2 })
+}
