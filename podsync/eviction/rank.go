@@ -25,13 +25,25 @@ func IsCritical(pod *corev1.Pod) bool {
 // the system-cluster-critical class.
 const SystemCriticalPriority = 2000000000
 
-// rankKey is what ranking compares for one pod.
+// rankKey is one pod's place in a ranking: pods are ordered by k1, then
+// k2, then k3, then their index in the list ranked, so a plain sort gives
+// the stable order of kubelet's chain of comparisons.
 type rankKey struct {
-	index    int   // in the pods ranked: the last tie-breaker
-	found    bool  // the pod has usage in the snapshot
-	usage    int64 // in the signal's unit
-	request  int64
-	priority int32
+	k1, k2, k3 int64
+	index      int
+}
+
+func (a rankKey) compare(b rankKey) int {
+	if c := cmp.Compare(a.k1, b.k1); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.k2, b.k2); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.k3, b.k3); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.index, b.index)
 }
 
 // usageIndex maps pod UIDs to their usage in a snapshot.
@@ -121,80 +133,50 @@ func rankWith(pods []*corev1.Pod, signal Signal, snap *Snapshot, idx usageIndex)
 	}
 	keys := make([]rankKey, len(pods))
 	for i, p := range pods {
-		k := rankKey{index: i, priority: schedcorev1.PodPriority(p)}
+		prio := int64(schedcorev1.PodPriority(p))
 		u, found := idx[p.UID]
-		k.found = found
+		var usage, request int64
 		switch {
 		case info.memory:
-			k.request = podRequest(p, corev1.ResourceMemory)
+			request = podRequest(p, corev1.ResourceMemory)
 			if found {
-				k.usage = int64(u.MemoryWorkingSetBytes)
+				usage = int64(u.MemoryWorkingSetBytes)
 			}
 		case info.disk:
 			if info.resource == corev1.ResourceEphemeralStorage {
-				k.request = podRequest(p, corev1.ResourceEphemeralStorage)
+				request = podRequest(p, corev1.ResourceEphemeralStorage)
 			}
 			if found {
-				k.usage = diskUsage(u, signal, snap.DedicatedImageFS)
+				usage = diskUsage(u, signal, snap.DedicatedImageFS)
 			}
 		default:
 			if found {
-				k.usage = int64(u.Processes)
+				usage = int64(u.Processes)
 			}
+		}
+		k := rankKey{index: i}
+		switch {
+		case (info.memory || info.disk) && !found:
+			// No stats: first at the first step, tied at the others.
+			k.k1, k.k2 = 0, prio
+		case info.memory || info.disk:
+			k.k1 = 2
+			if usage > request {
+				k.k1 = 1
+			}
+			k.k2, k.k3 = prio, -(usage - request)
+		case !found:
+			k.k1, k.k2 = prio, 0
+		default:
+			k.k1, k.k2, k.k3 = prio, 1, -usage
 		}
 		keys[i] = k
 	}
-	byUsage := info.memory || info.disk
-	// Keys hold no pointers, and the index breaks ties: an unstable sort
-	// gives the stable order without moving pointers about.
-	slices.SortFunc(keys, func(a, b rankKey) int {
-		var c int
-		if byUsage {
-			if c = exceedsFirst(a, b); c == 0 {
-				if c = cmp.Compare(a.priority, b.priority); c == 0 {
-					c = aboveRequestFirst(a, b)
-				}
-			}
-		} else if c = cmp.Compare(a.priority, b.priority); c == 0 {
-			c = moreUsageFirst(a, b)
-		}
-		if c == 0 {
-			c = cmp.Compare(a.index, b.index)
-		}
-		return c
-	})
+	slices.SortFunc(keys, rankKey.compare)
 	orig := slices.Clone(pods)
 	for i := range keys {
 		pods[i] = orig[keys[i].index]
 	}
-}
-
-// noStatsFirst puts a pod without usage before one with usage; 0 when both
-// have it or neither has.
-func noStatsFirst(a, b rankKey) int { return cmpTrueFirst(!a.found, !b.found) }
-
-// exceedsFirst puts a pod whose usage exceeds its request first.
-func exceedsFirst(a, b rankKey) int {
-	if c := noStatsFirst(a, b); c != 0 || !a.found {
-		return c
-	}
-	return cmpTrueFirst(a.usage > a.request, b.usage > b.request)
-}
-
-// aboveRequestFirst puts the pod with more usage above its request first.
-func aboveRequestFirst(a, b rankKey) int {
-	if c := noStatsFirst(a, b); c != 0 || !a.found {
-		return c
-	}
-	return cmp.Compare(b.usage-b.request, a.usage-a.request)
-}
-
-// moreUsageFirst puts the pod with more usage first.
-func moreUsageFirst(a, b rankKey) int {
-	if c := noStatsFirst(a, b); c != 0 || !a.found {
-		return c
-	}
-	return cmp.Compare(b.usage, a.usage)
 }
 
 // cmpTrueFirst orders true before false.
