@@ -29,7 +29,9 @@
 //	podsync     makes the runtime match the desired pods and writes pod status;
 //	            podsync/volume gives pods their volumes, env and pull
 //	            credentials from the API; podsync/admission admits new pods
-//	            as kubelet does; podsync/nodeapi serves kubelet's read-only
+//	            as kubelet does; podsync/eviction reports memory, disk and
+//	            PID pressure and evicts pods to relieve it, as kubelet's
+//	            eviction manager; podsync/nodeapi serves kubelet's read-only
 //	            node API (/stats/summary, /metrics/resource, /pods,
 //	            /containerLogs, /healthz) as an http.Handler
 //	examples    examples/agent composes the parts into a working node agent

@@ -199,9 +199,12 @@
 //   - Pod-level cgroups only with CgroupsPerQOS on the cgroupfs driver; no
 //     node-allocatable enforcement on kubepods, no pids limit, no hugetlb;
 //     the QoS cgroups are set when pods come and go, not also every minute.
-//     No eviction. Admission is kubelet's predicates only
-//     (podsync/admission), and only with Options.Admit; no preemption to
-//     admit critical pods.
+//     The Engine does not evict on its own: podsync/eviction is kubelet's
+//     eviction manager, which an agent runs beside it with the Engine's
+//     pods and a Killer of its own. Admission is kubelet's predicates
+//     (podsync/admission) and, chained before them, the eviction rule
+//     (podsync/eviction), only with Options.Admit; no preemption to admit
+//     critical pods.
 //   - Volumes without PodData: emptyDir (on disk, also for medium Memory)
 //     and hostPath only; other volumes, envFrom and env from ConfigMaps,
 //     Secrets or resources are CreateContainerConfigError. With

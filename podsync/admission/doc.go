@@ -33,9 +33,11 @@
 //
 // # Limits
 //
-// Kubelet's other admit handlers (eviction under node pressure, sysctls,
-// topology and resource managers, AppArmor, node shutdown) are not here;
-// an agent can chain its own Admitter before or after Predicates. Kubelet
+// Kubelet's other admit handlers (sysctls, topology and resource
+// managers, AppArmor, node shutdown) are not here; an agent can chain its
+// own Admitter before or after Predicates. Kubelet's first handler, the
+// rejection of pods under node pressure, is podsync/eviction's
+// Manager.Admit (an Admitter) and AdmitUnderPressure. Kubelet
 // makes room for a critical pod (static, mirror or system-critical
 // priority) that fails only on resources by evicting other pods; Predicates
 // rejects it like any other pod.
