@@ -83,8 +83,9 @@
 // priority, use above the request (with a dedicated image file system,
 // imagefs counts writable layers, nodefs logs and local volumes; else both
 // count all three); pid.available — priority, then process count. A pod
-// without usage in the snapshot ranks first. Requests are the scheduler's
-// (sidecars, the largest init container, overhead, pod-level requests).
+// without usage in the snapshot goes first at each step that compares
+// usage. Requests are the scheduler's (sidecars, the largest init
+// container, overhead, pod-level requests).
 //
 // Run syncs every Period (10s); with Options.PodCleanedUp, after an
 // eviction it polls it every second for up to 30s and syncs again at once,
@@ -112,7 +113,8 @@
 // recently used first. As a Reclaimer it removes all of them (kubelet's
 // DeleteUnusedImages); GarbageCollect (Run, every 5m) frees space when the
 // image file system is at or above HighThresholdPercent (85) down to
-// LowThresholdPercent (80).
+// LowThresholdPercent (80). It is tested on runtime/runtimetest and, end
+// to end, on a private containerd (e2e_test.go).
 //
 // # Limits
 //
