@@ -21,7 +21,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Kubelet's reason for an evicted or rejected pod, and its event reasons.
+// Kubelet's values: Reason of an evicted or rejected pod (status and
+// event), the node event when a threshold drives an eviction, and the grace
+// period of a pod evicted for a hard threshold.
 const (
 	Reason                      = "Evicted"
 	EventEvictionThresholdMet   = "EvictionThresholdMet"
