@@ -31,7 +31,9 @@
 //	            credentials from the API; podsync/admission admits new pods
 //	            as kubelet does; podsync/nodeapi serves kubelet's read-only
 //	            node API (/stats/summary, /metrics/resource, /pods,
-//	            /containerLogs, /healthz) as an http.Handler
+//	            /containerLogs, /healthz) as an http.Handler, and a
+//	            Server that serves it over TLS, authenticated and
+//	            authorized as kubelet's port 10250
 //	examples    examples/agent composes the parts into a working node agent
 //
 // # How the parts compose

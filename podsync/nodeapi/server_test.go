@@ -60,6 +60,13 @@ func tlsClient(roots *x509.CertPool, cert *tls.Certificate, maxVersion uint16) *
 
 func getStatus(t *testing.T, c *http.Client, url, token string) int {
 	t.Helper()
+	code, _ := getBody(t, c, url, token)
+	return code
+}
+
+// getBody GETs url with a bearer token (if not empty).
+func getBody(t *testing.T, c *http.Client, url, token string) (int, string) {
+	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -69,8 +76,8 @@ func getStatus(t *testing.T, c *http.Client, url, token string) int {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func TestServerSelfSigned(t *testing.T) {
