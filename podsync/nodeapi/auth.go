@@ -93,6 +93,13 @@ type AuthOptions struct {
 	// AlwaysAllow lets every authenticated request through (kubelet's
 	// AlwaysAllow mode); SubjectAccessReviews must be nil.
 	AlwaysAllow bool
+	// UpgradeRequiresCreate authorizes a GET that upgrades its connection
+	// (WebSocket or SPDY) to /exec, /attach or /portForward as create, as
+	// the API server authorizes pods/exec, pods/attach and
+	// pods/portforward since v1.35. Default false, kubelet v1.37's way:
+	// such a GET needs get, so get on nodes/proxy runs commands in
+	// containers once those paths are served.
+	UpgradeRequiresCreate bool
 	// AuthenticationCacheTTL is how long a TokenReview's answer, either
 	// way, is reused for the same token. Default
 	// DefaultAuthenticationCacheTTL (2m); negative: no cache; at most
@@ -605,6 +612,9 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 			return
 		}
 		verb, subs := Attributes(r.Method, r.URL.Path)
+		if a.opts.UpgradeRequiresCreate && verb == "get" && streamUpgrade(r) {
+			verb = "create"
+		}
 		allowed := false
 		for _, sub := range subs {
 			d, err := a.Authorize(r.Context(), u, verb, sub)
@@ -628,6 +638,23 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	})
+}
+
+// streamUpgrade reports whether r upgrades its connection to a stream of
+// /exec, /attach or /portForward.
+func streamUpgrade(r *http.Request) bool {
+	p := r.URL.Path
+	if !isSubpath(p, "/exec") && !isSubpath(p, "/attach") && !isSubpath(p, "/portForward") {
+		return false
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ttlCache is a map of entries that expire, of at most max entries: a

@@ -505,3 +505,44 @@ func TestAuthOptionsValidation(t *testing.T) {
 		t.Errorf("valid options: %v", err)
 	}
 }
+
+func TestAuthUpgradeRequiresCreate(t *testing.T) {
+	upgrade := func(f *authFixture, path string) int {
+		r := httptest.NewRequest("GET", path, nil)
+		r.Header.Set("Authorization", "Bearer t")
+		r.Header.Set("Connection", "keep-alive, Upgrade")
+		r.Header.Set("Upgrade", "websocket")
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, on := range []bool{false, true} {
+		f := newAuthFixture(t, func(o *nodeapi.AuthOptions) { o.UpgradeRequiresCreate = on })
+		f.rv.tokens["t"] = authenticationv1.UserInfo{Username: "u"}
+		f.rv.grants["u get proxy"] = true
+		// The handler serves no /exec: 404 is authorized.
+		want := 404
+		if on {
+			want = 403
+		}
+		for _, p := range []string{"/exec/ns/pod/c?command=sh", "/attach/ns/pod/c", "/portForward/ns/pod"} {
+			if got := upgrade(f, p); got != want {
+				t.Errorf("UpgradeRequiresCreate %v, upgrade %s with get on nodes/proxy: %d, want %d", on, p, got, want)
+			}
+		}
+		// Other paths and plain GETs keep get.
+		if got := upgrade(f, "/containerLogs/ns/pod/c"); got != 404 {
+			t.Errorf("UpgradeRequiresCreate %v, upgrade of /containerLogs: %d, want the handler's 404 (no such pod)", on, got)
+		}
+		if got := f.do("GET", "/exec/ns/pod/c", "t", nil).Code; got != 404 {
+			t.Errorf("UpgradeRequiresCreate %v, plain GET /exec: %d, want 404", on, got)
+		}
+		if on {
+			f.rv.grants["u create proxy"] = true
+			f.clk.Step(nodeapi.DefaultUnauthorizedCacheTTL)
+			if got := upgrade(f, "/exec/ns/pod/c"); got != 404 {
+				t.Errorf("upgrade with create on nodes/proxy: %d, want 404", got)
+			}
+		}
+	}
+}

@@ -92,9 +92,11 @@
 //     "Forbidden (user=<user>, verb=<verb>, resource=nodes,
 //     subresource(s)=[<subresources>])"; a review failing: 500.
 //
-// A WebSocket upgrade is a GET and needs only get, as in kubelet v1.37:
-// get on nodes/proxy is not read-only once exec, attach or port-forward
-// are served, since their WebSocket protocols arrive as GETs.
+// A WebSocket upgrade is a GET and needs only get, as in kubelet v1.37
+// (its auth.go maps the method alone): get on nodes/proxy is not read-only
+// once exec, attach or port-forward are served, since their WebSocket
+// protocols arrive as GETs. AuthOptions.UpgradeRequiresCreate makes such
+// an upgrade need create, as the API server does for pods/exec.
 //
 // The review clients are one-method interfaces with client-go's
 // signatures, so clientset.AuthenticationV1().TokenReviews() and
