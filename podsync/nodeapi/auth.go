@@ -16,7 +16,9 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -49,8 +51,18 @@ const (
 	DefaultAuthenticationCacheTTL = 2 * time.Minute
 	DefaultAuthorizedCacheTTL     = 5 * time.Minute
 	DefaultUnauthorizedCacheTTL   = 30 * time.Second
-	// DefaultReviewTimeout bounds one TokenReview or SubjectAccessReview.
+	// DefaultReviewTimeout bounds one TokenReview or SubjectAccessReview,
+	// its retries included.
 	DefaultReviewTimeout = 10 * time.Second
+	// DefaultReviewRetries is how often a review failing with a transient
+	// error is retried: kubelet's webhook back-off makes 5 attempts.
+	DefaultReviewRetries = 4
+	// MaxReviewRetries bounds AuthOptions.ReviewRetries.
+	MaxReviewRetries = 10
+	// ReviewRetryInitial is the wait before the first retry; each next
+	// one is 1.5 times longer (kubelet's webhook back-off, without its
+	// jitter).
+	ReviewRetryInitial = 500 * time.Millisecond
 	// DefaultCacheSize bounds each cache (tokens, decisions).
 	DefaultCacheSize = 4096
 	// MaxCacheTTL bounds the cache TTLs; a negative TTL turns a cache off.
@@ -116,12 +128,19 @@ type AuthOptions struct {
 	// CacheSize bounds the entries of each cache. Default
 	// DefaultCacheSize (4096); at least 1.
 	CacheSize int
-	// ReviewTimeout bounds each review call. Default DefaultReviewTimeout
-	// (10s); between MinReviewTimeout and MaxReviewTimeout.
+	// ReviewTimeout bounds each review, its retries included. Default
+	// DefaultReviewTimeout (10s); between MinReviewTimeout and
+	// MaxReviewTimeout.
 	ReviewTimeout time.Duration
-	// Clock dates cache entries and checks certificate validity. Default
-	// clock.RealClock{}.
-	Clock clock.PassiveClock
+	// ReviewRetries is how often a review that failed with a transient
+	// error (connection reset or lost, 500, timeout, 429, or an answer
+	// suggesting a delay) is retried, after ReviewRetryInitial (500ms)
+	// growing 1.5 times each retry. Default DefaultReviewRetries (4);
+	// negative: none; at most MaxReviewRetries.
+	ReviewRetries int
+	// Clock dates cache entries, checks certificate validity and paces
+	// retries. Default clock.RealClock{}.
+	Clock clock.Clock
 }
 
 func (o AuthOptions) withDefaults() (AuthOptions, error) {
@@ -177,6 +196,14 @@ func (o AuthOptions) withDefaults() (AuthOptions, error) {
 	}
 	if o.ReviewTimeout < MinReviewTimeout || o.ReviewTimeout > MaxReviewTimeout {
 		return o, fmt.Errorf("AuthOptions.ReviewTimeout %v: want between %v and %v", o.ReviewTimeout, MinReviewTimeout, MaxReviewTimeout)
+	}
+	switch {
+	case o.ReviewRetries == 0:
+		o.ReviewRetries = DefaultReviewRetries
+	case o.ReviewRetries < 0:
+		o.ReviewRetries = 0
+	case o.ReviewRetries > MaxReviewRetries:
+		return o, fmt.Errorf("AuthOptions.ReviewRetries %d: want at most %d", o.ReviewRetries, MaxReviewRetries)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -440,7 +467,11 @@ func (a *Auth) reviewToken(ctx context.Context, token string) (tokenResult, erro
 	ctx, cancel := context.WithTimeout(ctx, a.opts.ReviewTimeout)
 	defer cancel()
 	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: a.opts.Audiences}}
-	got, err := a.opts.TokenReviews.Create(ctx, review, metav1.CreateOptions{})
+	var got *authenticationv1.TokenReview
+	err := a.retry(ctx, func() (err error) {
+		got, err = a.opts.TokenReviews.Create(ctx, review, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return tokenResult{}, fmt.Errorf("TokenReview: %w", err)
 	}
@@ -575,7 +606,11 @@ func (a *Auth) Authorize(ctx context.Context, u *User, verb, subresource string)
 			sar.Spec.Extra[k] = v
 		}
 	}
-	got, err := a.opts.SubjectAccessReviews.Create(rctx, sar, metav1.CreateOptions{})
+	var got *authorizationv1.SubjectAccessReview
+	err := a.retry(rctx, func() (err error) {
+		got, err = a.opts.SubjectAccessReviews.Create(rctx, sar, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return Denied, fmt.Errorf("SubjectAccessReview: %w", err)
 	}
@@ -638,6 +673,38 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 	})
+}
+
+// retry calls call until it succeeds, fails with an error that is not
+// transient, has been retried ReviewRetries times or ctx ends, waiting on
+// the clock between calls.
+func (a *Auth) retry(ctx context.Context, call func() error) error {
+	wait := ReviewRetryInitial
+	for attempt := 0; ; attempt++ {
+		err := call()
+		if err == nil || attempt >= a.opts.ReviewRetries || !transient(err) {
+			return err
+		}
+		t := a.opts.Clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C():
+		}
+		wait = wait * 3 / 2
+	}
+}
+
+// transient reports whether a review's error is worth a retry, as the
+// API server's webhook clients judge it.
+func transient(err error) bool {
+	if utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	_, delay := apierrors.SuggestsClientDelay(err)
+	return delay
 }
 
 // streamUpgrade reports whether r upgrades its connection to a stream of

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -93,9 +95,12 @@ type reviews struct {
 	tokenAu []string // audiences reviewed tokens are for; nil: the request's
 	grants  map[string]bool
 	fail    error
-	tr, sar []string // the reviewed tokens, "user verb subresource" asked
-	trSpecs []authenticationv1.TokenReviewSpec
-	sarSpec []authorizationv1.SubjectAccessReviewSpec
+	// The next flakyTokens TokenReviews fail with a 500, the next
+	// flakyAccess SubjectAccessReviews with a 429.
+	flakyTokens, flakyAccess int
+	tr, sar                  []string // the reviewed tokens, "user verb subresource" asked
+	trSpecs                  []authenticationv1.TokenReviewSpec
+	sarSpec                  []authorizationv1.SubjectAccessReviewSpec
 }
 
 func newReviews() *reviews {
@@ -112,6 +117,10 @@ func (rv *reviews) clientset() *fake.Clientset {
 		rv.trSpecs = append(rv.trSpecs, tr.Spec)
 		if rv.fail != nil {
 			return true, nil, rv.fail
+		}
+		if rv.flakyTokens > 0 {
+			rv.flakyTokens--
+			return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
 		}
 		if u, ok := rv.tokens[tr.Spec.Token]; ok {
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: u, Audiences: tr.Spec.Audiences}
@@ -133,6 +142,10 @@ func (rv *reviews) clientset() *fake.Clientset {
 		rv.sarSpec = append(rv.sarSpec, sar.Spec)
 		if rv.fail != nil {
 			return true, nil, rv.fail
+		}
+		if rv.flakyAccess > 0 {
+			rv.flakyAccess--
+			return true, nil, apierrors.NewTooManyRequests("slow down", 1)
 		}
 		sar.Status.Allowed = rv.grants[key] && ra.Resource == "nodes" && ra.Name == "node-1" && ra.Version == "v1" && ra.Group == ""
 		return true, sar, nil
@@ -544,5 +557,56 @@ func TestAuthUpgradeRequiresCreate(t *testing.T) {
 				t.Errorf("upgrade with create on nodes/proxy: %d, want 404", got)
 			}
 		}
+	}
+}
+
+// Reviews failing with a transient error are retried after 500ms, 750ms,
+// … on the clock; 4 retries at most.
+func TestAuthReviewRetries(t *testing.T) {
+	f := newAuthFixture(t, nil)
+	f.rv.tokens["t"] = authenticationv1.UserInfo{Username: "u"}
+	f.rv.grants["u get stats"] = true
+	serve := func() chan int {
+		done := make(chan int, 1)
+		go func() { done <- f.do("GET", "/stats/summary", "t", nil).Code }()
+		return done
+	}
+	// step waits for the request to wait for a retry, then moves the clock.
+	step := func(d time.Duration) {
+		t.Helper()
+		for !f.clk.HasWaiters() {
+			goruntime.Gosched()
+		}
+		f.clk.Step(d)
+	}
+	f.rv.mu.Lock()
+	f.rv.flakyTokens, f.rv.flakyAccess = 2, 1
+	f.rv.mu.Unlock()
+	done := serve()
+	step(500 * time.Millisecond)
+	step(750 * time.Millisecond)
+	step(500 * time.Millisecond) // the access review's first retry
+	if code := <-done; code != 200 {
+		tr, sar := f.rv.counts()
+		t.Fatalf("after transient failures: %d, want 200 (reviews %d, %d)", code, tr, sar)
+	}
+	if tr, sar := f.rv.counts(); tr != 3 || sar != 2 {
+		t.Fatalf("reviews %d, %d; want 3, 2", tr, sar)
+	}
+
+	// Five failures in a row: the request fails.
+	f.clk.Step(nodeapi.DefaultAuthorizedCacheTTL)
+	f.rv.mu.Lock()
+	f.rv.flakyTokens = 5
+	f.rv.mu.Unlock()
+	done = serve()
+	for _, d := range []time.Duration{500 * time.Millisecond, 750 * time.Millisecond, 1125 * time.Millisecond, 1687500 * time.Microsecond} {
+		step(d)
+	}
+	if code := <-done; code != 401 {
+		t.Fatalf("after 5 failed token reviews: %d, want 401", code)
+	}
+	if tr, _ := f.rv.counts(); tr != 8 {
+		t.Fatalf("%d token reviews in all, want 8", tr)
 	}
 }

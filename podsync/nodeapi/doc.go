@@ -128,18 +128,22 @@
 // Auth's caches are dated on AuthOptions.Clock and hold at most
 // AuthOptions.CacheSize (4096) entries each (an arbitrary entry goes when
 // one is full and nothing has expired); tokens are kept as their SHA-256.
-// Each review is bounded by ReviewTimeout (10s). Server verifies a client
-// certificate once per connection (again once the chain expires), since
-// verifying costs about 150 µs; Auth.Wrap without Server verifies it per
-// request. When Run's context ends, requests in flight have their
-// contexts cancelled and ShutdownGrace (5s) to finish.
+// A review that fails with a transient error (connection reset, 500,
+// timeout, 429) is retried after 500ms, then 1.5 times longer each time,
+// 5 attempts in all (kubelet's webhook back-off, without its jitter), on
+// the clock; ReviewTimeout (10s) bounds a review with its retries.
+// Server verifies a client certificate once per connection (again once
+// the chain expires), since verifying costs about 120 µs; Auth.Wrap
+// without Server verifies it per request. When Run's context ends,
+// requests in flight have their contexts cancelled and ShutdownGrace (5s)
+// to finish.
 //
 // # Limits
 //
-// Auth: no retries of a failed review (kubelet retries with back-off);
-// the client CA bundle and the serving certificate are read once (kubelet
-// reloads them when the files change); no front-proxy (request header)
-// authentication; no serving certificate from a CSR. Handler: no exec,
+// Auth: the client CA bundle and the serving certificate are read once
+// (kubelet reloads them when the files change); no front-proxy (request
+// header) authentication; no serving certificate from a CSR; no metrics
+// of reviews or decisions. Handler: no exec,
 // attach, port-forward, /stats/ container queries, /metrics/cadvisor or
 // /metrics/probes. Logs: rotated files of the current run are not read
 // back (as kubelet, only the live file), and a followed log of a container

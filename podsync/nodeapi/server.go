@@ -58,7 +58,7 @@ type ServerOptions struct {
 	IPs []net.IP
 	// Clock dates a self-signed certificate and is Auth.Clock's default.
 	// Default clock.RealClock{}.
-	Clock clock.PassiveClock
+	Clock clock.Clock
 }
 
 // Server serves a handler over TLS 1.2 or later, authenticated and
