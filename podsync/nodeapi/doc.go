@@ -59,8 +59,10 @@
 // Server serves over TLS 1.2 or later with the certificate and key in
 // ServerOptions.CertFile and KeyFile, or, with neither, a certificate it
 // signs itself at start for the host's name and addresses (kubelet's
-// default; kubelet writes its pair to its cert directory, Server keeps it
-// in memory). Server.Certificate returns it, for clients that pin it.
+// default). With ServerOptions.CertDir the pair is kept in
+// kubelet.crt and kubelet.key there, as in kubelet's cert directory, and
+// served again after a restart; without, it is made at each start and
+// kept in memory. Server.Certificate returns it, for clients that pin it.
 //
 // Auth does what kubelet's filter does, in kubelet's order:
 //

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log"
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -50,6 +52,12 @@ type ServerOptions struct {
 	// tlsPrivateKeyFile). Both empty: a self-signed certificate is made at
 	// start for Hostnames and IPs, as kubelet does.
 	CertFile, KeyFile string
+	// CertDir, when set and CertFile and KeyFile are not, keeps the
+	// self-signed pair in CertDir/kubelet.crt and CertDir/kubelet.key, as
+	// kubelet's --cert-dir: read when both are there, else made and
+	// written, so that a restart serves the same certificate. Empty: the
+	// pair is made at each start and kept in memory.
+	CertDir string
 	// Hostnames are the DNS names of a self-signed certificate; the first
 	// is its subject. Default: os.Hostname().
 	Hostnames []string
@@ -94,7 +102,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	case opts.CertFile != "" || opts.KeyFile != "":
 		return nil, errors.New("nodeapi: ServerOptions: set both CertFile and KeyFile, or neither")
 	default:
-		if cert, err = selfSigned(opts.Hostnames, opts.IPs, opts.Clock.Now()); err != nil {
+		if cert, err = selfSignedIn(opts.CertDir, opts.Hostnames, opts.IPs, opts.Clock.Now()); err != nil {
 			return nil, fmt.Errorf("nodeapi: self-signed certificate: %w", err)
 		}
 	}
@@ -175,6 +183,38 @@ type httpLogWriter struct{ logger klog.Logger }
 func (w httpLogWriter) Write(p []byte) (int, error) {
 	w.logger.V(4).Info("Node API server", "msg", string(p))
 	return len(p), nil
+}
+
+// selfSignedIn reads the self-signed pair from dir, or makes it and writes
+// it there; with no dir it only makes it.
+func selfSignedIn(dir string, hostnames []string, ips []net.IP, now time.Time) (tls.Certificate, error) {
+	if dir == "" {
+		return selfSigned(hostnames, ips, now)
+	}
+	certFile, keyFile := filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
+	_, certErr := os.Stat(certFile)
+	_, keyErr := os.Stat(keyFile)
+	if certErr == nil && keyErr == nil {
+		return tls.LoadX509KeyPair(certFile, keyFile)
+	}
+	cert, err := selfSigned(hostnames, ips, now)
+	if err != nil {
+		return cert, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		return cert, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return cert, err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return cert, err
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
+		return cert, err
+	}
+	return cert, nil
 }
 
 // selfSigned makes a self-signed ECDSA P-256 certificate for hostnames and

@@ -190,3 +190,29 @@ func TestServerListenError(t *testing.T) {
 		t.Fatalf("ListenAndServe on a bad address: %v", err)
 	}
 }
+
+// With a CertDir the self-signed pair is written once and served again
+// after a restart.
+func TestServerCertDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	opts := nodeapi.ServerOptions{Handler: http.NotFoundHandler(), CertDir: dir, Hostnames: []string{"node-1"}, IPs: []net.IP{},
+		Auth: nodeapi.AuthOptions{NodeName: "node-1", Anonymous: true, AlwaysAllow: true}}
+	first, err := nodeapi.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "kubelet.key"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("kubelet.key: %v %v", st, err)
+	}
+	second, err := nodeapi.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Certificate().Equal(second.Certificate()) {
+		t.Fatal("a restart made a new certificate")
+	}
+	if got := first.Certificate().DNSNames; len(got) != 1 || got[0] != "node-1" {
+		t.Fatalf("DNS names %q", got)
+	}
+}
