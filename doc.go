@@ -33,7 +33,9 @@
 //	            PID pressure and evicts pods to relieve it, as kubelet's
 //	            eviction manager; podsync/nodeapi serves kubelet's read-only
 //	            node API (/stats/summary, /metrics/resource, /pods,
-//	            /containerLogs, /healthz) as an http.Handler
+//	            /containerLogs, /healthz) as an http.Handler, and a
+//	            Server that serves it over TLS, authenticated and
+//	            authorized as kubelet's port 10250
 //	examples    examples/agent composes the parts into a working node agent
 //
 // # How the parts compose

@@ -2,9 +2,16 @@ package nodeapi_test
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 )
@@ -29,4 +36,71 @@ func Example() {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/containerLogs/default/web/app?tailLines=2&timestamps=true", nil))
 	fmt.Print(w.Body.String())
 	// Output: 2026-03-01T12:00:01.000000002Z world
+}
+
+// Which nodes subresources a request needs, as kubelet maps it.
+func ExampleAttributes() {
+	for _, p := range []string{"/stats/summary", "/metrics/resource", "/pods", "/containerLogs/ns/web/app"} {
+		verb, subresources := nodeapi.Attributes("GET", p)
+		fmt.Println(p, verb, subresources)
+	}
+	// Output:
+	// /stats/summary get [stats]
+	// /metrics/resource get [metrics]
+	// /pods get [pods proxy]
+	// /containerLogs/ns/web/app get [proxy]
+}
+
+// A handler behind Auth, the reviews answered by a fake clientset: a
+// token the API server knows, allowed nodes/stats and nothing else. With
+// a real clientset the same two clients come from
+// cs.AuthenticationV1().TokenReviews() and
+// cs.AuthorizationV1().SubjectAccessReviews(); nodeapi.NewServer serves
+// the wrapped handler over TLS.
+func ExampleAuth_Wrap() {
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		if tr.Spec.Token == "metrics-server-token" {
+			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true,
+				User: authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:metrics-server"}}
+		}
+		return true, tr, nil
+	})
+	cs.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		sar.Status.Allowed = sar.Spec.ResourceAttributes.Subresource == "stats"
+		return true, sar, nil
+	})
+	auth, err := nodeapi.NewAuth(nodeapi.AuthOptions{
+		NodeName:             "node-1",
+		TokenReviews:         cs.AuthenticationV1().TokenReviews(),
+		SubjectAccessReviews: cs.AuthorizationV1().SubjectAccessReviews(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	h := auth.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, _ := nodeapi.UserFrom(r.Context())
+		fmt.Fprintf(w, "%s served to %s\n", r.URL.Path, u.Name)
+	}))
+	for _, tc := range []struct{ path, token string }{
+		{"/stats/summary", ""},
+		{"/stats/summary", "stolen"},
+		{"/stats/summary", "metrics-server-token"},
+		{"/containerLogs/kube-system/etcd/etcd", "metrics-server-token"},
+	} {
+		r := httptest.NewRequest("GET", tc.path, nil)
+		if tc.token != "" {
+			r.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Print(w.Code, " ", w.Body)
+	}
+	// Output:
+	// 401 Unauthorized
+	// 401 Unauthorized
+	// 200 /stats/summary served to system:serviceaccount:kube-system:metrics-server
+	// 403 Forbidden (user=system:serviceaccount:kube-system:metrics-server, verb=get, resource=nodes, subresource(s)=[proxy])
 }

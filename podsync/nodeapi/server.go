@@ -1,0 +1,266 @@
+package nodeapi
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of ServerOptions.
+const (
+	// DefaultPort is kubelet's port for its node API.
+	DefaultPort = 10250
+	// SelfSignedValidity is how long a self-signed serving certificate is
+	// valid, as kubelet's.
+	SelfSignedValidity = 365 * 24 * time.Hour
+	// ShutdownGrace is how long Run waits for requests in flight once its
+	// context ends, before closing their connections.
+	ShutdownGrace = 5 * time.Second
+	// ReadHeaderTimeout bounds how long a client may take to send a
+	// request's headers.
+	ReadHeaderTimeout = 30 * time.Second
+)
+
+// ServerOptions configure a Server. The zero value of each field means its
+// default.
+type ServerOptions struct {
+	// Handler serves the authorized requests: a *Handler, or a mux with
+	// more paths. Required.
+	Handler http.Handler
+	// Auth configures authentication and authorization. Auth.Clock
+	// defaults to Clock.
+	Auth AuthOptions
+	// CertFile and KeyFile are the serving certificate (PEM, the chain
+	// after the leaf) and its key (kubelet's tlsCertFile and
+	// tlsPrivateKeyFile). Both empty: a self-signed certificate is made at
+	// start for Hostnames and IPs, as kubelet does.
+	CertFile, KeyFile string
+	// CertDir, when set and CertFile and KeyFile are not, keeps the
+	// self-signed pair in CertDir/kubelet.crt and CertDir/kubelet.key, as
+	// kubelet's --cert-dir: read when both are there, else made and
+	// written, so that a restart serves the same certificate. Empty: the
+	// pair is made at each start and kept in memory.
+	CertDir string
+	// Hostnames are the DNS names of a self-signed certificate; the first
+	// is its subject. Default: os.Hostname().
+	Hostnames []string
+	// IPs are the addresses of a self-signed certificate. Default: the
+	// host's interface addresses.
+	IPs []net.IP
+	// Clock dates a self-signed certificate and is Auth.Clock's default.
+	// Default clock.RealClock{}.
+	Clock clock.Clock
+}
+
+// Server serves a handler over TLS 1.2 or later, authenticated and
+// authorized as kubelet's port 10250 is.
+type Server struct {
+	auth    *Auth
+	handler http.Handler
+	tls     *tls.Config
+	leaf    *x509.Certificate
+}
+
+// NewServer loads or makes the serving certificate and returns a Server.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Handler == nil {
+		return nil, errors.New("nodeapi: ServerOptions.Handler is required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Auth.Clock == nil {
+		opts.Auth.Clock = opts.Clock
+	}
+	auth, err := NewAuth(opts.Auth)
+	if err != nil {
+		return nil, err
+	}
+	var cert tls.Certificate
+	switch {
+	case opts.CertFile != "" && opts.KeyFile != "":
+		if cert, err = tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile); err != nil {
+			return nil, fmt.Errorf("nodeapi: serving certificate: %w", err)
+		}
+	case opts.CertFile != "" || opts.KeyFile != "":
+		return nil, errors.New("nodeapi: ServerOptions: set both CertFile and KeyFile, or neither")
+	default:
+		if cert, err = selfSignedIn(opts.CertDir, opts.Hostnames, opts.IPs, opts.Clock.Now()); err != nil {
+			return nil, fmt.Errorf("nodeapi: self-signed certificate: %w", err)
+		}
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("nodeapi: serving certificate: %w", err)
+	}
+	cert.Leaf = leaf
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		// Requested, not verified by the handshake: Auth verifies it, so a
+		// bad certificate is a 401 as kubelet answers, not a TLS alert.
+		ClientAuth: tls.RequestClientCert,
+		ClientCAs:  auth.opts.ClientCAs,
+	}
+	return &Server{auth: auth, handler: auth.Wrap(opts.Handler), tls: cfg, leaf: leaf}, nil
+}
+
+// Certificate returns the serving certificate, for clients to trust a
+// self-signed one.
+func (s *Server) Certificate() *x509.Certificate { return s.leaf }
+
+// Auth returns the server's authenticator and authorizer.
+func (s *Server) Auth() *Auth { return s.auth }
+
+// ListenAndServe listens on addr (":10250" as kubelet; empty: that) and
+// serves until ctx ends, like Run.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	if addr == "" {
+		addr = fmt.Sprintf(":%d", DefaultPort)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("nodeapi: %w", err)
+	}
+	return s.Run(ctx, ln)
+}
+
+// Run serves TLS on ln until ctx ends, then stops taking connections,
+// waits up to ShutdownGrace for requests in flight (their contexts are
+// cancelled, which ends followed logs) and closes ln. It returns nil when
+// ctx ended and an error when serving failed.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	logger := klog.FromContext(ctx)
+	srv := &http.Server{
+		Handler:           s.handler,
+		TLSConfig:         s.tls,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnContext: func(c context.Context, _ net.Conn) context.Context {
+			return context.WithValue(c, connAuthKey{}, &connAuth{})
+		},
+		ErrorLog: log.New(httpLogWriter{logger}, "", 0),
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("nodeapi: serving: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("nodeapi: serving: %w", err)
+	}
+	return nil
+}
+
+// httpLogWriter sends net/http's own messages (TLS handshake errors) to the
+// logger at V(4).
+type httpLogWriter struct{ logger klog.Logger }
+
+func (w httpLogWriter) Write(p []byte) (int, error) {
+	w.logger.V(4).Info("Node API server", "msg", string(p))
+	return len(p), nil
+}
+
+// selfSignedIn reads the self-signed pair from dir, or makes it and writes
+// it there; with no dir it only makes it.
+func selfSignedIn(dir string, hostnames []string, ips []net.IP, now time.Time) (tls.Certificate, error) {
+	if dir == "" {
+		return selfSigned(hostnames, ips, now)
+	}
+	certFile, keyFile := filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
+	_, certErr := os.Stat(certFile)
+	_, keyErr := os.Stat(keyFile)
+	if certErr == nil && keyErr == nil {
+		return tls.LoadX509KeyPair(certFile, keyFile)
+	}
+	cert, err := selfSigned(hostnames, ips, now)
+	if err != nil {
+		return cert, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		return cert, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return cert, err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return cert, err
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
+		return cert, err
+	}
+	return cert, nil
+}
+
+// selfSigned makes a self-signed ECDSA P-256 certificate for hostnames and
+// ips valid from now for SelfSignedValidity.
+func selfSigned(hostnames []string, ips []net.IP, now time.Time) (tls.Certificate, error) {
+	if len(hostnames) == 0 {
+		h, err := os.Hostname()
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		hostnames = []string{h}
+	}
+	if ips == nil {
+		addrs, err := net.InterfaceAddrs()
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				ips = append(ips, n.IP)
+			}
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("%s@%d", hostnames[0], now.Unix())},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(SelfSignedValidity),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              hostnames,
+		IPAddresses:           ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
