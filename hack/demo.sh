@@ -187,7 +187,8 @@ choose_runtime() {
 
 start_agent() {
   local args=(--kubeconfig "$dir/node-$DEMO_NODE.kubeconfig" --hostname-override "$DEMO_NODE"
-    --disk-usage-path "$dir" --listen "${DEMO_LISTEN:-127.0.0.1:10248}" "$@")
+    --disk-usage-path "$dir" --listen "${DEMO_LISTEN:-127.0.0.1:10248}"
+    --port "${DEMO_PORT:-0}" --cert-dir "$dir/pki" "$@")
   if [ -n "$runtime_endpoint" ]; then
     args+=(--container-runtime-endpoint "$runtime_endpoint")
   fi

@@ -48,6 +48,7 @@ type agent struct {
 	registry  *prometheus.Registry
 	listener  net.Listener // nil: no local server
 	server    *http.Server
+	nodeAPI   net.Listener // kubelet's port; nil: --port=0
 
 	pods *podHalf // nil: no pod source configured
 
@@ -124,6 +125,11 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 		a.components = append(a.components, component{name: "pods", run: a.pods.Run})
 	}
 
+	if cfg.port != 0 {
+		if err = a.newNodeAPI(cfg, tclk); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.listen != "" {
 		if a.listener, err = net.Listen("tcp", cfg.listen); err != nil {
 			return nil, fmt.Errorf("--listen: %w", err)
@@ -186,6 +192,7 @@ func newSetters(cfg *config, name string, rt nodestatus.RuntimeInfo, status node
 		NodeIPs:        cfg.nodeIPs,
 		Runtime:        rt,
 		RuntimeStatus:  status,
+		KubeletPort:    int32(cfg.port), // 0 (not served): nodestatus's default
 		MaxPods:        cfg.maxPods,
 		PodsPerCore:    cfg.podsPerCore,
 		SystemReserved: cfg.systemReserved,

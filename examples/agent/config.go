@@ -67,6 +67,10 @@ var configFields = []configField{
 	{"containerLogMaxSize", "container-log-max-size", stringValue},
 	{"containerLogMaxFiles", "container-log-max-files", intValue},
 	{"containerLogMonitorInterval", "container-log-monitor-interval", durationValue},
+	{"address", "address", stringValue},
+	{"port", "port", intValue},
+	{"tlsCertFile", "tls-cert-file", stringValue},
+	{"tlsPrivateKeyFile", "tls-private-key-file", stringValue},
 	// healthzBindAddress and healthzPort together are --listen.
 }
 
@@ -74,7 +78,7 @@ var configFields = []configField{
 // agent does not support: set in a --config file, they are an error that
 // says so, rather than one that calls a kubelet field unknown.
 var kubeletConfigFields = []string{
-	"enableServer", "address", "port", "readOnlyPort", "tlsCertFile", "tlsPrivateKeyFile", "tlsCipherSuites",
+	"enableServer", "readOnlyPort", "tlsCipherSuites",
 	"tlsCurvePreferences", "tlsMinVersion", "rotateCertificates", "serverTLSBootstrap", "authentication", "authorization",
 	"registryPullQPS", "registryBurst", "imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
 	"eventRecordQPS", "eventBurst", "enableDebuggingHandlers", "enableContentionProfiling", "oomScoreAdj",

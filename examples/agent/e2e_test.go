@@ -109,7 +109,10 @@ func startStandalone(t *testing.T, name string, args ...string) *agentProc {
 	listen := freeAddr(t)
 	p := &agentProc{listen: listen, done: make(chan struct{}), log: &lockedBuffer{}}
 	p.cmd = exec.Command(bin, append([]string{
-		"--hostname-override=" + name, "--listen=" + listen, "-v=2",
+		// No node API unless args ask for one (--port): kubelet's
+		// default port is the machine's, and its default certificate
+		// directory is under /var/lib/kubelet.
+		"--hostname-override=" + name, "--listen=" + listen, "--port=0", "-v=2",
 	}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -47,7 +48,18 @@ type config struct {
 	diskUsageResource     string
 	listen                string
 	memoryLimit           int64
-	pendingStatusDelay    time.Duration
+
+	// The node API (kubelet's port).
+	address            net.IP
+	port               int
+	tlsCertFile        string
+	tlsKeyFile         string
+	certDir            string
+	clientCAFile       string
+	tokenWebhook       bool
+	anonymousAuth      bool
+	authzMode          string
+	pendingStatusDelay time.Duration
 
 	// The pod half.
 	podManifestPath    string
@@ -127,12 +139,12 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 
 	c := &config{}
 	var (
-		nodeIP, labels, sysRes, kubeRes string
-		leaseSeconds                    int
-		memLimit                        string
-		headers                         headerFlag
-		clusterDNS                      string
-		taints                          string
+		nodeIP, labels, sysRes, kubeRes, address string
+		leaseSeconds                             int
+		memLimit                                 string
+		headers                                  headerFlag
+		clusterDNS                               string
+		taints                                   string
 	)
 	fs.StringVar(&c.configFile, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) with the fields this agent supports; flags given on the command line override it.")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to the kubeconfig of the node's identity (system:node:<name>). Empty: standalone, no API server (static pods only; no registration, lease or mirror pods).")
@@ -155,6 +167,15 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.StringVar(&c.diskUsageResource, "disk-usage-resource", "", "Extended resource name (for example example.com/scratch) under which to also report the file system's size. Empty: none.")
 	fs.StringVar(&c.listen, "listen", defaultListen, "Local address for /healthz and /metrics. Empty: do not serve.")
 	fs.StringVar(&memLimit, "memory-limit", "24Mi", "Soft memory limit of the Go runtime (debug.SetMemoryLimit) unless GOMEMLIMIT is set. 0: none.")
+	fs.StringVar(&address, "address", "0.0.0.0", "IP address the node API (--port) listens on.")
+	fs.IntVar(&c.port, "port", 10250, "Port of the node API (/stats/summary, /metrics/resource, /pods, /containerLogs, /healthz) over TLS, authenticated and authorized as kubelet's. 0: do not serve.")
+	fs.StringVar(&c.tlsCertFile, "tls-cert-file", "", "Serving certificate of the node API (PEM, chain after the leaf). Empty: a self-signed one kept in --cert-dir.")
+	fs.StringVar(&c.tlsKeyFile, "tls-private-key-file", "", "Private key of --tls-cert-file.")
+	fs.StringVar(&c.certDir, "cert-dir", "", "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key). Default <root-dir>/pki.")
+	fs.StringVar(&c.clientCAFile, "client-ca-file", "", "CA bundle that node API client certificates are verified against (user = CN, groups = O). Empty: client certificates are not accepted.")
+	fs.BoolVar(&c.tokenWebhook, "authentication-token-webhook", true, "Authenticate node API bearer tokens with the API server's TokenReview (needs --kubeconfig).")
+	fs.BoolVar(&c.anonymousAuth, "anonymous-auth", false, "Serve node API requests without credentials as system:anonymous (still authorized).")
+	fs.StringVar(&c.authzMode, "authorization-mode", "", "Node API authorization: Webhook (SubjectAccessReview as the node) or AlwaysAllow. Default Webhook with --kubeconfig, AlwaysAllow without.")
 	fs.DurationVar(&c.pendingStatusDelay, "pending-status-delay", 500*time.Millisecond, "How long a pod status that stays Pending (ContainerCreating) may wait before it is written, so a pod that starts within it costs one status write. 0: write every change at once, as kubelet does; at most 10s.")
 
 	fs.StringVar(&c.podManifestPath, "pod-manifest-path", "", "Directory of static pod manifests (or one manifest file). Empty: none.")
@@ -215,6 +236,9 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	if err = c.parsePodFlags(clusterDNS, headers.h); err != nil {
 		return nil, err
 	}
+	if err = c.parseServerFlags(address); err != nil {
+		return nil, err
+	}
 	if c.nodeIPs, err = parseNodeIPs(nodeIP); err != nil {
 		return nil, fmt.Errorf("--node-ip: %w", err)
 	}
@@ -257,6 +281,46 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	}
 	return c, nil
 }
+
+// parseServerFlags checks the node API's flags.
+func (c *config) parseServerFlags(address string) error {
+	if c.address = net.ParseIP(address); c.address == nil {
+		return fmt.Errorf("--address %q is not an IP address", address)
+	}
+	if c.port < 0 || c.port > 65535 {
+		return fmt.Errorf("--port %d must be between 0 and 65535", c.port)
+	}
+	if (c.tlsCertFile == "") != (c.tlsKeyFile == "") {
+		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if c.certDir == "" {
+		c.certDir = filepath.Join(c.rootDir, "pki")
+	}
+	switch c.authzMode {
+	case "":
+		c.authzMode = authzAlwaysAllow
+		if c.kubeconfig != "" {
+			c.authzMode = authzWebhook
+		}
+	case authzWebhook:
+		if c.kubeconfig == "" {
+			return errors.New("--authorization-mode=Webhook needs --kubeconfig")
+		}
+	case authzAlwaysAllow:
+	default:
+		return fmt.Errorf("--authorization-mode %q: want %s or %s", c.authzMode, authzWebhook, authzAlwaysAllow)
+	}
+	if c.kubeconfig == "" {
+		c.tokenWebhook = false // no API server to review tokens
+	}
+	return nil
+}
+
+// The node API's authorization modes.
+const (
+	authzWebhook     = "Webhook"
+	authzAlwaysAllow = "AlwaysAllow"
+)
 
 // parsePodFlags checks the pod half's flags.
 func (c *config) parsePodFlags(clusterDNS string, headers http.Header) error {

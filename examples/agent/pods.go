@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
@@ -62,6 +63,9 @@ type podHalf struct {
 	// each mirror pod they create, so a static pod's status is written to
 	// it at once.
 	writer atomic.Pointer[status.Writer]
+	// usage samples the node's and the pods' usage once Run has a runtime:
+	// the node API's /stats/summary and /metrics/resource.
+	usage atomic.Pointer[usage.Collector]
 	// registered reports whether the Node exists (the heartbeat's
 	// Registered); mirror pods start once it does, as NodeRestriction
 	// admits a mirror pod only with an owner reference to the Node.
@@ -205,6 +209,12 @@ func (p *podHalf) Run(ctx context.Context) error {
 		return err
 	}
 	p.status.cri.Store(cri)
+	collector, err := usage.New(usage.Options{NodeName: p.name, Runtime: rt, Clock: p.clock,
+		RootDir: p.cfg.rootDir, PodLogRoot: p.cfg.podLogRoot, PodCgroupDirs: cri.PodCgroupDirs})
+	if err != nil {
+		return fmt.Errorf("usage: %w", err)
+	}
+	p.usage.Store(collector)
 	wopts := status.Options{Clock: p.clock, Registerer: p.registry, PendingDelay: p.cfg.pendingStatusDelay}
 	if p.client != nil {
 		wopts.Pods = p.client.statusPods
@@ -244,6 +254,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		{name: "probes", run: probes.Run},
 		{name: "pod sync", run: engine.Run},
 		{name: "pod data", run: data.Run},
+		{name: "usage", run: collector.Run},
 		{name: "pod updates", run: func(ctx context.Context) error { return p.relay(ctx, relay) }},
 	}
 	if p.mirrors != nil {

@@ -39,7 +39,7 @@ func TestAgentStandalonePodsOnFakeRuntime(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	cfg, err := parseFlags([]string{"--hostname-override=n1", "--listen=", "--pod-manifest-path=" + manifests,
+	cfg, err := parseFlags([]string{"--hostname-override=n1", "--listen=", "--port=0", "--pod-manifest-path=" + manifests,
 		"--file-check-frequency=1s", "--manifest-url=" + srv.URL, "--manifest-url-header=X-Token:abc",
 		"--root-dir=" + t.TempDir(), "--pod-log-root=" + t.TempDir(), "--resolv-conf=", "--node-ip=192.0.2.7"}, io.Discard)
 	if err != nil {

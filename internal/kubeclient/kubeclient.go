@@ -1,16 +1,18 @@
 // Package kubeclient is the small API client of nodekit's binaries: clients
 // of the resources a node agent reads and writes (Nodes, Leases, Pods,
-// Events, Secrets, ConfigMaps, Services, ServiceAccounts' tokens), each with
-// the methods and signatures of client-go's typed clients, so that they are
-// the clients nodekit's packages declare, built on client-go's rest package
-// with a scheme of its own.
+// Events, Secrets, ConfigMaps, Services, ServiceAccounts' tokens) and the
+// reviews a node API server makes (TokenReviews, SubjectAccessReviews),
+// each with the methods and signatures of client-go's typed clients, so
+// that they are the clients nodekit's packages declare, built on client-go's
+// rest package with a scheme of its own.
 //
 // client-go's clientset registers every API group in its scheme when its
 // package is initialised, and its typed clients bring the apply
 // configurations of every group along: some 10 MiB of a small process's
-// resident memory. This scheme registers core/v1, coordination.k8s.io/v1
-// and authentication.k8s.io/v1 (TokenRequest) and the meta/v1 options, and
-// nothing of client-go's kubernetes packages is imported.
+// resident memory. This scheme registers core/v1, coordination.k8s.io/v1,
+// authentication.k8s.io/v1 (TokenRequest, TokenReview),
+// authorization.k8s.io/v1 (SubjectAccessReview) and the meta/v1 options,
+// and nothing of client-go's kubernetes packages is imported.
 //
 // On the wire the clients speak protobuf unless the rest.Config asks for
 // another content type: application/vnd.kubernetes.protobuf for the answers
@@ -26,6 +28,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,12 +48,12 @@ const (
 )
 
 // NewScheme returns a scheme that knows core/v1, coordination.k8s.io/v1,
-// authentication.k8s.io/v1 and the meta/v1 types (Status, options, watch
+// authentication.k8s.io/v1, authorization.k8s.io/v1 and the meta/v1 types (Status, options, watch
 // events): all the client decodes, and what a record.EventRecorder needs to
 // refer to Pods and Nodes.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, authenticationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -66,6 +69,8 @@ type Client struct {
 	params runtime.ParameterCodec
 	core   rest.Interface
 	coord  rest.Interface
+	authn  rest.Interface
+	authz  rest.Interface
 }
 
 // New returns a Client for cfg: its host, TLS, credentials, user agent,
@@ -122,6 +127,12 @@ func NewForHTTPClient(cfg *rest.Config, hc *http.Client) (*Client, error) {
 		return nil, err
 	}
 	if c.coord, err = restClient(base, hc, "/apis", coordinationv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if c.authn, err = restClient(base, hc, "/apis", authenticationv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if c.authz, err = restClient(base, hc, "/apis", authorizationv1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -196,6 +207,18 @@ func (c *Client) Leases(namespace string) *LeaseClient {
 	n.res = c.resource("leases", namespace, true)
 	n.rc = c.coord
 	return n
+}
+
+// TokenReviews returns the client of authentication.k8s.io/v1
+// TokenReviews: a node API server's bearer-token authentication.
+func (c *Client) TokenReviews() *TokenReviewClient {
+	return &TokenReviewClient{res{rc: c.authn, params: c.params, name: "tokenreviews"}}
+}
+
+// SubjectAccessReviews returns the client of authorization.k8s.io/v1
+// SubjectAccessReviews: a node API server's authorization.
+func (c *Client) SubjectAccessReviews() *SubjectAccessReviewClient {
+	return &SubjectAccessReviewClient{res{rc: c.authz, params: c.params, name: "subjectaccessreviews"}}
 }
 
 func (c *Client) resource(name, namespace string, namespaced bool) res {
@@ -335,5 +358,28 @@ func (c *ServiceAccountClient) CreateToken(ctx context.Context, serviceAccountNa
 	out := &authenticationv1.TokenRequest{}
 	err := c.req(http.MethodPost).Name(serviceAccountName).SubResource("token").
 		VersionedParams(&opts, c.params).Body(tokenRequest).Do(ctx).Into(out)
+	return out, err
+}
+
+// TokenReviewClient is the client of TokenReviews; it only creates them.
+type TokenReviewClient struct{ res }
+
+// Create asks the API server who a bearer token is.
+func (c *TokenReviewClient) Create(ctx context.Context, review *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+	return create(ctx, c.res, review, opts, &authenticationv1.TokenReview{})
+}
+
+// SubjectAccessReviewClient is the client of SubjectAccessReviews; it only
+// creates them.
+type SubjectAccessReviewClient struct{ res }
+
+// Create asks the API server whether a user may do what a review describes.
+func (c *SubjectAccessReviewClient) Create(ctx context.Context, review *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	return create(ctx, c.res, review, opts, &authorizationv1.SubjectAccessReview{})
+}
+
+// create POSTs obj to r and decodes the answer into out.
+func create[T runtime.Object](ctx context.Context, r res, obj runtime.Object, opts metav1.CreateOptions, out T) (T, error) {
+	err := r.req(http.MethodPost).VersionedParams(&opts, r.params).Body(obj).Do(ctx).Into(out)
 	return out, err
 }

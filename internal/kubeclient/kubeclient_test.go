@@ -12,6 +12,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -331,6 +332,46 @@ func TestCreateToken(t *testing.T) {
 	}
 	if tr.Status.Token != "tok" || tr.Spec.Audiences[0] != "api" {
 		t.Errorf("got %+v", tr)
+	}
+}
+
+// Reviews are created at the cluster scope of their groups, in protobuf,
+// and the answers decoded.
+func TestReviews(t *testing.T) {
+	s, c := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/apis/authentication.k8s.io/v1/tokenreviews":
+			var tr authenticationv1.TokenReview
+			s.decode(r.Header.Get("Content-Type"), s.last().body, &tr)
+			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: tr.Spec.Token == "good", User: authenticationv1.UserInfo{Username: "alice"}}
+			s.write(w, http.StatusCreated, kubeclient.ContentTypeProtobuf, authenticationv1.SchemeGroupVersion, &tr)
+		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+			var sar authorizationv1.SubjectAccessReview
+			s.decode(r.Header.Get("Content-Type"), s.last().body, &sar)
+			sar.Status.Allowed = sar.Spec.User == "alice" && sar.Spec.ResourceAttributes.Subresource == "stats"
+			s.write(w, http.StatusCreated, kubeclient.ContentTypeProtobuf, authorizationv1.SchemeGroupVersion, &sar)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	})
+	tr, err := c.TokenReviews().Create(ctx(t), &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "good"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.last(); r.method != http.MethodPost || r.contentType != kubeclient.ContentTypeProtobuf {
+		t.Errorf("token review request %s %s (%s)", r.method, r.path, r.contentType)
+	}
+	if !tr.Status.Authenticated || tr.Status.User.Username != "alice" {
+		t.Errorf("token review %+v", tr.Status)
+	}
+	sar, err := c.SubjectAccessReviews().Create(ctx(t), &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: "alice", ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "stats", Name: "n1"},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sar.Status.Allowed {
+		t.Errorf("access review %+v", sar.Status)
 	}
 }
 

@@ -178,6 +178,8 @@ func (n *node) agentArgs(kubeconfig string) []string {
 		"--pod-manifest-path=" + n.static,
 		"--resolv-conf=",
 		"--listen=127.0.0.1:" + strconv.Itoa(freePort(b.t)),
+		"--port=" + strconv.Itoa(freePort(b.t)), // the node API, as the kubelet serves its own
+		"--cert-dir=" + filepath.Join(n.dir, "pki"),
 		"-v=0",
 	}
 }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/kubeclient"
+	"github.com/nodekit/nodekit/nodestatus/usage"
+	"github.com/nodekit/nodekit/podsync/nodeapi"
+)
+
+// The small client's review clients are the node API's.
+var (
+	_ nodeapi.TokenReviewInterface         = (*kubeclient.TokenReviewClient)(nil)
+	_ nodeapi.SubjectAccessReviewInterface = (*kubeclient.SubjectAccessReviewClient)(nil)
+)
+
+// newNodeAPI adds kubelet's port to the agent: podsync/nodeapi's handler
+// (/stats/summary and /metrics/resource from the pod half's usage
+// collector, /pods, /containerLogs, /healthz) behind its Server: TLS with
+// the given or a self-signed certificate, client certificates against
+// --client-ca-file, bearer tokens through TokenReview, and authorization by
+// SubjectAccessReview as the node (or AlwaysAllow). It binds the port now,
+// so that a busy port is an error at start.
+func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
+	ho := nodeapi.Options{PodLogRoot: cfg.podLogRoot, Clock: clk}
+	if a.pods != nil {
+		ho.Stats, ho.Pods = a.pods, a.pods.runningPods
+	}
+	h, err := nodeapi.New(ho)
+	if err != nil {
+		return err
+	}
+	auth := nodeapi.AuthOptions{NodeName: a.name, ClientCAFile: cfg.clientCAFile, Anonymous: cfg.anonymousAuth}
+	if cfg.tokenWebhook && a.client != nil {
+		auth.TokenReviews = a.client.TokenReviews()
+	}
+	if cfg.authzMode == authzWebhook {
+		auth.SubjectAccessReviews = a.client.SubjectAccessReviews()
+	} else {
+		auth.AlwaysAllow = true
+	}
+	srv, err := nodeapi.NewServer(nodeapi.ServerOptions{
+		Handler: h, Auth: auth,
+		CertFile: cfg.tlsCertFile, KeyFile: cfg.tlsKeyFile, CertDir: cfg.certDir,
+		Hostnames: []string{a.name}, IPs: cfg.nodeIPs, Clock: clk,
+	})
+	if err != nil {
+		return fmt.Errorf("node API: %w", err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.address.String(), strconv.Itoa(cfg.port)))
+	if err != nil {
+		return fmt.Errorf("--port: %w", err)
+	}
+	a.nodeAPI = ln
+	a.components = append(a.components, component{name: "node API", run: func(ctx context.Context) error {
+		return srv.Run(ctx, ln)
+	}})
+	return nil
+}
+
+// Latest is the pod half's last usage sample (nodeapi.Stats), nil until
+// its collector has taken one.
+func (p *podHalf) Latest() *usage.Snapshot {
+	if c := p.usage.Load(); c != nil {
+		return c.Latest()
+	}
+	return nil
+}
+
+// runningPods are the pods the sources want on the node, for /pods and
+// /containerLogs (a pod's log directory has its UID).
+func (p *podHalf) runningPods(context.Context) []*corev1.Pod { return p.merger.Pods() }
