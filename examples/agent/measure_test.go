@@ -57,7 +57,8 @@ func TestMeasureFootprint(t *testing.T) {
 	var readies []time.Duration
 	for i := range runs {
 		name := fmt.Sprintf("measure-ready-%d", i)
-		p := startAgent(t, name, "--container-runtime-endpoint="+c.Endpoint, "-v=0")
+		api, _ := nodeAPIArgs(t) // served, as kubelet serves its port
+		p := startAgent(t, name, append(api, "--container-runtime-endpoint="+c.Endpoint, "-v=0")...)
 		waitNode(ctx, t, admin, name, p.started, 10*time.Second, func(n *corev1.Node) bool {
 			return condition(n, corev1.NodeReady) == corev1.ConditionTrue
 		})
@@ -67,7 +68,8 @@ func TestMeasureFootprint(t *testing.T) {
 	report("start to Node Ready (new node, watch from the admin client), %d runs: %v; median %v", runs, readies, testenv.Percentile(readies, 0.5))
 
 	name := "measure-idle"
-	p := startAgent(t, name, "--container-runtime-endpoint="+c.Endpoint, "-v=0")
+	api, _ := nodeAPIArgs(t)
+	p := startAgent(t, name, append(api, "--container-runtime-endpoint="+c.Endpoint, "-v=0")...)
 	waitNode(ctx, t, admin, name, p.started, 10*time.Second, func(n *corev1.Node) bool {
 		return condition(n, corev1.NodeReady) == corev1.ConditionTrue
 	})

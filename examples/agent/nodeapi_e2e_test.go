@@ -41,10 +41,8 @@ func TestAgentNodeAPIOnContainerd(t *testing.T) {
 	}
 
 	const node = "e2e-nodeapi"
-	_, portStr, _ := net.SplitHostPort(freeAddr(t))
-	port, _ := strconv.Atoi(portStr)
-	startAgent(t, node, append(podArgs(t, c, t.TempDir()),
-		"--port="+strconv.Itoa(port), "--address=127.0.0.1", "--cert-dir="+t.TempDir(), "--client-ca-file="+caFile)...)
+	api, port := nodeAPIArgs(t)
+	startAgent(t, node, append(append(podArgs(t, c, t.TempDir()), api...), "--client-ca-file="+caFile)...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 	zero := int64(0)
 	t.Cleanup(func() {
@@ -131,4 +129,20 @@ func TestAgentNodeAPIOnContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty", func() bool { return runtimeEmpty(rt) })
+}
+
+// nodeAPIArgs are the flags that serve the node API on a free port of
+// 127.0.0.1 with its self-signed certificate in a temporary directory; it
+// returns them and the port.
+func nodeAPIArgs(t *testing.T) ([]string, int) {
+	t.Helper()
+	_, p, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--port=" + p, "--address=127.0.0.1", "--cert-dir=" + t.TempDir()}, port
 }
