@@ -45,13 +45,7 @@ func (e *Engine) rejectLocked(pod *corev1.Pod, now time.Time) bool {
 	if e.o.Admit == nil || pod.DeletionTimestamp != nil || isTerminal(pod.Status.Phase) {
 		return false
 	}
-	var active []*corev1.Pod
-	for _, w := range e.workers {
-		if !w.orphan && !w.rejected && w.pod != nil && (w.life == Syncing || w.life == Terminating) {
-			active = append(active, w.pod)
-		}
-	}
-	r := e.o.Admit.Admit(pod, active)
+	r := e.o.Admit.Admit(pod, e.activePodsLocked())
 	if r.Admit {
 		return false
 	}
@@ -77,9 +71,9 @@ func (e *Engine) rejectLocked(pod *corev1.Pod, now time.Time) bool {
 	return true
 }
 
-// rejectedUpdateLocked passes a newer copy of a rejected pod to the writer,
-// which learns of its deletion from it and then deletes it for good. The
-// caller holds e.mu.
+// rejectedUpdateLocked passes a newer copy of a rejected or evicted pod
+// whose worker is Done to the writer, which learns of its deletion from it
+// and then deletes it for good. The caller holds e.mu.
 func (e *Engine) rejectedUpdateLocked(w *worker, pod *corev1.Pod) {
 	w.pod = pod
 	if e.o.Writer != nil && pod.DeletionTimestamp != nil {

@@ -24,6 +24,18 @@
 //     rejected: " and the message, a Warning event carries the reason, and
 //     kubelet_admission_rejections_total{reason} counts it; once its
 //     deletion begins the writer deletes it for good.
+//   - Eviction (Engine.Evict, with eviction.Killer's signature, and
+//     Engine.ActivePods, the admitted pods whose worker is Syncing or
+//     Terminating: podsync/eviction's Killer and ActivePods): an evicted
+//     pod is terminated with the grace given (a shorter one restarts a
+//     termination in progress), the status the eviction manager passes is
+//     laid over what the engine generates (its conditions, the
+//     DisruptionTarget condition, at once; its phase Failed, reason
+//     Evicted and message once the containers are stopped, the final
+//     status), and its worker ends Done like any other, so a later update
+//     never starts it again. Evict returns at once; a pod the engine does
+//     not run (unknown, orphan, rejected, Terminated or Done) is an error
+//     wrapping ErrPodNotActive.
 //
 // # Lifecycle
 //
@@ -200,8 +212,8 @@
 //     node-allocatable enforcement on kubepods, no pids limit, no hugetlb;
 //     the QoS cgroups are set when pods come and go, not also every minute.
 //     The Engine does not evict on its own: podsync/eviction is kubelet's
-//     eviction manager, which an agent runs beside it with the Engine's
-//     pods and a Killer of its own. Admission is kubelet's predicates
+//     eviction manager, which an agent runs beside it with the Engine as
+//     its Killer and Engine.ActivePods as its pods. Admission is kubelet's predicates
 //     (podsync/admission) and, chained before them, the eviction rule
 //     (podsync/eviction), only with Options.Admit; no preemption to admit
 //     critical pods.

@@ -191,6 +191,9 @@ type worker struct {
 	started   bool
 	synced    bool
 	rejected  bool // refused by Options.Admit; never runs
+	// evict is laid over every status generated from an eviction on
+	// (Evict). Never changed in place: jobs share it.
+	evict *corev1.PodStatus
 }
 
 // Engine runs one pod worker per pod UID: the latest update wins, at most
@@ -284,7 +287,7 @@ func (e *Engine) HandleUpdate(u podsource.Update) {
 		if w.life == Done {
 			if u.Op == podsource.OpRemove {
 				e.forgetLocked(w)
-			} else if w.rejected {
+			} else if w.rejected || w.evict != nil {
 				e.rejectedUpdateLocked(w, pod)
 			}
 			continue
@@ -553,7 +556,7 @@ func (e *Engine) wakeLocked(uid types.UID, st *PodState, now time.Time) (job, bo
 	}
 	e.scheduleLocked(uid, now)
 	if w.life == Syncing && !w.running && !w.orphan && w.status != nil {
-		return job{w: w, pod: w.pod, life: w.life, state: st, waiting: w.waiting, status: w.status}, true
+		return job{w: w, pod: w.pod, life: w.life, state: st, waiting: w.waiting, status: w.status, evict: w.evict}, true
 	}
 	return job{}, false
 }
@@ -647,7 +650,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 		w.busy = true
 		wctx, cancel := context.WithCancel(ctx)
 		w.cancel = cancel
-		job := job{w: w, pod: w.pod, life: w.life, grace: w.grace, state: e.cache[uid], waiting: w.waiting, status: w.status}
+		job := job{w: w, pod: w.pod, life: w.life, grace: w.grace, state: e.cache[uid], waiting: w.waiting, status: w.status, evict: w.evict}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -663,7 +666,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 			// published a newer status while this sync waited for a slot.
 			e.mu.Lock()
 			w.running = true
-			job.pod, job.state, job.waiting, job.status = w.pod, e.cache[uid], w.waiting, w.status
+			job.pod, job.state, job.waiting, job.status, job.evict = w.pod, e.cache[uid], w.waiting, w.status, w.evict
 			e.mu.Unlock()
 			e.run(wctx, job)
 		}()
@@ -679,6 +682,7 @@ type job struct {
 	state   *PodState
 	waiting map[string]Waiting
 	status  *corev1.PodStatus
+	evict   *corev1.PodStatus
 }
 
 func (e *Engine) runtimeName() string {
@@ -712,12 +716,30 @@ func (e *Engine) status(j job, terminated bool) corev1.PodStatus {
 		}
 		pod = &p
 	}
+	ev := j.evict
+	if ev != nil && !terminated {
+		// While containers may still run, the eviction shows in its
+		// conditions alone: the terminal phase waits for the end of the
+		// termination, as the kubelet's status manager holds it back.
+		ev = &corev1.PodStatus{Conditions: ev.Conditions}
+	}
+	if ev != nil {
+		// Generated on top of the eviction's phase (so Ready turns False
+		// with reason PodFailed), reason and message.
+		p := *pod
+		overlayEviction(&p.Status, ev)
+		pod = &p
+	}
 	var pr ProbeResults
 	if e.o.Probes != nil {
 		pr = e.o.Probes
 	}
-	return GeneratePodStatus(StatusInput{Pod: pod, State: j.state, Waiting: j.waiting, Probes: pr, RuntimeName: e.runtimeName(),
+	s := GeneratePodStatus(StatusInput{Pod: pod, State: j.state, Waiting: j.waiting, Probes: pr, RuntimeName: e.runtimeName(),
 		HostIPs: e.o.HostIPs, Now: e.o.Clock.Now(), Terminated: terminated})
+	if ev != nil {
+		overlayEviction(&s, ev)
+	}
+	return s
 }
 
 func (e *Engine) publish(j job, s corev1.PodStatus) {
@@ -796,6 +818,11 @@ func (e *Engine) run(ctx context.Context, j job) {
 		}
 		e.finish(j, after, nil)
 	case Terminating:
+		if j.evict != nil && !j.w.orphan {
+			// The DisruptionTarget condition is written before the
+			// containers are stopped, as the kubelet writes it.
+			e.publish(j, e.status(j, false))
+		}
 		err := e.o.Syncer.SyncTerminatingPod(ctx, j.pod, j.state, j.grace)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -841,6 +868,9 @@ func (e *Engine) terminated(ctx context.Context, j job) {
 		return
 	}
 	if !j.w.orphan {
+		e.mu.Lock()
+		j.evict = j.w.evict // an Evict during this sync counts too
+		e.mu.Unlock()
 		e.publish(j, e.status(j, true))
 		if e.o.Writer != nil {
 			e.o.Writer.PodTerminated(j.pod)

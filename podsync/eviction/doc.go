@@ -12,9 +12,9 @@
 //
 //	m, err := eviction.New(eviction.Options{
 //		NodeName:   node,
-//		Observer:   usage,                 // adapts the agent's stats
-//		ActivePods: activePods,            // admitted, not terminated
-//		Killer:     evictor,               // stops the pod, sets its status
+//		Observer:   observer,              // FromSummary of the agent's stats
+//		ActivePods: engine.ActivePods,     // podsync: admitted, not terminated
+//		Killer:     engine,                // podsync.Engine: stops the pod, sets its status
 //		Reclaimers: []eviction.Reclaimer{imageGC},
 //		Recorder:   recorder,
 //		Registerer: registry,
@@ -27,6 +27,32 @@
 // (SetStatus), so they take the place of nodestatus's own pressure setters
 // without this package importing nodestatus; Manager is an
 // admission.Admitter.
+//
+// # Observing kubelet's stats Summary
+//
+// FromSummary turns a stats Summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1,
+// what /stats/summary serves) into a Snapshot, as kubelet's eviction
+// manager reads its summary provider: node memory, the "pods" system
+// container's memory, Node.Fs, the runtime's ImageFs, the rlimit's PIDs and
+// each pod's memory, disk, inodes and processes; a missing part leaves its
+// signals unobserved. nodestatus/usage's Collector publishes such a
+// Summary; an agent wires its last sample in without this package
+// importing it:
+//
+//	observer := eviction.ObserverFunc(func(context.Context) (*eviction.Snapshot, error) {
+//		snap := collector.Latest() // *usage.Snapshot, nil before the first sample
+//		if snap == nil {
+//			return nil, errors.New("no usage sample yet")
+//		}
+//		return eviction.FromSummary(snap.Time, snap.Summary), nil
+//	})
+//
+// The sample's Time is the Snapshot's, so a sample taken once and observed
+// twice is seen as stale and evicts nothing the second time. A Summary does
+// not say which device a file system is on: FromSummary takes the image
+// file system as dedicated when its capacity (bytes, or inodes) differs
+// from the node file system's, where kubelet compares devices (set
+// DedicatedImageFS on the result when the agent knows better).
 //
 // # Signals and thresholds
 //
@@ -118,9 +144,11 @@
 //
 // # Limits
 //
-//   - Stats come from the Observer; nodekit's stats collection lives
-//     elsewhere and is adapted by the agent. There are no memcg threshold
-//     notifications: memory is checked every Period only.
+//   - Stats come from the Observer (FromSummary of nodestatus/usage's
+//     samples, for one): nodestatus/usage reports no system containers, so
+//     allocatableMemory.available is not observed from it, and pods' local
+//     volumes count only when the Summary has them. There are no memcg
+//     threshold notifications: memory is checked every Period only.
 //   - No per-pod local-storage limit evictions (emptyDir sizeLimit,
 //     ephemeral-storage limits), no split containerfs signals, no
 //     dead-container reclaimer of its own (podsync removes a pod's

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/podsync/eviction"
@@ -85,4 +86,35 @@ func ExampleParseThresholds() {
 	// nodefs.available<10% hard: true grace: 0s condition: DiskPressure
 	// memory.available<500Mi hard: false grace: 1m30s condition: MemoryPressure
 	// eviction: evictionSoft["nodefs.available"]: grace period must be specified for the soft eviction threshold in evictionSoftGracePeriod
+}
+
+// A stats Summary (as nodestatus/usage publishes it and /stats/summary
+// serves it) as the Snapshot the manager observes: the image file system
+// is larger than the node's, so it is a dedicated one.
+func ExampleFromSummary() {
+	u := func(v uint64) *uint64 { return &v }
+	summary := &statsapi.Summary{
+		Node: statsapi.NodeStats{
+			Memory:  &statsapi.MemoryStats{AvailableBytes: u(50 * Mi), WorkingSetBytes: u(1998 * Mi)},
+			Fs:      &statsapi.FsStats{AvailableBytes: u(5 * Gi), CapacityBytes: u(50 * Gi)},
+			Runtime: &statsapi.RuntimeStats{ImageFs: &statsapi.FsStats{AvailableBytes: u(80 * Gi), CapacityBytes: u(100 * Gi)}},
+		},
+		Pods: []statsapi.PodStats{{
+			PodRef:     statsapi.PodReference{Namespace: "default", Name: "web", UID: "uid-web"},
+			Memory:     &statsapi.MemoryStats{WorkingSetBytes: u(200 * Mi)},
+			Containers: []statsapi.ContainerStats{{Name: "app", Rootfs: &statsapi.FsStats{UsedBytes: u(10 * Mi)}}},
+		}},
+	}
+	s := eviction.FromSummary(t0, summary)
+	fmt.Printf("memory: %dMi available of %dMi\n", s.Memory.AvailableBytes/Mi, (s.Memory.AvailableBytes+s.Memory.WorkingSetBytes)/Mi)
+	fmt.Printf("nodefs: %dGi free, imagefs: %dGi free, dedicated: %v\n", s.NodeFS.AvailableBytes/Gi, s.ImageFS.AvailableBytes/Gi, s.DedicatedImageFS)
+	fmt.Printf("pids observed: %v\n", s.PIDs != nil)
+	for _, p := range s.Pods {
+		fmt.Printf("pod %s: %dMi memory, %dMi rootfs\n", p.UID, p.MemoryWorkingSetBytes/Mi, p.RootfsBytes/Mi)
+	}
+	// Output:
+	// memory: 50Mi available of 2048Mi
+	// nodefs: 5Gi free, imagefs: 80Gi free, dedicated: true
+	// pids observed: false
+	// pod uid-web: 200Mi memory, 10Mi rootfs
 }

@@ -1,0 +1,345 @@
+package podsync
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync/admission"
+	"github.com/nodekit/nodekit/podsync/eviction"
+	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
+)
+
+// The engine is the eviction manager's Killer.
+var _ eviction.Killer = (*Engine)(nil)
+
+// stopRecorder is the fake runtime, recording the timeout of each
+// StopContainer.
+type stopRecorder struct {
+	*runtimetest.Runtime
+	mu       sync.Mutex
+	timeouts []time.Duration
+}
+
+func (s *stopRecorder) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	s.mu.Lock()
+	s.timeouts = append(s.timeouts, timeout)
+	s.mu.Unlock()
+	return s.Runtime.StopContainer(ctx, id, timeout)
+}
+
+func (s *stopRecorder) stops() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.timeouts...)
+}
+
+// evictedStatus is what the eviction manager hands its Killer.
+func evictedStatus(msg string) corev1.PodStatus {
+	return corev1.PodStatus{
+		Phase:   corev1.PodFailed,
+		Reason:  eviction.Reason,
+		Message: msg,
+		Conditions: []corev1.PodCondition{{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: corev1.PodReasonTerminationByKubelet,
+			Message: msg, LastTransitionTime: metav1.NewTime(t0),
+		}},
+	}
+}
+
+func condition(s corev1.PodStatus, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == t {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// A running pod evicted with a 5s grace: its containers are stopped with
+// it, the DisruptionTarget condition is published before they stop (the
+// phase still Running), and the final status is Failed/Evicted with the
+// message, the condition, Ready False and the containers terminated. A
+// later update (the API copy Failed) does not start it again, and it can
+// be evicted only once.
+func TestEngineEvict(t *testing.T) {
+	h := newHarness(t)
+	rec := &stopRecorder{Runtime: h.rt}
+	cri, err := NewCRI(CRIOptions{Runtime: rec, Clock: h.clock, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng, err = New(Options{Syncer: cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
+	h.add(pod)
+	if s := h.writer.last(pod.UID); s.Phase != corev1.PodRunning {
+		t.Fatalf("before the eviction: %+v", s)
+	}
+	before := len(h.writer.statuses[pod.UID])
+
+	const msg = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
+	if err := h.eng.Evict(h.ctx, pod, evictedStatus(msg), 5); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := h.eng.PodLifecycle(pod.UID); l != Terminating {
+		t.Fatalf("lifecycle after Evict %s, want Terminating", l)
+	}
+	h.steps(2)
+
+	if l, _ := h.eng.PodLifecycle(pod.UID); l != Done {
+		t.Fatalf("lifecycle %s, want Done", l)
+	}
+	if stops := rec.stops(); len(stops) != 2 || stops[0] != 5*time.Second || stops[1] != 5*time.Second {
+		t.Errorf("StopContainer timeouts %v, want 5s for each container", stops)
+	}
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+		t.Errorf("%d containers running", n)
+	}
+	h.writer.mu.Lock()
+	after := append([]corev1.PodStatus(nil), h.writer.statuses[pod.UID][before:]...)
+	terminated := append([]types.UID(nil), h.writer.terminated...)
+	h.writer.mu.Unlock()
+	if len(after) < 2 {
+		t.Fatalf("%d statuses after the eviction, want the condition and the final one", len(after))
+	}
+	// Every status from the eviction on has the condition; none but the
+	// last (nothing runs any more) is terminal.
+	for i, s := range after {
+		if c := condition(s, corev1.DisruptionTarget); c == nil || c.Status != corev1.ConditionTrue || c.Reason != corev1.PodReasonTerminationByKubelet || c.Message != msg {
+			t.Errorf("status %d: DisruptionTarget %+v", i, c)
+		}
+		if i < len(after)-1 && (s.Phase != corev1.PodRunning || s.Reason != "") {
+			t.Errorf("status %d while stopping: phase %s reason %q, want Running", i, s.Phase, s.Reason)
+		}
+	}
+	s := after[len(after)-1]
+	if s.Phase != corev1.PodFailed || s.Reason != eviction.Reason || s.Message != msg {
+		t.Errorf("final status: phase %s reason %q message %q", s.Phase, s.Reason, s.Message)
+	}
+	if c := condition(s, corev1.PodReady); c == nil || c.Status != corev1.ConditionFalse || c.Reason != "PodFailed" {
+		t.Errorf("final Ready %+v", c)
+	}
+	for _, cs := range s.ContainerStatuses {
+		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != runtimetest.StopExitCode {
+			t.Errorf("container %s: state %+v, want terminated with 137", cs.Name, cs.State)
+		}
+	}
+	if len(terminated) != 1 {
+		t.Errorf("PodTerminated calls %v", terminated)
+	}
+
+	// The API copy turns Failed: the update neither starts the pod again
+	// nor changes its status.
+	h.rt.ResetCalls()
+	failed := pod.DeepCopy()
+	failed.Status = s
+	failed.Labels = map[string]string{"v": "2"}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Pods: []*corev1.Pod{failed}})
+	h.steps(3)
+	for _, c := range h.rt.Calls() {
+		if c.Method == "RunPodSandbox" || c.Method == "CreateContainer" || c.Method == "StartContainer" {
+			t.Errorf("after the update: %s %s", c.Method, c.ID)
+		}
+	}
+	if l, _ := h.eng.PodLifecycle(pod.UID); l != Done {
+		t.Errorf("lifecycle after the update %s", l)
+	}
+	if got := h.writer.last(pod.UID); got.Phase != corev1.PodFailed || got.Reason != eviction.Reason {
+		t.Errorf("status after the update %+v", got)
+	}
+
+	// Done, unknown and nil pods are not evicted.
+	if err := h.eng.Evict(h.ctx, pod, evictedStatus(msg), 1); !errors.Is(err, ErrPodNotActive) || !strings.Contains(err.Error(), "default/web") {
+		t.Errorf("Evict of a Done pod: %v", err)
+	}
+	other := busyboxPod(corev1.RestartPolicyAlways, "a")
+	other.Name, other.UID = "other", "uid-other"
+	if err := h.eng.Evict(h.ctx, other, evictedStatus(msg), 1); !errors.Is(err, ErrPodNotActive) || !strings.Contains(err.Error(), "default/other") {
+		t.Errorf("Evict of an unknown pod: %v", err)
+	}
+	if err := h.eng.Evict(h.ctx, nil, evictedStatus(msg), 1); !errors.Is(err, ErrPodNotActive) {
+		t.Errorf("Evict of nil: %v", err)
+	}
+}
+
+// A pod already terminating with a long grace (deleted with 30s) and then
+// evicted with 1s is stopped with the shorter grace; the eviction's
+// status is its final status.
+func TestEngineEvictTerminating(t *testing.T) {
+	var rec calls
+	pod := testPod(corev1.RestartPolicyAlways, "a")
+	var eng *Engine
+	syncer := SyncerFuncs{
+		Sync: func(context.Context, *corev1.Pod, *PodState) (SyncResult, error) { return SyncResult{}, nil },
+		Terminating: func(ctx context.Context, _ *corev1.Pod, _ *PodState, grace time.Duration) error {
+			rec.add("terminating " + grace.String())
+			if grace == 30*time.Second {
+				// Evicted while the deletion's termination runs: that
+				// one is cancelled and starts again with 1s.
+				if err := eng.Evict(ctx, pod, evictedStatus("low"), 1); err != nil {
+					t.Error(err)
+				}
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		},
+		Terminated: func(context.Context, *corev1.Pod, *PodState) error { return nil },
+	}
+	h := newHarness(t)
+	var err error
+	eng, err = New(Options{Syncer: syncer, Relister: relisterFunc(func(context.Context) (map[types.UID]*PodState, error) { return nil, nil }),
+		Clock: h.clock, Writer: h.writer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng = eng
+	h.add(pod)
+	del := pod.DeepCopy()
+	now := metav1.NewTime(t0)
+	g := int64(30)
+	del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &g
+	eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
+	h.steps(3) // terminating (cancelled), terminating again, terminated
+	if got := strings.Join(rec.get(), ","); got != "terminating 30s,terminating 1s" {
+		t.Errorf("calls %s", got)
+	}
+	if s := h.writer.last(pod.UID); s.Phase != corev1.PodFailed || s.Reason != eviction.Reason || condition(s, corev1.DisruptionTarget) == nil {
+		t.Errorf("final status %+v", s)
+	}
+	if l, _ := eng.PodLifecycle(pod.UID); l != Done {
+		t.Errorf("lifecycle %s", l)
+	}
+}
+
+// With the status writer on the fake clientset, an evicted API pod ends
+// Failed/Evicted in the API with the DisruptionTarget condition.
+func TestEngineEvictWrittenToAPI(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	pod := admitPod("web", 0)
+	pod.Namespace, pod.Spec.NodeName = "default", "n1"
+	client := fake.NewClientset(pod)
+	writer, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: h.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng, err = New(Options{Syncer: h.cri, Writer: writer, Clock: h.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.add(api)
+	if _, err := writer.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.eng.Evict(ctx, api, evictedStatus("low on memory"), 1); err != nil {
+		t.Fatal(err)
+	}
+	h.steps(2)
+	if _, err := writer.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := got.Status
+	if s.Phase != corev1.PodFailed || s.Reason != eviction.Reason || s.Message != "low on memory" {
+		t.Fatalf("API status: phase %s reason %q message %q", s.Phase, s.Reason, s.Message)
+	}
+	if c := condition(s, corev1.DisruptionTarget); c == nil || c.Status != corev1.ConditionTrue || c.Reason != corev1.PodReasonTerminationByKubelet {
+		t.Errorf("API DisruptionTarget %+v", c)
+	}
+}
+
+// ActivePods holds the admitted pods that run or stop: not a rejected pod,
+// an orphan, or a pod whose worker is Done.
+func TestEngineActivePods(t *testing.T) {
+	h := newHarness(t)
+	orphan := admitPod("orphan", 0)
+	h.add(orphan)
+
+	// A new engine on the same runtime: orphan is an orphan, whose stop
+	// fails once, so that it stays Terminating.
+	preds, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return admitNode(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rt.InjectError("StopContainer", errors.New("stuck"))
+	h.steps(1)
+	if l, ok := h.eng.PodLifecycle(orphan.UID); !ok || l != Terminating {
+		t.Fatalf("orphan: lifecycle %v %v, want Terminating", l, ok)
+	}
+
+	a, b, big := admitPod("a", time.Second), busyboxPod(corev1.RestartPolicyNever, "app"), admitPod("big", 3*time.Second)
+	b.Name, b.UID, b.CreationTimestamp = "b", "uid-b", metav1.NewTime(t0.Add(2*time.Second))
+	big.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{a, b, big}})
+	h.steps(2)
+	if got := podNames(h.eng.ActivePods()); got != "a,b" {
+		t.Fatalf("active pods %q, want a,b", got)
+	}
+	// b's container exits 0: b is Done.
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		if c.Labels["io.kubernetes.pod.name"] == "b" {
+			if err := h.rt.Exit(c.Id, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.steps(3)
+	if l, _ := h.eng.PodLifecycle(b.UID); l != Done {
+		t.Fatalf("b: lifecycle %s, want Done", l)
+	}
+	if got := podNames(h.eng.ActivePods()); got != "a" {
+		t.Fatalf("active pods %q, want a", got)
+	}
+	// An evicted pod is active while it stops.
+	if err := h.eng.Evict(h.ctx, a, evictedStatus("low"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := podNames(h.eng.ActivePods()); got != "a" {
+		t.Fatalf("active pods while a stops %q, want a", got)
+	}
+	// Rejected pods and orphans are not evicted.
+	for _, p := range []*corev1.Pod{big, orphan} {
+		if err := h.eng.Evict(h.ctx, p, evictedStatus("low"), 1); !errors.Is(err, ErrPodNotActive) {
+			t.Errorf("Evict %s: %v", p.Name, err)
+		}
+	}
+	h.steps(2)
+	if got := podNames(h.eng.ActivePods()); got != "" {
+		t.Fatalf("active pods %q, want none", got)
+	}
+}
+
+func podNames(pods []*corev1.Pod) string {
+	var names []string
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ",")
+}
