@@ -73,6 +73,7 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 	// With an API server there is always a pod half (the API source), whose
 	// relists give the node its runtime status.
 	rs := &runtimeStatus{conn: a.runtime}
+	pr := &pressure{} // the pod half's eviction manager, for the node's pressure conditions
 	a.components = []component{{name: "runtime", run: a.runtime.Run}}
 
 	// The node half: only with an API server.
@@ -90,6 +91,9 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 			return nil, err
 		}
 		if a.setters, err = newSetters(cfg, name, a.runtime, rs); err != nil {
+			return nil, err
+		}
+		if a.setters, err = pr.setters(a.setters); err != nil {
 			return nil, err
 		}
 		hbOpts := heartbeat.Options{
@@ -122,6 +126,9 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 		return nil, err
 	}
 	if a.pods != nil {
+		if a.setters != nil {
+			a.pods.pressure = pr
+		}
 		a.components = append(a.components, component{name: "pods", run: a.pods.Run})
 	}
 

@@ -71,6 +71,15 @@ var configFields = []configField{
 	{"port", "port", intValue},
 	{"tlsCertFile", "tls-cert-file", stringValue},
 	{"tlsPrivateKeyFile", "tls-private-key-file", stringValue},
+	{"evictionHard", "eviction-hard", signalMapValue("<")},
+	{"evictionSoft", "eviction-soft", signalMapValue("<")},
+	{"evictionSoftGracePeriod", "eviction-soft-grace-period", signalMapValue("=")},
+	{"evictionMinimumReclaim", "eviction-minimum-reclaim", signalMapValue("=")},
+	{"evictionPressureTransitionPeriod", "eviction-pressure-transition-period", durationValue},
+	{"evictionMaxPodGracePeriod", "eviction-max-pod-grace-period", intValue},
+	{"imageGCHighThresholdPercent", "image-gc-high-threshold", intValue},
+	{"imageGCLowThresholdPercent", "image-gc-low-threshold", intValue},
+	{"imageMinimumGCAge", "minimum-image-ttl-duration", durationValue},
 	// healthzBindAddress and healthzPort together are --listen.
 }
 
@@ -82,14 +91,12 @@ var kubeletConfigFields = []string{
 	"tlsCurvePreferences", "tlsMinVersion", "rotateCertificates", "serverTLSBootstrap", "authentication", "authorization",
 	"registryPullQPS", "registryBurst", "imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
 	"eventRecordQPS", "eventBurst", "enableDebuggingHandlers", "enableContentionProfiling", "oomScoreAdj",
-	"streamingConnectionIdleTimeout", "imageMinimumGCAge", "imageMaximumGCAge", "imageGCHighThresholdPercent",
-	"imageGCLowThresholdPercent", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups",
+	"streamingConnectionIdleTimeout", "imageMaximumGCAge", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups",
 	"cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod",
 	"memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope", "topologyManagerPolicyOptions", "qosReserved",
 	"runtimeRequestTimeout", "hairpinMode", "podCIDR", "podPidsLimit", "runOnce", "cpuCFSQuota", "cpuCFSQuotaPeriod",
 	"nodeStatusMaxImages", "maxOpenFiles", "contentType", "serializeImagePulls",
-	"maxParallelImagePulls", "evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
-	"evictionMaxPodGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings", "enableControllerAttachDetach",
+	"maxParallelImagePulls", "mergeDefaultEvictionSettings", "enableControllerAttachDetach",
 	"protectKernelDefaults", "makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit", "featureGates",
 	"failSwapOn", "memorySwap", "containerLogMaxWorkers", "configMapAndSecretChangeDetectionStrategy", "reservedSystemCPUs",
 	"showHiddenMetricsForVersion", "systemReservedCgroup", "kubeReservedCgroup", "enforceNodeAllocatable",
@@ -180,6 +187,22 @@ func strict(raw json.RawMessage, v any) error {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
 	return d.Decode(v)
+}
+
+// signalMapValue turns a map of eviction signals (evictionHard: {"memory.available": "100Mi"})
+// into its flag's "signal<value,..." (sep "<") or "signal=value,..." form.
+func signalMapValue(sep string) func(raw json.RawMessage) ([]string, error) {
+	return func(raw json.RawMessage) ([]string, error) {
+		var m map[string]string
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, err
+		}
+		parts := make([]string, 0, len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, k+sep+m[k])
+		}
+		return []string{strings.Join(parts, ",")}, nil
+	}
 }
 
 func stringValue(raw json.RawMessage) ([]string, error) {

@@ -127,7 +127,7 @@ func TestConfigFileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, body, want string
 	}{
-		{"unsupported", configHeader + "evictionHard: {memory.available: 1Mi}\n", `field "evictionHard" is not supported by this agent`},
+		{"unsupported", configHeader + "registryPullQPS: 5\n", `field "registryPullQPS" is not supported by this agent`},
 		{"unknown", configHeader + "maxPod: 3\n", `unknown field "maxPod"`},
 		{"apiVersion", "apiVersion: kubelet.config.k8s.io/v1\nkind: KubeletConfiguration\n", `apiVersion "kubelet.config.k8s.io/v1" is not kubelet.config.k8s.io/v1beta1`},
 		{"no apiVersion", "kind: KubeletConfiguration\n", `apiVersion "" is not kubelet.config.k8s.io/v1beta1`},

@@ -194,6 +194,7 @@ func TestAgentOnContainerd(t *testing.T) {
 	admin := cp.AdminClient()
 	p := startAgent(t, name,
 		"--container-runtime-endpoint="+c.Endpoint,
+		sharedDiskArgs[0], sharedDiskArgs[1], sharedDiskArgs[2],
 		"--node-lease-duration-seconds=4", // renewed every 1s
 		"--disk-usage-path="+t.TempDir(),
 		"--disk-usage-threshold=99.9",

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/podsync/logrotate"
 	"github.com/nodekit/nodekit/podsync/status"
 )
@@ -50,16 +51,28 @@ type config struct {
 	memoryLimit           int64
 
 	// The node API (kubelet's port).
-	address            net.IP
-	port               int
-	tlsCertFile        string
-	tlsKeyFile         string
-	certDir            string
-	clientCAFile       string
-	tokenWebhook       bool
-	anonymousAuth      bool
-	authzMode          string
-	pendingStatusDelay time.Duration
+	address       net.IP
+	port          int
+	tlsCertFile   string
+	tlsKeyFile    string
+	certDir       string
+	clientCAFile  string
+	tokenWebhook  bool
+	anonymousAuth bool
+	authzMode     string
+	nodeAPIOff    string // why the node API is not served though --port asked for it
+
+	// Node-pressure eviction and image garbage collection.
+	evictionHard        map[string]string
+	evictionSoft        map[string]string
+	evictionSoftGrace   map[string]string
+	evictionMinReclaim  map[string]string
+	evictionTransition  time.Duration
+	evictionMaxPodGrace int64
+	imageGCHigh         int
+	imageGCLow          int
+	imageMinAge         time.Duration
+	pendingStatusDelay  time.Duration
 
 	// The pod half.
 	podManifestPath    string
@@ -139,12 +152,13 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 
 	c := &config{}
 	var (
-		nodeIP, labels, sysRes, kubeRes, address string
-		leaseSeconds                             int
-		memLimit                                 string
-		headers                                  headerFlag
-		clusterDNS                               string
-		taints                                   string
+		nodeIP, labels, sysRes, kubeRes, address  string
+		evHard, evSoft, evSoftGrace, evMinReclaim string
+		leaseSeconds                              int
+		memLimit                                  string
+		headers                                   headerFlag
+		clusterDNS                                string
+		taints                                    string
 	)
 	fs.StringVar(&c.configFile, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) with the fields this agent supports; flags given on the command line override it.")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "Path to the kubeconfig of the node's identity (system:node:<name>). Empty: standalone, no API server (static pods only; no registration, lease or mirror pods).")
@@ -176,6 +190,15 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.BoolVar(&c.tokenWebhook, "authentication-token-webhook", true, "Authenticate node API bearer tokens with the API server's TokenReview (needs --kubeconfig).")
 	fs.BoolVar(&c.anonymousAuth, "anonymous-auth", false, "Serve node API requests without credentials as system:anonymous (still authorized).")
 	fs.StringVar(&c.authzMode, "authorization-mode", "", "Node API authorization: Webhook (SubjectAccessReview as the node) or AlwaysAllow. Default Webhook with --kubeconfig, AlwaysAllow without.")
+	fs.StringVar(&evHard, "eviction-hard", "", "Hard eviction thresholds, signal<quantity or signal<percent% separated by commas (memory.available<100Mi,nodefs.available<10%). Default kubelet's: memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%,imagefs.inodesFree<5%.")
+	fs.StringVar(&evSoft, "eviction-soft", "", "Soft eviction thresholds, as --eviction-hard; each needs --eviction-soft-grace-period.")
+	fs.StringVar(&evSoftGrace, "eviction-soft-grace-period", "", "Grace period of each soft threshold: signal=duration separated by commas.")
+	fs.StringVar(&evMinReclaim, "eviction-minimum-reclaim", "", "Minimum reclaim per signal once a threshold is met: signal=quantity or percent separated by commas.")
+	fs.DurationVar(&c.evictionTransition, "eviction-pressure-transition-period", 0, "How long a pressure condition stays True after its last threshold cleared (default 5m).")
+	fs.Int64Var(&c.evictionMaxPodGrace, "eviction-max-pod-grace-period", 0, "Grace period in seconds of a pod evicted for a soft threshold (its own when shorter).")
+	fs.IntVar(&c.imageGCHigh, "image-gc-high-threshold", 85, "Image file system usage in percent at or above which unused images are removed; 100: never.")
+	fs.IntVar(&c.imageGCLow, "image-gc-low-threshold", 80, "Image file system usage in percent that image garbage collection frees down to.")
+	fs.DurationVar(&c.imageMinAge, "minimum-image-ttl-duration", 2*time.Minute, "Minimum age of an unused image before it is garbage collected.")
 	fs.DurationVar(&c.pendingStatusDelay, "pending-status-delay", 500*time.Millisecond, "How long a pod status that stays Pending (ContainerCreating) may wait before it is written, so a pod that starts within it costs one status write. 0: write every change at once, as kubelet does; at most 10s.")
 
 	fs.StringVar(&c.podManifestPath, "pod-manifest-path", "", "Directory of static pod manifests (or one manifest file). Empty: none.")
@@ -238,6 +261,37 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	}
 	if err = c.parseServerFlags(address); err != nil {
 		return nil, err
+	}
+	for _, f := range []struct {
+		flag, value string
+		sep         string
+		into        *map[string]string
+	}{
+		{"--eviction-hard", evHard, "<", &c.evictionHard},
+		{"--eviction-soft", evSoft, "<", &c.evictionSoft},
+		{"--eviction-soft-grace-period", evSoftGrace, "=", &c.evictionSoftGrace},
+		{"--eviction-minimum-reclaim", evMinReclaim, "=", &c.evictionMinReclaim},
+	} {
+		if *f.into, err = parseSignalMap(f.value, f.sep); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
+	// The eviction package checks signals and quantities (and names them);
+	// the agent checks what it reads itself.
+	if _, err = eviction.ParseThresholds(c.evictionHard, c.evictionSoft, c.evictionSoftGrace, c.evictionMinReclaim); err != nil {
+		return nil, fmt.Errorf("--eviction-*: %w", err)
+	}
+	switch {
+	case c.evictionTransition < 0:
+		return nil, fmt.Errorf("--eviction-pressure-transition-period %v must not be negative", c.evictionTransition)
+	case c.evictionMaxPodGrace < 0:
+		return nil, fmt.Errorf("--eviction-max-pod-grace-period %d must not be negative", c.evictionMaxPodGrace)
+	case c.imageGCHigh < 1 || c.imageGCHigh > 100:
+		return nil, fmt.Errorf("--image-gc-high-threshold %d must be between 1 and 100", c.imageGCHigh)
+	case c.imageGCLow < 1 || c.imageGCLow > c.imageGCHigh:
+		return nil, fmt.Errorf("--image-gc-low-threshold %d must be between 1 and --image-gc-high-threshold (%d)", c.imageGCLow, c.imageGCHigh)
+	case c.imageMinAge < 0:
+		return nil, fmt.Errorf("--minimum-image-ttl-duration %v must not be negative", c.imageMinAge)
 	}
 	if c.nodeIPs, err = parseNodeIPs(nodeIP); err != nil {
 		return nil, fmt.Errorf("--node-ip: %w", err)
@@ -313,7 +367,30 @@ func (c *config) parseServerFlags(address string) error {
 	if c.kubeconfig == "" {
 		c.tokenWebhook = false // no API server to review tokens
 	}
+	if c.port != 0 && !c.tokenWebhook && c.clientCAFile == "" && !c.anonymousAuth {
+		// Nothing could be authenticated: the port would refuse every
+		// request. Standalone agents serve it with a client CA or
+		// anonymously only.
+		c.port, c.nodeAPIOff = 0, "no --client-ca-file, token webhook or --anonymous-auth to authenticate requests with"
+	}
 	return nil
+}
+
+// parseSignalMap parses kubelet's "signal<value,signal<value" (sep "<")
+// or "signal=value,..." (sep "="); empty is nil (the defaults).
+func parseSignalMap(v, sep string) (map[string]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, part := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(part), sep)
+		if !ok || k == "" || val == "" {
+			return nil, fmt.Errorf("%q is not signal%svalue", part, sep)
+		}
+		m[k] = val
+	}
+	return m, nil
 }
 
 // The node API's authorization modes.

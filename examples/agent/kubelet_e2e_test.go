@@ -213,12 +213,12 @@ func TestAgentThreeSourcesOnContainerd(t *testing.T) {
 // removes them.
 func TestAgentRejectsOnContainerd(t *testing.T) {
 	bin := buildAgent(t)
-	bad := writeConfig(t, configHeader+"maxPods: 3\nevictionHard: {memory.available: 1Mi}\n")
+	bad := writeConfig(t, configHeader+"maxPods: 3\nregistryPullQPS: 5\n")
 	cmd := exec.Command(bin, "--config="+bad)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
-	want := fmt.Sprintf("agent: --config %s: field \"evictionHard\" is not supported by this agent", bad)
+	want := fmt.Sprintf("agent: --config %s: field \"registryPullQPS\" is not supported by this agent", bad)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), want) {
 		t.Fatalf("agent with a bad config: %v, stderr %q; want exit 2 and %q", err, stderr.String(), want)
 	}

@@ -68,6 +68,9 @@ func run(args []string) int {
 	}
 	logger.Info("Starting node agent", "node", a.name, "runtime", runtimeName, "standalone", a.client == nil, "pods", a.pods != nil,
 		"leaseDuration", cfg.leaseDuration, "setters", len(a.setters))
+	if cfg.nodeAPIOff != "" {
+		logger.Info("Not serving the node API", "reason", cfg.nodeAPIOff)
+	}
 	err = a.Run(ctx)
 	stop()
 	if err != nil {

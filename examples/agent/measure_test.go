@@ -58,7 +58,7 @@ func TestMeasureFootprint(t *testing.T) {
 	for i := range runs {
 		name := fmt.Sprintf("measure-ready-%d", i)
 		api, _ := nodeAPIArgs(t) // served, as kubelet serves its port
-		p := startAgent(t, name, append(api, "--container-runtime-endpoint="+c.Endpoint, "-v=0")...)
+		p := startAgent(t, name, append(append(api, sharedDiskArgs[:]...), "--container-runtime-endpoint="+c.Endpoint, "-v=0")...)
 		waitNode(ctx, t, admin, name, p.started, 10*time.Second, func(n *corev1.Node) bool {
 			return condition(n, corev1.NodeReady) == corev1.ConditionTrue
 		})
@@ -69,7 +69,7 @@ func TestMeasureFootprint(t *testing.T) {
 
 	name := "measure-idle"
 	api, _ := nodeAPIArgs(t)
-	p := startAgent(t, name, append(api, "--container-runtime-endpoint="+c.Endpoint, "-v=0")...)
+	p := startAgent(t, name, append(append(api, sharedDiskArgs[:]...), "--container-runtime-endpoint="+c.Endpoint, "-v=0")...)
 	waitNode(ctx, t, admin, name, p.started, 10*time.Second, func(n *corev1.Node) bool {
 		return condition(n, corev1.NodeReady) == corev1.ConditionTrue
 	})

@@ -66,6 +66,9 @@ type podHalf struct {
 	// usage samples the node's and the pods' usage once Run has a runtime:
 	// the node API's /stats/summary and /metrics/resource.
 	usage atomic.Pointer[usage.Collector]
+	// pressure hands the eviction manager to the node's pressure
+	// conditions; nil in standalone mode (no node status).
+	pressure *pressure
 	// registered reports whether the Node exists (the heartbeat's
 	// Registered); mirror pods start once it does, as NodeRestriction
 	// admits a mirror pod only with an owner reference to the Node.
@@ -224,6 +227,10 @@ func (p *podHalf) Run(ctx context.Context) error {
 		return err
 	}
 	p.writer.Store(writer)
+	evictions, imageGC, admitAll, err := p.newEviction(rt, collector, &engine, admit)
+	if err != nil {
+		return err
+	}
 	relay := make(chan podsource.Update)
 	engine, err = podsync.New(podsync.Options{
 		Syncer:       cri,
@@ -233,7 +240,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		SourcesReady: p.merger.SeenAllSources,
 		Sources:      p.sources,
 		HostIPs:      ips,
-		Admit:        admit,
+		Admit:        admitAll,
 		ResyncPeriod: p.cfg.syncFrequency,
 		Clock:        p.clock,
 		Registerer:   p.registry,
@@ -241,6 +248,9 @@ func (p *podHalf) Run(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	if p.pressure != nil {
+		p.pressure.m.Store(evictions)
 	}
 	logs, err := logrotate.New(logrotate.Options{Runtime: rt, MaxSize: p.cfg.logMaxSize, MaxFiles: p.cfg.logMaxFiles,
 		MonitorInterval: p.cfg.logMonitorInterval, Clock: p.clock})
@@ -255,6 +265,8 @@ func (p *podHalf) Run(ctx context.Context) error {
 		{name: "pod sync", run: engine.Run},
 		{name: "pod data", run: data.Run},
 		{name: "usage", run: collector.Run},
+		{name: "eviction", run: evictions.Run},
+		{name: "image GC", run: imageGC.Run},
 		{name: "pod updates", run: func(ctx context.Context) error { return p.relay(ctx, relay) }},
 	}
 	if p.mirrors != nil {

@@ -100,7 +100,16 @@ func podArgs(t *testing.T, c *containerdtest.Containerd, manifests string) []str
 		"--pod-log-root=" + c.PodLogRoot,
 		"--cgroup-root=" + c.CgroupRoot,
 		"--resolv-conf=",
+		sharedDiskArgs[0], sharedDiskArgs[1], sharedDiskArgs[2],
 	}
+}
+
+// sharedDiskArgs run the agent as the kubelet is run on shared machines: a
+// full disk elsewhere neither evicts the tests' pods nor removes the
+// harness's images.
+var sharedDiskArgs = [...]string{
+	"--image-gc-high-threshold=100", "--image-gc-low-threshold=99",
+	"--eviction-hard=memory.available<1Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%,imagefs.inodesFree<1%",
 }
 
 // The agent runs a static pod from its manifest directory (with a mirror pod

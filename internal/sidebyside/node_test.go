@@ -180,6 +180,9 @@ func (n *node) agentArgs(kubeconfig string) []string {
 		"--listen=127.0.0.1:" + strconv.Itoa(freePort(b.t)),
 		"--port=" + strconv.Itoa(freePort(b.t)), // the node API, as the kubelet serves its own
 		"--cert-dir=" + filepath.Join(n.dir, "pki"),
+		// The kubelet's thresholds: the shared disk must not evict.
+		"--image-gc-high-threshold=100", "--image-gc-low-threshold=99",
+		"--eviction-hard=memory.available<1Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%",
 		"-v=0",
 	}
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/testenv"
+)
+
+// Under memory pressure (a hard threshold no node can meet) the node
+// reports MemoryPressure from the eviction manager, an API pod is evicted
+// or refused with kubelet's reason Evicted and ends Failed, and the static
+// pod, critical, keeps running.
+func TestAgentEvictsUnderPressureOnContainerd(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	c := containerdtest.Need(t, ctrd)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt := criClient(t, c)
+	admin := cp.AdminClient()
+
+	const node = "e2e-eviction"
+	manifests := t.TempDir()
+	if err := os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte(staticManifest("critical", c.BusyboxImage)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, node, append(podArgs(t, c, manifests), "--eviction-hard=memory.available<1000Ti")...)
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	zero := int64(0)
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Pods("default").Delete(context.Background(), "evictable", metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "evictable", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, DNSPolicy: corev1.DNSDefault, TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{Name: "app", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", sleeper}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "MemoryPressure True from the eviction manager", func() bool {
+		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeMemoryPressure {
+				return c.Status == corev1.ConditionTrue && c.Reason == "KubeletHasInsufficientMemory"
+			}
+		}
+		return false
+	})
+	var got *corev1.Pod
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the API pod Failed with reason Evicted", func() bool {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "evictable", metav1.GetOptions{})
+		got = p
+		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted"
+	})
+	if got.Status.Message == "" {
+		t.Errorf("evicted pod has no message: %+v", got.Status)
+	}
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the evicted pod stopped in containerd", func() bool {
+		return !runningContainer(rt, "evictable")
+	})
+	if !runningContainer(rt, "critical-"+node) {
+		t.Errorf("the static pod (critical) is not running under pressure")
+	}
+	if err := os.Remove(filepath.Join(manifests, "static.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().Pods("default").Delete(ctx, "evictable", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty", func() bool { return runtimeEmpty(rt) })
+}
