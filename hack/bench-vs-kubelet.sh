@@ -15,8 +15,8 @@
 # which makes up to a minute of the smoke run's time.)
 #
 # Knobs: BENCH_PODS (30), BENCH_READY_RUNS (3), MEASURE_IDLE (2m),
-# MEASURE_WINDOW (5m), BENCH_STATIC_RUNS (5), BENCH_ONLY (kubelet or nodekit:
-# one column).
+# MEASURE_WINDOW (5m), BENCH_STATIC_RUNS (5), BENCH_DATA_PODS (5), BENCH_ONLY
+# (kubelet or nodekit: one column).
 # It prints the load average before and after: on a shared machine the
 # figures are only as good as the machine is quiet.
 set -euo pipefail

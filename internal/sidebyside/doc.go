@@ -46,6 +46,12 @@
 //   - BENCH_PODS pods with an HTTP readiness probe and an exec liveness
 //     probe (default periods, 10s): CPU over MEASURE_WINDOW once all are
 //     Ready, and VmRSS at its end.
+//   - BENCH_DATA_PODS (5) pods that each mount one ConfigMap and one
+//     Secret (shared by all) and a projected service-account token, and
+//     take an env var from the ConfigMap: the node's requests and bytes
+//     per pod from their creation to all Running and Ready, and its
+//     requests per pod per hour over MEASURE_WINDOW while they run, the
+//     idle rate taken off both.
 //   - A static pod, BENCH_STATIC_RUNS (5) times, one after the other: from
 //     renaming its manifest into the manifest directory to the mirror pod
 //     appearing in a watch, and to the mirror pod being reported Running;

@@ -39,6 +39,7 @@ type bench struct {
 	host       *hostState
 
 	pods, readyRuns, staticRuns int
+	dataPods                    int
 	idle, window                time.Duration
 }
 
@@ -54,6 +55,7 @@ type result struct {
 	seqGone                     []time.Duration // one at a time: delete (grace 30) to gone
 	stopped, cleanup            time.Duration   // grace 0: to no sandbox ready, to none listed
 	mirror, staticRunning       []time.Duration // one per static pod round
+	data                        podDataFigures
 	idleDetail, lifecycleDetail string
 	idleWindow, podsWindow      time.Duration
 	lifecycleSpan               time.Duration
@@ -84,6 +86,9 @@ func TestSideBySide(t *testing.T) {
 	}
 	if b.staticRuns, err = testenv.EnvInt("BENCH_STATIC_RUNS", 5); err != nil {
 		t.Fatal(err)
+	}
+	if b.dataPods, err = testenv.EnvInt("BENCH_DATA_PODS", 5); err != nil || b.dataPods < 1 {
+		t.Fatalf("BENCH_DATA_PODS: %v", err)
 	}
 	if b.idle, err = testenv.EnvDuration("MEASURE_IDLE", 2*time.Minute); err != nil {
 		t.Fatal(err)
@@ -340,6 +345,12 @@ func (b *bench) run(kind string) *result {
 		b.delete(name, 0)
 	}
 	b.waitNoSandboxes(uids, 2*time.Minute, false)
+
+	// Pods that read a ConfigMap, a Secret and a token from the API.
+	b.phase(kind, "pods with data")
+	r.data = b.podData(kind, n, pw, r)
+	report("%s: pod data, requests per pod from create to Running (idle share not taken off): %s", kind, r.data.setUpDetail)
+	report("%s: pod data, requests per hour while they run (all pods, idle included): %s", kind, r.data.idleNote)
 
 	// A static pod, BENCH_STATIC_RUNS times (one sample is too few to
 	// compare tens of milliseconds).

@@ -43,6 +43,9 @@ func (b *bench) table(kinds []string, res map[string]*result) string {
 		{"pod deleted (grace 30, exits on TERM) → gone from the API, p99", "s", 3, func(r *result) float64 { return secs(testenv.Percentile(r.seqGone, 0.99)) }},
 		{fmt.Sprintf("%d pods deleted with grace 0 → no sandbox ready", n), "s", 3, func(r *result) float64 { return secs(r.stopped) }},
 		{fmt.Sprintf("%d pods deleted with grace 0 → no sandbox in CRI", n), "s", 3, func(r *result) float64 { return secs(r.cleanup) }},
+		{fmt.Sprintf("%d pods with a ConfigMap, a Secret and a token: requests per pod to Running", b.dataPods), "requests", 1, func(r *result) float64 { return r.data.setUpReq }},
+		{"same: bytes sent per pod to Running", "KiB", 2, func(r *result) float64 { return r.data.setUpSent / 1024 }},
+		{fmt.Sprintf("same: requests per pod per hour while they run (over %v)", b.window), "requests", 1, func(r *result) float64 { return r.data.hourReq }},
 		{"static pod: file written → mirror pod in the API, p50", "s", 3, func(r *result) float64 { return secs(testenv.Percentile(r.mirror, 0.5)) }},
 		{"static pod: file written → mirror pod Running, p50", "s", 3, func(r *result) float64 { return secs(testenv.Percentile(r.staticRunning, 0.5)) }},
 	}
