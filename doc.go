@@ -31,11 +31,12 @@
 //	            credentials from the API; podsync/admission admits new pods
 //	            as kubelet does; podsync/eviction reports memory, disk and
 //	            PID pressure and evicts pods to relieve it, as kubelet's
-//	            eviction manager; podsync/nodeapi serves kubelet's read-only
-//	            node API (/stats/summary, /metrics/resource, /pods,
-//	            /containerLogs, /healthz) as an http.Handler, and a
-//	            Server that serves it over TLS, authenticated and
-//	            authorized as kubelet's port 10250
+//	            eviction manager; podsync/nodeapi serves kubelet's node
+//	            API (/stats/summary, /metrics/resource, /pods,
+//	            /containerLogs, /healthz, and /exec, /attach,
+//	            /portForward, /run through the runtime's streaming server)
+//	            as an http.Handler, and a Server that serves it over TLS,
+//	            authenticated and authorized as kubelet's port 10250
 //	examples    examples/agent composes the parts into a working node agent
 //
 // # How the parts compose
@@ -43,7 +44,7 @@
 // Lower parts never import higher ones:
 //
 //	examples/agent
-//	podsync/nodeapi    -> podsync, nodestatus/usage
+//	podsync/nodeapi    -> podsync, nodestatus/usage, runtime
 //	podsync            -> podsource, probe, runtime
 //	heartbeat          -> nodestatus, lease
 //	probe              -> runtime

@@ -1,9 +1,9 @@
 // Package runtime is the container runtime as a node agent sees it, in CRI v1
 // terms: the Runtime interface, composed of small interfaces (VersionStatuser,
-// SandboxManager, ContainerManager, Execer, ImageManager, StatsProvider) so
-// that a caller asks only for what it uses, and Client, a CRI v1 gRPC client
-// that implements it against containerd, CRI-O or any CRI runtime. The
-// message types are those of k8s.io/cri-api/pkg/apis/runtime/v1.
+// SandboxManager, ContainerManager, Execer, Streamer, ImageManager,
+// StatsProvider) so that a caller asks only for what it uses, and Client, a
+// CRI v1 gRPC client that implements it against containerd, CRI-O or any CRI
+// runtime. The message types are those of k8s.io/cri-api/pkg/apis/runtime/v1.
 //
 // An in-memory fake and a gRPC server for any Runtime are in
 // runtime/runtimetest; a contract suite that checks a Runtime behaves like a
@@ -53,6 +53,16 @@
 // nothing blocks or panics. The connection retries in the background with
 // kubelet's backoff (100ms doubling to 3s, each attempt given 5s) and the
 // calls succeed again once the runtime is back, without a new Client.
+//
+// # Streaming
+//
+// Streamer's Exec, Attach and PortForward do not stream themselves: the
+// runtime answers with a URL on its own streaming server (containerd's
+// stream_server_address and stream_server_port), to which a node API
+// proxies the client's SPDY or WebSocket connection, as kubelet does. The
+// URL is for one session and expires when not used within the runtime's
+// time (containerd: 1 minute). Client returns the URL as the runtime gave
+// it; a runtime that does not give one (an empty URL) is an error.
 //
 // # Optional methods
 //

@@ -17,6 +17,7 @@ type Runtime interface {
 	SandboxManager
 	ContainerManager
 	Execer
+	Streamer
 	ImageManager
 	StatsProvider
 }
@@ -89,6 +90,27 @@ type Execer interface {
 	// A non-zero exit code is a result, not an error. When the command does not
 	// finish within timeout (0: no limit), the error matches ErrExecTimeout.
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*ExecResult, error)
+}
+
+// Streamer asks the runtime to serve a streaming session (exec, attach,
+// port-forward) and returns the URL of its streaming server where the
+// session is to be opened, as CRI's Exec, Attach and PortForward do. The
+// caller (a node API) proxies the client's upgraded connection to that URL;
+// the URL is good for one session and expires if not used soon (containerd:
+// 1 minute). A missing container or sandbox is an error with gRPC code
+// NotFound on runtimes that check at this point (see IsNotFound).
+type Streamer interface {
+	// Exec prepares a command (req.Cmd) in a running container with the
+	// streams req asks for (stdin, stdout, stderr, tty) and returns the URL
+	// where it is run.
+	Exec(ctx context.Context, req *runtimeapi.ExecRequest) (string, error)
+	// Attach prepares an attachment to a running container's main process
+	// and returns its URL.
+	Attach(ctx context.Context, req *runtimeapi.AttachRequest) (string, error)
+	// PortForward prepares forwarding to ports in a ready pod sandbox's
+	// network namespace and returns its URL. The ports are named by the
+	// client when it opens streams; req.Port may list them beforehand.
+	PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (string, error)
 }
 
 // ExecResult is what a command run by ExecSync printed and how it exited.

@@ -345,7 +345,7 @@ func TestAuthTokens(t *testing.T) {
 	r.Header.Set("Sec-WebSocket-Protocol", "v5.channel.k8s.io, base64url.bearer.authorization.k8s.io.Z29vZA")
 	w := httptest.NewRecorder()
 	f.h.ServeHTTP(w, r)
-	if w.Code != 404 { // authorized; the handler has no /exec
+	if w.Code != 503 { // authorized; the handler has no runtime to stream from
 		t.Fatalf("websocket token: %d %q", w.Code, w.Body)
 	}
 }
@@ -533,8 +533,8 @@ func TestAuthUpgradeRequiresCreate(t *testing.T) {
 		f := newAuthFixture(t, func(o *nodeapi.AuthOptions) { o.UpgradeRequiresCreate = on })
 		f.rv.tokens["t"] = authenticationv1.UserInfo{Username: "u"}
 		f.rv.grants["u get proxy"] = true
-		// The handler serves no /exec: 404 is authorized.
-		want := 404
+		// The handler has no runtime to stream from: 503 is authorized.
+		want := 503
 		if on {
 			want = 403
 		}
@@ -547,14 +547,14 @@ func TestAuthUpgradeRequiresCreate(t *testing.T) {
 		if got := upgrade(f, "/containerLogs/ns/pod/c"); got != 404 {
 			t.Errorf("UpgradeRequiresCreate %v, upgrade of /containerLogs: %d, want the handler's 404 (no such pod)", on, got)
 		}
-		if got := f.do("GET", "/exec/ns/pod/c", "t", nil).Code; got != 404 {
-			t.Errorf("UpgradeRequiresCreate %v, plain GET /exec: %d, want 404", on, got)
+		if got := f.do("GET", "/exec/ns/pod/c", "t", nil).Code; got != 503 {
+			t.Errorf("UpgradeRequiresCreate %v, plain GET /exec: %d, want the handler's 503", on, got)
 		}
 		if on {
 			f.rv.grants["u create proxy"] = true
 			f.clk.Step(nodeapi.DefaultUnauthorizedCacheTTL)
-			if got := upgrade(f, "/exec/ns/pod/c"); got != 404 {
-				t.Errorf("upgrade with create on nodes/proxy: %d, want 404", got)
+			if got := upgrade(f, "/exec/ns/pod/c"); got != 503 {
+				t.Errorf("upgrade with create on nodes/proxy: %d, want the handler's 503", got)
 			}
 		}
 	}

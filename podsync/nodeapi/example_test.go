@@ -1,6 +1,7 @@
 package nodeapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	criv1 "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsync/nodeapi"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 // Reading a container's log as kubectl logs --tail=1 --timestamps does.
@@ -103,4 +106,38 @@ func ExampleAuth_Wrap() {
 	// 401 Unauthorized
 	// 200 /stats/summary served to system:serviceaccount:kube-system:metrics-server
 	// 403 Forbidden (user=system:serviceaccount:kube-system:metrics-server, verb=get, resource=nodes, subresource(s)=[proxy])
+}
+
+// Running a command in a container as kubelet's /run does, on the fake
+// runtime; Options.Container finds the container (an agent uses
+// PodStates.Container). /exec, /attach and /portForward are found the
+// same way and proxied to the runtime's streaming server.
+func ExampleHandler_run() {
+	ctx := context.Background()
+	rt := runtimetest.New(runtimetest.Options{})
+	sbCfg := &criv1.PodSandboxConfig{Metadata: &criv1.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "uid-1"}}
+	sb, _ := rt.RunPodSandbox(ctx, sbCfg, "")
+	id, _ := rt.CreateContainer(ctx, sb, &criv1.ContainerConfig{
+		Metadata: &criv1.ContainerMetadata{Name: "app"}, Image: &criv1.ImageSpec{Image: runtimetest.BusyboxImage}}, sbCfg)
+	_ = rt.StartContainer(ctx, id)
+	rt.ScriptExec(id, []string{"cat", "/etc/hostname"}, runtimetest.ExecScript{Stdout: "web\n"})
+
+	h, err := nodeapi.New(nodeapi.Options{
+		Runtime: rt,
+		Container: func(_ context.Context, ns, pod, uid, container string) (string, bool) {
+			return id, ns == "default" && pod == "web" && container == "app"
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, p := range []string{"/run/default/web/app?cmd=cat+/etc/hostname", "/run/default/web/db?cmd=true"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", p, nil))
+		fmt.Print(w.Code, " ", w.Body.String())
+	}
+	// Output:
+	// 200 web
+	// 404 container not found ("db")
 }

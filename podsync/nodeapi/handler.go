@@ -41,8 +41,12 @@ type Options struct {
 	// answer 503 Service Unavailable.
 	Stats Stats
 	// Pods returns the pods the agent runs, for /pods and to find a pod's
-	// UID (its log directory) for /containerLogs. It must not wait on the
-	// network. Nil: no pods.
+	// UID (its log directory) for /containerLogs. The streaming paths
+	// answer 404 "pod does not exist" for a pod not among them, as kubelet
+	// asks its pod manager first, and /attach takes the container's tty
+	// from its spec. It must not wait on the network. Nil: no pods for
+	// /pods, and the streaming paths find pods through Container and
+	// Sandbox alone.
 	Pods func(ctx context.Context) []*corev1.Pod
 	// Healthz reports the agent's health for /healthz: nil is healthy.
 	// Nil: always healthy.
@@ -53,6 +57,22 @@ type Options struct {
 	PodLogRoot string
 	// Clock paces followed logs. Default clock.RealClock{}.
 	Clock clock.WithTicker
+	// Runtime serves /exec, /attach and /portForward (it hands out a URL
+	// on its streaming server, to which the handler proxies the client's
+	// upgraded connection) and /run (ExecSync). A *runtime.Client is one.
+	// Nil: those paths answer 503 Service Unavailable.
+	Runtime StreamRuntime
+	// Container finds the runtime's ID of a running container of a pod,
+	// for /exec, /attach and /run: uid is "" unless the path names it
+	// (then the pod must have that UID). It must not wait on the network.
+	// PodStates.Container finds it in podsync's last relist (an agent sets
+	// PodStates{Pods: podsFn, State: engine.State}). Nil: no container is
+	// found (404).
+	Container func(ctx context.Context, namespace, pod, uid, container string) (containerID string, ok bool)
+	// Sandbox finds the runtime's ID of a pod's ready sandbox, for
+	// /portForward, as Container does; PodStates.Sandbox is one. Nil: no
+	// sandbox is found (404).
+	Sandbox func(ctx context.Context, namespace, pod, uid string) (sandboxID string, ok bool)
 	// FollowInterval is how often a followed log is checked for more lines
 	// and for rotation. Default DefaultFollowInterval (1s); between
 	// MinFollowInterval and MaxFollowInterval.
@@ -75,9 +95,10 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// Handler serves kubelet's read-only node API paths: /healthz, /pods,
-// /stats/summary, /metrics/resource and /containerLogs/. It does no
-// authentication or authorization: wrap it.
+// Handler serves kubelet's node API paths: /healthz, /pods,
+// /stats/summary, /metrics/resource, /containerLogs/, and the streaming
+// /exec/, /attach/, /portForward/ and /run/. It does no authentication or
+// authorization: wrap it.
 type Handler struct {
 	opts Options
 }
@@ -107,6 +128,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.metricsResource(w, r)
 	case strings.HasPrefix(p, "/containerLogs/"):
 		h.containerLogs(w, r)
+	case strings.HasPrefix(p, "/exec/"):
+		h.exec(w, r)
+	case strings.HasPrefix(p, "/attach/"):
+		h.attach(w, r)
+	case strings.HasPrefix(p, "/portForward/"):
+		h.portForward(w, r)
+	case strings.HasPrefix(p, "/run/"):
+		h.run(w, r)
 	default:
 		http.NotFound(w, r)
 	}

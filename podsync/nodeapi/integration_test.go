@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
@@ -23,7 +24,12 @@ import (
 
 var cp *controlplane.ControlPlane
 
-func TestMain(m *testing.M) { os.Exit(controlplane.Main(m, &cp)) }
+// ctrd is the real containerd of the streaming end-to-end tests.
+var ctrd *containerdtest.Containerd
+
+func TestMain(m *testing.M) {
+	os.Exit(containerdtest.MainFunc(func() int { return controlplane.Main(m, &cp) }, &ctrd))
+}
 
 // The server in front of a real kube-apiserver: its TokenReviews and
 // SubjectAccessReviews made as the node (system:node:node-1), as a

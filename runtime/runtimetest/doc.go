@@ -19,6 +19,13 @@
 // in a container that is not running fails like containerd's ("container is
 // in CONTAINER_EXITED state").
 //
+// Exec, Attach and PortForward hand out URLs on a streaming server that the
+// test runs (SetStreamURL: <base>/exec/<token> and so on; until it is set
+// they answer Unimplemented), after the checks a CRI runtime makes: the
+// container running (the sandbox ready, for PortForward), a command, at
+// least one of stdin, stdout and stderr, and not both a tty and stderr.
+// StreamRequest tells that server what a URL was handed out for.
+//
 // Tests steer the fake with InjectError (the next call of a named method
 // fails), SetCondition (RuntimeReady or NetworkReady false for node status
 // tests), AddImage (images with sizes, for node status and image GC),

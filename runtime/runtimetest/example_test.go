@@ -74,3 +74,27 @@ func Example() {
 	// ContainerStatus []
 	// CreateContainer []
 }
+
+// Streaming sessions handed out on a test's own server: Exec returns a URL
+// there, and the server learns from StreamRequest what to serve.
+func ExampleRuntime_SetStreamURL() {
+	ctx := context.Background()
+	f := runtimetest.New(runtimetest.Options{})
+	f.SetStreamURL("http://127.0.0.1:10010") // an httptest.Server's URL in a test
+	sbCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: "uid-1"}}
+	sb, _ := f.RunPodSandbox(ctx, sbCfg, "")
+	id, _ := f.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Image: &runtimeapi.ImageSpec{Image: runtimetest.BusyboxImage}}, sbCfg)
+	_ = f.StartContainer(ctx, id)
+
+	url, err := f.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"ls", "/"}, Stdout: true})
+	fmt.Println(url, err)
+	req, _ := f.StreamRequest(url)
+	fmt.Println(req.(*runtimeapi.ExecRequest).Cmd)
+	_, err = f.Exec(ctx, &runtimeapi.ExecRequest{ContainerId: id, Cmd: []string{"ls"}})
+	fmt.Println(runtime.IsNotFound(err), err)
+	// Output:
+	// http://127.0.0.1:10010/exec/exec1 <nil>
+	// [ls /]
+	// false cri fake://runtimetest: Exec: InvalidArgument: one of stdin, stdout, or stderr must be set
+}

@@ -106,7 +106,8 @@ type container struct {
 // containers move through the CRI states (sandbox READY, NOTREADY; container
 // CREATED, RUNNING, EXITED) with times from the clock. A test can make a
 // container exit (Exit), fail the next call of a method (InjectError), script
-// ExecSync (ScriptExec), set the runtime's conditions (SetCondition), add
+// ExecSync (ScriptExec), hand out streaming sessions on a test's server
+// (SetStreamURL, StreamRequest), set the runtime's conditions (SetCondition), add
 // images (AddImage) and read the calls made (Calls). Nothing runs: a started
 // container runs until it is stopped or Exit is called. It is safe for
 // concurrent use.
@@ -127,7 +128,8 @@ type Runtime struct {
 	events     events
 	calls      []Call
 	config     *runtimeapi.RuntimeConfig
-	stats      statsState // stats.go
+	stats      statsState  // stats.go
+	stream     streamState // stream.go
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

@@ -155,6 +155,33 @@ func (s *Server) ExecSync(ctx context.Context, req *runtimeapi.ExecSyncRequest) 
 	return &runtimeapi.ExecSyncResponse{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode}, nil
 }
 
+// Exec serves the CRI call Exec.
+func (s *Server) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (*runtimeapi.ExecResponse, error) {
+	u, err := s.rt.Exec(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &runtimeapi.ExecResponse{Url: u}, nil
+}
+
+// Attach serves the CRI call Attach.
+func (s *Server) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (*runtimeapi.AttachResponse, error) {
+	u, err := s.rt.Attach(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &runtimeapi.AttachResponse{Url: u}, nil
+}
+
+// PortForward serves the CRI call PortForward.
+func (s *Server) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (*runtimeapi.PortForwardResponse, error) {
+	u, err := s.rt.PortForward(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &runtimeapi.PortForwardResponse{Url: u}, nil
+}
+
 // ListImages serves the CRI call ListImages.
 func (s *Server) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
 	imgs, err := s.rt.ListImages(ctx, req.Filter)

@@ -45,7 +45,8 @@ type Target struct {
 // Run runs the contract suite on the runtime newTarget returns. It
 // calls newTarget once per case; a case removes what it created. The cases
 // are lifecycles of sandboxes and containers with their states, list filters,
-// ExecSync (success, non-zero exit, timeout), a stop whose SIGTERM is
+// ExecSync (success, non-zero exit, timeout), the streaming URLs of Exec,
+// Attach and PortForward (on a fake, after SetStreamURL), a stop whose SIGTERM is
 // ignored, removal of running things, idempotent stop and remove, and
 // NotFound for missing objects, container and sandbox stats, and container
 // events (created, started, stopped and deleted, with the sandbox's and
@@ -67,6 +68,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"ExecNonZeroExit", (*suite).execNonZeroExit},
 		{"ExecTimeout", (*suite).execTimeout},
 		{"ExecNotRunning", (*suite).execNotRunning},
+		{"Streaming", (*suite).streaming},
 		{"StopTimeoutIgnoredSIGTERM", (*suite).stopTimeout},
 		{"RemoveRunning", (*suite).removeRunning},
 		{"IdempotentStopRemove", (*suite).idempotent},
