@@ -7,10 +7,12 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/kubeclient"
 	"github.com/nodekit/nodekit/nodestatus/usage"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 )
 
@@ -22,7 +24,9 @@ var (
 
 // newNodeAPI adds kubelet's port to the agent: podsync/nodeapi's handler
 // (/stats/summary and /metrics/resource from the pod half's usage
-// collector, /pods, /containerLogs, /healthz) behind its Server: TLS with
+// collector, /pods, /containerLogs, /healthz, and /exec, /attach,
+// /portForward and /run proxied to the runtime's streaming server) behind
+// its Server: TLS with
 // the given or a self-signed certificate, client certificates against
 // --client-ca-file, bearer tokens through TokenReview, and authorization by
 // SubjectAccessReview as the node (or AlwaysAllow). It binds the port now,
@@ -30,7 +34,9 @@ var (
 func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 	ho := nodeapi.Options{PodLogRoot: cfg.podLogRoot, Clock: clk}
 	if a.pods != nil {
+		ps := nodeapi.PodStates{Pods: a.pods.runningPods, State: a.pods.podState}
 		ho.Stats, ho.Pods = a.pods, a.pods.runningPods
+		ho.Runtime, ho.Container, ho.Sandbox = a.runtime, ps.Container, ps.Sandbox
 	}
 	h, err := nodeapi.New(ho)
 	if err != nil {
@@ -69,6 +75,15 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 func (p *podHalf) Latest() *usage.Snapshot {
 	if c := p.usage.Load(); c != nil {
 		return c.Latest()
+	}
+	return nil
+}
+
+// podState is what the engine's last relist saw of a pod (for /exec,
+// /attach, /portForward and /run), nil before the engine runs.
+func (p *podHalf) podState(uid types.UID) *podsync.PodState {
+	if e := p.engine.Load(); e != nil {
+		return e.State(uid)
 	}
 	return nil
 }

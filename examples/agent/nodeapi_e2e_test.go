@@ -25,8 +25,9 @@ import (
 
 // The agent serves kubelet's node API on --port: over TLS, a client
 // certificate of the cluster's CA (the admin's) reads the usage of a pod
-// it runs on containerd and that pod's log; a request without credentials
-// is refused; the Node reports the port as its kubelet endpoint.
+// it runs on containerd and that pod's log, and runs a command in it; a
+// request without credentials is refused; the Node reports the port as its
+// kubelet endpoint.
 func TestAgentNodeAPIOnContainerd(t *testing.T) {
 	cp := controlplane.Need(t, cp)
 	c := containerdtest.Need(t, ctrd)
@@ -104,6 +105,16 @@ func TestAgentNodeAPIOnContainerd(t *testing.T) {
 		code, body := get(authed, "/containerLogs/default/api-logs/app")
 		return code == http.StatusOK && strings.Contains(string(body), "hello from the node API")
 	})
+	// /run executes in the pod's container through the runtime.
+	resp, err := authed.Post(base+"/run/default/api-logs/app?cmd=echo%20ran%20here", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(out)) != "ran here" {
+		t.Errorf("/run: %d %q, want 200 \"ran here\"", resp.StatusCode, out)
+	}
 	// The collector samples every 10s: wait for one that has the pod.
 	var sum statsapi.Summary
 	testenv.Eventually(t, time.Minute, 500*time.Millisecond, "the pod in /stats/summary", func() bool {

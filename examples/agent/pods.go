@@ -66,6 +66,9 @@ type podHalf struct {
 	// usage samples the node's and the pods' usage once Run has a runtime:
 	// the node API's /stats/summary and /metrics/resource.
 	usage atomic.Pointer[usage.Collector]
+	// engine is the pod workers once Run built them (the node API's view of
+	// what runs).
+	engine atomic.Pointer[podsync.Engine]
 	// pressure hands the eviction manager to the node's pressure
 	// conditions; nil in standalone mode (no node status).
 	pressure *pressure
@@ -252,6 +255,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if p.pressure != nil {
 		p.pressure.m.Store(evictions)
 	}
+	p.engine.Store(engine)
 	logs, err := logrotate.New(logrotate.Options{Runtime: rt, MaxSize: p.cfg.logMaxSize, MaxFiles: p.cfg.logMaxFiles,
 		MonitorInterval: p.cfg.logMonitorInterval, Clock: p.clock})
 	if err != nil {

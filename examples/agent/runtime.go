@@ -168,3 +168,38 @@ func (r *runtimeConn) UpdateRuntimeConfig(ctx context.Context, cfg *runtimeapi.R
 	}
 	return rt.UpdateRuntimeConfig(ctx, cfg)
 }
+
+// Exec, Attach, PortForward and ExecSync make runtimeConn the node API's
+// nodeapi.StreamRuntime: the connected runtime's, an error before.
+
+func (r *runtimeConn) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (string, error) {
+	rt, err := r.Runtime(ctx)
+	if err != nil {
+		return "", err
+	}
+	return rt.Exec(ctx, req)
+}
+
+func (r *runtimeConn) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (string, error) {
+	rt, err := r.Runtime(ctx)
+	if err != nil {
+		return "", err
+	}
+	return rt.Attach(ctx, req)
+}
+
+func (r *runtimeConn) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (string, error) {
+	rt, err := r.Runtime(ctx)
+	if err != nil {
+		return "", err
+	}
+	return rt.PortForward(ctx, req)
+}
+
+func (r *runtimeConn) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtime.ExecResult, error) {
+	rt, err := r.Runtime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rt.ExecSync(ctx, containerID, cmd, timeout)
+}

@@ -49,9 +49,9 @@
 //   - BENCH_DATA_PODS (5) pods that each mount one ConfigMap and one
 //     Secret (shared by all) and a projected service-account token, and
 //     take an env var from the ConfigMap: the node's requests and bytes
-//     per pod from their creation to all Running and Ready, and its
-//     requests per pod per hour over MEASURE_WINDOW while they run, the
-//     idle rate taken off both.
+//     per pod from their creation to all Running and Ready (the idle rate
+//     taken off), and its requests per pod per hour over MEASURE_WINDOW
+//     while they run (all but those of its Lease and Node).
 //   - A static pod, BENCH_STATIC_RUNS (5) times, one after the other: from
 //     renaming its manifest into the manifest directory to the mirror pod
 //     appearing in a watch, and to the mirror pod being reported Running;

@@ -2,6 +2,7 @@ package sidebyside
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,7 @@ const dataObject = "bench-data"
 type podDataFigures struct {
 	pods                  int
 	setUpReq, setUpSent   float64 // per pod, from create to all Running and Ready, idle share taken off
-	hourReq, hourSent     float64 // per pod per hour while they run, idle share taken off
+	hourReq, hourSent     float64 // per pod per hour while they run: the pods' own requests; bytes less the idle rate
 	setUpDetail, idleNote string
 	window                time.Duration
 }
@@ -103,8 +104,16 @@ func (b *bench) podData(kind string, n *node, pw *podWatch, r *result) podDataFi
 	n.alive()
 	s2 := b.sample(n)
 	hour := float64(time.Hour) / float64(s2.at.Sub(s1.at))
-	reqs, detail = b.requests(n.name, s1.at, s2.at)
-	f.hourReq = (float64(reqs)*hour - r.reqHour) / pods
+	_, detail = b.requests(n.name, s1.at, s2.at)
+	// The pods' own requests: everything but the node's heartbeat (its
+	// lease and Node), which the idle rate already counts.
+	own := 0
+	for what, c := range detail {
+		if !strings.HasSuffix(what, " leases") && !strings.HasSuffix(what, " nodes") && !strings.HasSuffix(what, " nodes/status") {
+			own += c
+		}
+	}
+	f.hourReq = float64(own) * hour / pods
 	f.hourSent = (float64(s2.sent-s1.sent)*hour - r.sentHour) / pods
 	f.idleNote = formatDetail(detail, hour)
 	for _, name := range names {
