@@ -17,13 +17,14 @@ import (
 
 // nodeClient serves only the resources a node agent uses: Nodes, Pods,
 // Events, Secrets, ConfigMaps, Services and ServiceAccount tokens of
-// core/v1 and Leases of coordination.k8s.io/v1, each client being the
-// client a nodekit package declares.
+// core/v1, Leases of coordination.k8s.io/v1, and the TokenReviews and
+// SubjectAccessReviews of the node API, each client being the client a
+// nodekit package declares.
 //
 // It exists for footprint: client-go's clientset registers every API group
 // in its scheme at start-up and links the typed clients and apply
 // configurations of every group, and each page of that the process touches
-// counts in its resident set. kubeclient's scheme holds the three groups it
+// counts in its resident set. kubeclient's scheme holds the four groups it
 // needs.
 type nodeClient struct {
 	*kubeclient.Client
