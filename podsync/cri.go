@@ -578,7 +578,7 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 		ips.pod = []string{st.Status.Network.Ip}
 	}
 	for _, k := range a.Kill {
-		spec := specByName(pod, k.Name)
+		spec := ContainerSpec(pod, k.Name)
 		grace := containerGrace(pod, spec, k.Probe)
 		var ct *ContainerState
 		if observed != nil {
@@ -624,7 +624,9 @@ func isInitName(pod *corev1.Pod, name string) bool {
 	return false
 }
 
-func specByName(pod *corev1.Pod, name string) *corev1.Container {
+// ContainerSpec returns the spec of the pod's container called name: an
+// init, regular or ephemeral container; nil when the pod has none.
+func ContainerSpec(pod *corev1.Pod, name string) *corev1.Container {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == name {
 			return &pod.Spec.InitContainers[i]
@@ -915,7 +917,7 @@ func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, 
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for _, ct := range wave {
-			spec := specByName(pod, ct.Name)
+			spec := ContainerSpec(pod, ct.Name)
 			g := containerGrace(pod, spec, nil)
 			if grace > 0 {
 				g = max(deadline.Sub(c.clock.Now()), minGrace)

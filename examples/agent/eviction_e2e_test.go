@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
@@ -34,18 +35,7 @@ func TestAgentEvictsUnderPressureOnContainerd(t *testing.T) {
 	}
 	startAgent(t, node, append(podArgs(t, c, manifests), "--eviction-hard=memory.available<1000Ti")...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
-	zero := int64(0)
-	t.Cleanup(func() {
-		_ = admin.CoreV1().Pods("default").Delete(context.Background(), "evictable", metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	})
-	if _, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "evictable", Namespace: "default"},
-		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, DNSPolicy: corev1.DNSDefault, TerminationGracePeriodSeconds: &zero,
-			Containers: []corev1.Container{{Name: "app", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"sh", "-c", sleeper}}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createHostPod(ctx, t, admin, c, node, "evictable", sleeper)
 
 	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "MemoryPressure True from the eviction manager", func() bool {
 		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
@@ -77,8 +67,28 @@ func TestAgentEvictsUnderPressureOnContainerd(t *testing.T) {
 	if err := os.Remove(filepath.Join(manifests, "static.yaml")); err != nil {
 		t.Fatal(err)
 	}
+	zero := int64(0)
 	if err := admin.CoreV1().Pods("default").Delete(ctx, "evictable", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty", func() bool { return runtimeEmpty(rt) })
+}
+
+// createHostPod creates the default namespace's host-network busybox pod
+// name on node, running command with grace 0, and deletes it (grace 0) at
+// the test's end.
+func createHostPod(ctx context.Context, t *testing.T, admin kubernetes.Interface, c *containerdtest.Containerd, node, name, command string) {
+	t.Helper()
+	zero := int64(0)
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, DNSPolicy: corev1.DNSDefault, TerminationGracePeriodSeconds: &zero,
+			Containers: []corev1.Container{{Name: "app", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", command}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

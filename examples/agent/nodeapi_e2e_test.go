@@ -45,18 +45,7 @@ func TestAgentNodeAPIOnContainerd(t *testing.T) {
 	api, port := nodeAPIArgs(t)
 	startAgent(t, node, append(append(podArgs(t, c, t.TempDir()), api...), "--client-ca-file="+caFile)...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
-	zero := int64(0)
-	t.Cleanup(func() {
-		_ = admin.CoreV1().Pods("default").Delete(context.Background(), "api-logs", metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	})
-	if _, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "api-logs", Namespace: "default"},
-		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, DNSPolicy: corev1.DNSDefault, TerminationGracePeriodSeconds: &zero,
-			Containers: []corev1.Container{{Name: "app", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"sh", "-c", "echo hello from the node API; " + sleeper}}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createHostPod(ctx, t, admin, c, node, "api-logs", "echo hello from the node API; "+sleeper)
 	var uid string
 	testenv.Eventually(t, 2*time.Minute, 100*time.Millisecond, "the pod Running", func() bool {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "api-logs", metav1.GetOptions{})
@@ -136,6 +125,7 @@ func TestAgentNodeAPIOnContainerd(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(body), `container_memory_working_set_bytes{container="app",namespace="default",pod="api-logs"}`) {
 		t.Errorf("/metrics/resource: %d\n%s", code, body)
 	}
+	zero := int64(0)
 	if err := admin.CoreV1().Pods("default").Delete(ctx, "api-logs", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}

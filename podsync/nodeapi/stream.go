@@ -251,7 +251,7 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, fmt.Sprintf("pod %s not found", podFullName(ref)), http.StatusNotFound)
 			return
 		}
-		spec := containerSpec(pod, ref.container)
+		spec := podsync.ContainerSpec(pod, ref.container)
 		if spec == nil {
 			http.Error(w, fmt.Sprintf("container %s not found in pod %s", ref.container, podFullName(ref)), http.StatusNotFound)
 			return
@@ -265,27 +265,6 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request) {
 		ContainerId: id, Stdin: opts.Stdin, Stdout: opts.Stdout, Stderr: opts.Stderr, Tty: opts.TTY,
 	})
 	h.proxyStream(w, r, u, err)
-}
-
-// containerSpec finds a container of the pod by name, init and ephemeral
-// containers included.
-func containerSpec(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		if pod.Spec.EphemeralContainers[i].Name == name {
-			return (*corev1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
-		}
-	}
-	return nil
 }
 
 func (h *Handler) portForward(w http.ResponseWriter, r *http.Request) {
