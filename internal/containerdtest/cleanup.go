@@ -328,14 +328,21 @@ func (c *Containerd) thaw() {
 
 // removeCgroups removes the instance's cgroup directories, deepest first,
 // retrying while the kernel still counts exiting tasks in them.
-func (c *Containerd) removeCgroups(ctx context.Context) error {
+func (c *Containerd) removeCgroups(ctx context.Context) error { return c.RemoveCgroupsBelow(ctx, "") }
+
+// RemoveCgroupsBelow removes the directory rel (relative to the instance's
+// cgroup root; "" for the root itself) and everything below it in every
+// hierarchy, deepest first, retrying every 20ms while the kernel still
+// counts exiting tasks in them, until ctx ends: what an agent's kubepods
+// tree leaves once its pods are gone.
+func (c *Containerd) RemoveCgroupsBelow(ctx context.Context, rel string) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		var last error
 		for _, root := range c.CgroupDirs() {
 			var dirs []string
-			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			_ = filepath.WalkDir(filepath.Join(root, rel), func(p string, d fs.DirEntry, err error) error {
 				if err == nil && d.IsDir() {
 					dirs = append(dirs, p)
 				}

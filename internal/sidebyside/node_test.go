@@ -245,7 +245,7 @@ func (n *node) clean() {
 		if err := removeSandboxes(ctx, b.rt); err != nil {
 			errs = append(errs, fmt.Errorf("removing sandboxes: %w", err))
 		}
-		if err := b.removeKubepods(ctx); err != nil {
+		if err := b.c.RemoveCgroupsBelow(ctx, "kubepods"); err != nil {
 			errs = append(errs, err)
 		}
 		if err := unmountBelow(n.dir); err != nil {
@@ -292,40 +292,6 @@ func removeSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceClient) er
 		select {
 		case <-ctx.Done():
 			return errors.Join(append(errs, ctx.Err())...)
-		case <-tick.C:
-		}
-	}
-}
-
-// removeKubepods removes the kubepods tree an agent made below the harness's
-// cgroup root, in every hierarchy, deepest first, retrying while exiting
-// tasks still count.
-func (b *bench) removeKubepods(ctx context.Context) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var last error
-		for _, root := range b.c.CgroupDirs() {
-			var dirs []string
-			_ = filepath.WalkDir(filepath.Join(root, "kubepods"), func(p string, d fs.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					dirs = append(dirs, p)
-				}
-				return nil
-			})
-			sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-			for _, d := range dirs {
-				if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
-					last = fmt.Errorf("removing cgroup %s: %w", d, err)
-				}
-			}
-		}
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return last
 		case <-tick.C:
 		}
 	}

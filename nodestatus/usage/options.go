@@ -3,12 +3,12 @@ package usage
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -89,8 +89,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.NodeName == "" {
 		errs = append(errs, errors.New("Options.NodeName is required"))
 	}
-	if o.Interval < MinInterval || o.Interval > MaxInterval {
-		errs = append(errs, fmt.Errorf("Options.Interval %v: want between %v and %v", o.Interval, MinInterval, MaxInterval))
+	if err := backoff.Check("Options.Interval", o.Interval, MinInterval, MaxInterval); err != nil {
+		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)
 }

@@ -13,6 +13,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
 )
 
 // ImageRuntime is what ImageGC needs of a container runtime: a sliver of
@@ -106,11 +108,11 @@ func NewImageGC(o ImageGCOptions) (*ImageGC, error) {
 	case o.MinAge == 0:
 		o.MinAge = DefaultImageMinimumGCAge
 	}
-	switch {
-	case o.Period == 0:
+	if o.Period == 0 {
 		o.Period = DefaultImageGCPeriod
-	case o.Period < time.Second || o.Period > time.Hour:
-		return nil, fmt.Errorf("eviction: ImageGCOptions.Period must be between 1s and 1h, not %v", o.Period)
+	}
+	if err := backoff.Check("eviction: ImageGCOptions.Period", o.Period, time.Second, time.Hour); err != nil {
+		return nil, err
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

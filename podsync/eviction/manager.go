@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
 )
 
 // Kubelet's values: Reason of an evicted or rejected pod (status and
@@ -132,20 +134,20 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 	if o.AllocatableThresholds {
 		ts = WithAllocatable(ts)
 	}
-	switch {
-	case o.PressureTransitionPeriod == 0:
+	if o.PressureTransitionPeriod == 0 {
 		o.PressureTransitionPeriod = DefaultPressureTransitionPeriod
-	case o.PressureTransitionPeriod < time.Second || o.PressureTransitionPeriod > time.Hour:
-		return o, nil, fmt.Errorf("eviction: Options.PressureTransitionPeriod must be between 1s and 1h, not %v", o.PressureTransitionPeriod)
+	}
+	if err := backoff.Check("eviction: Options.PressureTransitionPeriod", o.PressureTransitionPeriod, time.Second, time.Hour); err != nil {
+		return o, nil, err
 	}
 	if o.MaxPodGracePeriod < 0 {
 		return o, nil, fmt.Errorf("eviction: Options.MaxPodGracePeriod must not be negative, not %d", o.MaxPodGracePeriod)
 	}
-	switch {
-	case o.Period == 0:
+	if o.Period == 0 {
 		o.Period = DefaultPeriod
-	case o.Period < time.Second || o.Period > 5*time.Minute:
-		return o, nil, fmt.Errorf("eviction: Options.Period must be between 1s and 5m, not %v", o.Period)
+	}
+	if err := backoff.Check("eviction: Options.Period", o.Period, time.Second, 5*time.Minute); err != nil {
+		return o, nil, err
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

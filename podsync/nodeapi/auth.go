@@ -21,6 +21,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
 )
 
 // TokenReviewInterface creates TokenReviews (authentication.k8s.io/v1).
@@ -194,8 +196,8 @@ func (o AuthOptions) withDefaults() (AuthOptions, error) {
 	if o.ReviewTimeout == 0 {
 		o.ReviewTimeout = DefaultReviewTimeout
 	}
-	if o.ReviewTimeout < MinReviewTimeout || o.ReviewTimeout > MaxReviewTimeout {
-		return o, fmt.Errorf("AuthOptions.ReviewTimeout %v: want between %v and %v", o.ReviewTimeout, MinReviewTimeout, MaxReviewTimeout)
+	if err := backoff.Check("AuthOptions.ReviewTimeout", o.ReviewTimeout, MinReviewTimeout, MaxReviewTimeout); err != nil {
+		return o, err
 	}
 	switch {
 	case o.ReviewRetries == 0:

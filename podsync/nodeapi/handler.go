@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 )
 
@@ -89,8 +90,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FollowInterval == 0 {
 		o.FollowInterval = DefaultFollowInterval
 	}
-	if o.FollowInterval < MinFollowInterval || o.FollowInterval > MaxFollowInterval {
-		return o, fmt.Errorf("Options.FollowInterval %v: want between %v and %v", o.FollowInterval, MinFollowInterval, MaxFollowInterval)
+	if err := backoff.Check("Options.FollowInterval", o.FollowInterval, MinFollowInterval, MaxFollowInterval); err != nil {
+		return o, err
 	}
 	return o, nil
 }
