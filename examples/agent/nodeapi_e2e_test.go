@@ -87,8 +87,10 @@ func TestAgentNodeAPIOnContainerd(t *testing.T) {
 	if code, _ := get(anon, "/stats/summary"); code != http.StatusUnauthorized {
 		t.Errorf("no credentials: %d, want 401", code)
 	}
-	if code, body := get(authed, "/containerLogs/default/api-logs/../../etc"); code != http.StatusBadRequest && code != http.StatusNotFound {
-		t.Errorf("traversal: %d %s, want 400 or 404", code, body)
+	for _, path := range []string{"/containerLogs/default/api-logs/..%2F..%2Fetc", "/containerLogs/../default/api-logs/app"} {
+		if code, body := get(authed, path); code != http.StatusBadRequest {
+			t.Errorf("traversal %s: %d %s, want 400", path, code, body)
+		}
 	}
 	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the pod's log through /containerLogs", func() bool {
 		code, body := get(authed, "/containerLogs/default/api-logs/app")
