@@ -59,11 +59,12 @@ func (p *pressure) setters(s nodestatus.Setters) (nodestatus.Setters, error) {
 var errNoSample = errors.New("no usage sample yet")
 
 // newEviction builds kubelet's eviction manager on the usage collector's
-// samples, the engine's pods (its killer: engine is set by the caller
-// before Run starts) and image garbage collection, and the image GC that
-// runs on its own period. admit is the admitter the engine gets: the
-// eviction manager's (pods refused under pressure) before the predicates.
-func (p *podHalf) newEviction(rt runtime.Runtime, collector *usage.Collector, engine **podsync.Engine, predicates admission.Admitter) (*eviction.Manager, *eviction.ImageGC, admission.Admitter, error) {
+// samples, the pod workers (p.engine, stored before the manager runs: its
+// killer and its active pods) and image garbage collection, and the image
+// GC that runs on its own period. admit is the admitter the engine gets:
+// the eviction manager's (pods refused under pressure) before the
+// predicates.
+func (p *podHalf) newEviction(rt runtime.Runtime, collector *usage.Collector, predicates admission.Admitter) (*eviction.Manager, *eviction.ImageGC, admission.Admitter, error) {
 	cfg := p.cfg
 	imageFS := func(context.Context) (*eviction.FsStats, error) {
 		s := collector.Latest()
@@ -91,12 +92,25 @@ func (p *podHalf) newEviction(rt runtime.Runtime, collector *usage.Collector, en
 			}
 			return eviction.FromSummary(s.Time, s.Summary), nil
 		}),
-		ActivePods: func() []*corev1.Pod { return (*engine).ActivePods() },
+		ActivePods: func() []*corev1.Pod {
+			if e := p.engine.Load(); e != nil {
+				return e.ActivePods()
+			}
+			return nil
+		},
 		Killer: eviction.KillerFunc(func(ctx context.Context, pod *corev1.Pod, st corev1.PodStatus, grace int64) error {
-			return (*engine).Evict(ctx, pod, st, grace)
+			e := p.engine.Load()
+			if e == nil {
+				return errors.New("the pod workers are not running yet")
+			}
+			return e.Evict(ctx, pod, st, grace)
 		}),
 		PodCleanedUp: func(pod *corev1.Pod) bool {
-			l, ok := (*engine).PodLifecycle(pod.UID)
+			e := p.engine.Load()
+			if e == nil {
+				return true
+			}
+			l, ok := e.PodLifecycle(pod.UID)
 			return !ok || l == podsync.Done
 		},
 		Reclaimers:               []eviction.Reclaimer{gc},

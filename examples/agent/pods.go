@@ -230,7 +230,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		return err
 	}
 	p.writer.Store(writer)
-	evictions, imageGC, admitAll, err := p.newEviction(rt, collector, &engine, admit)
+	evictions, imageGC, admitAll, err := p.newEviction(rt, collector, admit)
 	if err != nil {
 		return err
 	}
@@ -252,10 +252,10 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.engine.Store(engine)
 	if p.pressure != nil {
 		p.pressure.m.Store(evictions)
 	}
-	p.engine.Store(engine)
 	logs, err := logrotate.New(logrotate.Options{Runtime: rt, MaxSize: p.cfg.logMaxSize, MaxFiles: p.cfg.logMaxFiles,
 		MonitorInterval: p.cfg.logMonitorInterval, Clock: p.clock})
 	if err != nil {
