@@ -18,11 +18,9 @@ const dataObject = "bench-data"
 // API: each mounts one ConfigMap, one Secret (both shared by all) and a
 // projected service-account token of its own.
 type podDataFigures struct {
-	pods                  int
 	setUpReq, setUpSent   float64 // per pod, from create to all Running and Ready, idle share taken off
-	hourReq, hourSent     float64 // per pod per hour while they run: the pods' own requests; bytes less the idle rate
+	hourReq               float64 // per pod per hour while they run: the pods' own requests
 	setUpDetail, idleNote string
-	window                time.Duration
 }
 
 // ensureDataObjects creates the shared ConfigMap, Secret and ServiceAccount
@@ -79,7 +77,7 @@ func (b *bench) dataPod(name, nodeName string) *corev1.Pod {
 // them.
 func (b *bench) podData(kind string, n *node, pw *podWatch, r *result) podDataFigures {
 	b.ensureDataObjects()
-	f := podDataFigures{pods: b.dataPods, window: b.window}
+	var f podDataFigures
 	prefix := kind[:1] + "-"
 	s0 := b.sample(n)
 	var names []string
@@ -114,7 +112,6 @@ func (b *bench) podData(kind string, n *node, pw *podWatch, r *result) podDataFi
 		}
 	}
 	f.hourReq = float64(own) * hour / pods
-	f.hourSent = (float64(s2.sent-s1.sent)*hour - r.sentHour) / pods
 	f.idleNote = formatDetail(detail, hour)
 	for _, name := range names {
 		b.delete(name, 0)
