@@ -25,15 +25,22 @@ var ctrd, ctrd2 *containerdtest.Containerd
 func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctrd2)) }
 
 // TestE2EContract runs the contract suite on the CRI client against a real
-// containerd 1.x (which answers container events, sandbox metrics and
-// sandbox stats with Unimplemented: those cases skip).
-func TestE2EContract(t *testing.T) { runContract(t, containerdtest.Need(t, ctrd)) }
+// containerd 1.x (which answers container events and sandbox metrics with
+// Unimplemented: those cases skip). It runs in parallel with the suite on
+// containerd 2 (each on its own containerd), after the package's other
+// tests.
+func TestE2EContract(t *testing.T) {
+	c := containerdtest.Need(t, ctrd)
+	t.Parallel()
+	runContract(t, c)
+}
 
 // TestE2EContractContainerd2 runs the contract suite against containerd 2,
 // where the container events, sandbox metrics and sandbox stats cases run
 // too: a skip of any of them fails.
 func TestE2EContractContainerd2(t *testing.T) {
 	c := containerdtest.Need2(t, ctrd2)
+	t.Parallel()
 	v, err := c.RuntimeClient().Version(context.Background(), &runtimeapi.VersionRequest{})
 	if err != nil || !strings.HasPrefix(strings.TrimPrefix(v.GetRuntimeVersion(), "v"), "2.") {
 		t.Fatalf("CRI Version of the containerd 2 instance: %v, %v", v, err)
