@@ -115,7 +115,7 @@ build() {
   export PATH="$KUBEBUILDER_ASSETS:$PATH"
   log "building the agent and the local control plane"
   (cd "$root" &&
-    CGO_ENABLED=0 go build -o "$dir/bin/agent" ./examples/agent &&
+    CGO_ENABLED=0 go build -tags grpcnotrace -o "$dir/bin/agent" ./examples/agent &&
     go build -o "$dir/bin/localcluster" ./internal/controlplane/localcluster)
 }
 
