@@ -170,6 +170,9 @@
 // Services, and pull credentials: SyncPod first calls PodData.SetUpPod (an
 // error returns before anything runs; the pod is retried), and
 // SyncTerminatedPod removes the pod directory through PodData.TearDownPod.
+// A pod's log directory outlives its containers (a completed pod's logs stay
+// readable) and goes when the engine forgets the pod, once no source has it
+// (PodCleaner). Log directories of pods deleted while no engine ran stay.
 // Env follows the kubelet's precedence: envFrom, then env in order (each
 // $(VAR) sees envFrom, earlier env and the service variables), then the
 // service variables the container does not set. Images are pulled per

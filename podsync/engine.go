@@ -214,6 +214,7 @@ type Engine struct {
 	relistNow  bool
 	relistErr  error           // the last relist's: syncs wait while the backend cannot be observed
 	handled    map[string]bool // sources an update was handled from
+	cleanups   []*corev1.Pod   // forgotten pods for the PodCleaner (Run's loop)
 
 	// The Relister's events (Run only; events.go).
 	ev           evState
@@ -332,8 +333,29 @@ func (e *Engine) terminateLocked(w *worker, grace time.Duration) {
 func (e *Engine) forgetLocked(w *worker) {
 	delete(e.workers, w.uid)
 	e.due.Remove(w.uid)
+	if _, ok := e.o.Syncer.(PodCleaner); ok && w.pod != nil {
+		e.cleanups = append(e.cleanups, w.pod)
+		e.poke()
+	}
 	if e.o.Writer != nil && !w.orphan {
 		e.o.Writer.RemovePod(w.uid)
+	}
+}
+
+// cleanup hands the pods forgotten since the last call to the PodCleaner.
+func (e *Engine) cleanup(ctx context.Context) {
+	e.mu.Lock()
+	pods := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	if len(pods) == 0 {
+		return
+	}
+	c := e.o.Syncer.(PodCleaner)
+	for _, pod := range pods {
+		if err := c.CleanupPod(ctx, pod); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Error removing what is left of a deleted pod", "pod", klog.KObj(pod), "podUID", pod.UID)
+		}
 	}
 }
 
@@ -371,6 +393,7 @@ func (e *Engine) SyncOnce(ctx context.Context) (time.Duration, error) {
 	var wg sync.WaitGroup
 	e.dispatch(ctx, &wg)
 	wg.Wait()
+	e.cleanup(ctx)
 	return max(0, e.next().Sub(e.o.Clock.Now())), err
 }
 
@@ -440,6 +463,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 		e.dispatch(ctx, &wg)
+		e.cleanup(ctx)
 		next := e.next()
 		t := e.o.Clock.NewTimer(max(next.Sub(e.o.Clock.Now()), 0))
 		fired := t.C()
