@@ -423,7 +423,7 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int,
 		case served:
 		case v.EmptyDir != nil:
 			host = filepath.Join(b.podDir(pod), "volumes", "kubernetes.io~empty-dir", v.Name)
-			if err := os.MkdirAll(host, 0o777); err != nil {
+			if err := makeEmptyDir(host, pod); err != nil {
 				return nil, err
 			}
 		case v.HostPath != nil:
@@ -626,4 +626,25 @@ func checkHostPath(p string, t *corev1.HostPathType) error {
 		return fmt.Errorf("%w: hostPath type check failed: %s is not a %s", ErrConfig, p, *t)
 	}
 	return nil
+}
+
+// makeEmptyDir makes an emptyDir volume's directory once, as the kubelet
+// does: mode 0777 whatever the umask, and with the pod's fsGroup that group
+// and the set-group-ID bit, so files the containers make there get it too.
+// An existing directory is left as the containers made it.
+func makeEmptyDir(dir string, pod *corev1.Pod) error {
+	if _, err := os.Lstat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	mode := os.FileMode(0o777)
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil && *sc.FSGroup >= 0 {
+		if err := os.Lchown(dir, -1, int(*sc.FSGroup)); err != nil {
+			return fmt.Errorf("emptyDir %s: fsGroup %d: %w", dir, *sc.FSGroup, err)
+		}
+		mode |= os.ModeSetgid
+	}
+	return os.Chmod(dir, mode)
 }

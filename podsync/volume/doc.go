@@ -158,8 +158,13 @@
 //
 // # Differences from the kubelet
 //
-//   - No fsGroup or runAsUser ownership of volume files and no SELinux
-//     labels; modes only.
+//   - fsGroup is applied as the kubelet applies it to volumes it writes:
+//     Secret, ConfigMap, downward-API and projected files get the group and
+//     group read, their directories and memory emptyDirs the group and the
+//     set-group-ID bit (podsync does the same for emptyDirs on disk).
+//     fsGroupChangePolicy makes no difference here: these volumes are
+//     written afresh. No runAsUser ownership of token files and no SELinux
+//     labels.
 //   - Projected clusterTrustBundle and podCertificate sources, and CSI,
 //     persistent and other network volumes, are not served (podsync reports
 //     them as CreateContainerConfigError).
