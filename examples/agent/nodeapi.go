@@ -32,7 +32,8 @@ var (
 // SubjectAccessReview as the node (or AlwaysAllow). It binds the port now,
 // so that a busy port is an error at start.
 func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
-	ho := nodeapi.Options{PodLogRoot: cfg.podLogRoot, Clock: clk}
+	ho := nodeapi.Options{PodLogRoot: cfg.podLogRoot, Clock: clk,
+		Metrics: a.metricsHandler()}
 	if a.pods != nil {
 		ps := nodeapi.PodStates{Pods: a.pods.runningPods, State: a.pods.podState}
 		ho.Stats, ho.Pods = a.pods, a.pods.runningPods

@@ -1,5 +1,5 @@
 // Package nodeapi serves kubelet's node API as an http.Handler: /healthz,
-// /pods, /stats/summary, /metrics/resource,
+// /pods, /stats/summary, /metrics/resource, /metrics,
 // /containerLogs/<namespace>/<pod>/<container>, and the streaming /exec,
 // /attach, /portForward and /run, carried out by the container runtime;
 // and a Server that serves it as kubelet serves its port 10250: over TLS,
@@ -49,6 +49,7 @@
 //     namespace), resource_scrape_error (1 without a complete sample).
 //     CPU and memory samples carry the time they were read, which
 //     metrics-server uses for its rates.
+//   - /metrics: the agent's own metrics, Options.Metrics (404 without).
 //   - /healthz: "ok", or 500 with Options.Healthz's error.
 //   - /pods: a v1 PodList of Options.Pods.
 //   - /containerLogs/<namespace>/<pod>/<container>: the container's CRI log
