@@ -23,7 +23,17 @@
 //     its status is phase Failed with kubelet's reason and "Pod was
 //     rejected: " and the message, a Warning event carries the reason, and
 //     kubelet_admission_rejections_total{reason} counts it; once its
-//     deletion begins the writer deletes it for good.
+//     deletion begins the writer deletes it for good. A pod admitted by
+//     preemption (admission.Result.Preempt: a critical pod that lacked only
+//     resources) has the pods named there stopped first, as kubelet's
+//     critical-pod admission stops them: each with its own grace period,
+//     admission.PreemptedStatus laid over its status as an eviction's is
+//     (the DisruptionTarget condition at once; Failed, reason Preempting,
+//     "Preempted in order to admit critical pod" once stopped), a Warning
+//     Preempting event and kubelet_preemptions{preemption_signal} counting
+//     it. The admitted pod's first sync waits until they are Terminated,
+//     or at most the longest of their grace periods × 1.5 (at least 10s),
+//     where kubelet's admission blocks for each kill in turn.
 //   - Eviction (Engine.Evict, with eviction.Killer's signature, and
 //     Engine.ActivePods, the admitted pods whose worker is Syncing or
 //     Terminating: podsync/eviction's Killer and ActivePods): an evicted
@@ -215,8 +225,10 @@
 //     eviction manager, which an agent runs beside it with the Engine as
 //     its Killer and Engine.ActivePods as its pods. Admission is kubelet's predicates
 //     (podsync/admission) and, chained before them, the eviction rule
-//     (podsync/eviction), only with Options.Admit; no preemption to admit
-//     critical pods.
+//     (podsync/eviction), only with Options.Admit. Pods already stopping
+//     for an earlier preemption still count as active, so a second critical
+//     pod admitted meanwhile may choose them again (kubelet admits one pod at
+//     a time after its victims are gone).
 //   - Volumes without PodData: emptyDir (on disk, also for medium Memory)
 //     and hostPath only; other volumes, envFrom and env from ConfigMaps,
 //     Secrets or resources are CreateContainerConfigError. With
