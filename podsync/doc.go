@@ -169,7 +169,7 @@
 // resources (shares, quota, memory limit, oom_score_adj), security context,
 // command, args and env with $(VAR) expansion and downward-API fieldRefs the
 // node can answer, emptyDir and hostPath volumes (with the kubelet's type
-// checks), subPaths that stay inside their volume, the pod's /etc/hosts
+// checks), subPath and subPathExpr mounts (below), the pod's /etc/hosts
 // (<PodRoot>/<uid>/etc-hosts: the kubelet's managed entries with the pod's
 // IPs, hostname and FQDN, or the node's hosts file for host-network pods,
 // then hostAliases; not when the container mounts its own /etc/hosts or a
@@ -180,6 +180,22 @@
 // Services, and pull credentials: SyncPod first calls PodData.SetUpPod (an
 // error returns before anything runs; the pod is retried), and
 // SyncTerminatedPod removes the pod directory through PodData.TearDownPod.
+// A volumeMount's subPath (or subPathExpr, expanded from the container's
+// env with $(VAR); an unset or empty variable is "missing value for VAR")
+// is mounted as the kubelet mounts it: it must be relative and without
+// "..", symlinks in it may lead only inside the volume, a missing subPath
+// is made as directories with the volume's mode, and the resolved path is
+// opened element by element without following symlinks and that open file
+// bind-mounted at <PodRoot>/<uid>/volume-subpaths/<volume>/<container>/<mount
+// index>, which the runtime is given (so a container that swaps in a
+// symlink after the check gains nothing). A bad subPath is
+// CreateContainerConfigError with the kubelet's message naming it ("error
+// SubPath `/etc` must not be an absolute path", "unable to provision
+// SubPath `a/../b`: must not contain '..'", "failed to prepare subPath for
+// volumeMount "data" of container "app": subPath `link` resolves outside
+// its volume"). A restarted container reuses its mounts;
+// SyncTerminatedPod unmounts them all before it removes the pod directory,
+// and removes nothing while a mount is left.
 // Env follows the kubelet's precedence: envFrom, then env in order (each
 // $(VAR) sees envFrom, earlier env and the service variables), then the
 // service variables the container does not set. Images are pulled per
