@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
 )
@@ -95,5 +96,45 @@ func TestAgentPreemptsForStaticPodOnFakeRuntime(t *testing.T) {
 		_, ok := phase(mirror)
 		return !ok
 	})
+	p.stop(t)
+}
+
+// On containerd, with --max-pods=1: the static pod preempts the API pod,
+// whose container is stopped and whose API status is Failed/Preempting,
+// and then runs.
+func TestAgentPreemptsForStaticPodOnContainerd(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	c := containerdtest.Need(t, ctrd)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := criClient(t, c)
+	admin := cp.AdminClient()
+	const node = "e2e-preempt-ctrd"
+	manifests := t.TempDir()
+	p := startAgent(t, node, append(podArgs(t, c, manifests), "--max-pods=1")...)
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	createHostPod(ctx, t, admin, c, node, "victim", sleeper)
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the API pod running in containerd", func() bool {
+		return runningContainer(rt, "victim")
+	})
+
+	if err := os.WriteFile(filepath.Join(manifests, "critical.yaml"), []byte(staticManifest("critical", c.BusyboxImage)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the API pod Failed with reason Preempting", func() bool {
+		got, err := admin.CoreV1().Pods("default").Get(ctx, "victim", metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.PodFailed && got.Status.Reason == "Preempting"
+	})
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the static pod running, the API pod stopped", func() bool {
+		return runningContainer(rt, "critical-"+node) && !runningContainer(rt, "victim")
+	})
+	if err := os.Remove(filepath.Join(manifests, "critical.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	if err := admin.CoreV1().Pods("default").Delete(ctx, "victim", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty", func() bool { return runtimeEmpty(rt) })
 	p.stop(t)
 }
