@@ -485,8 +485,9 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int,
 // subPath resolves sub (relative, without "..") below a volume's host
 // directory: after symlinks it must stay inside the volume (a container
 // cannot point a subPath at the host with a symlink it made). Missing
-// directories are made, with the volume's mode as the kubelet makes them,
-// each only once its parent is known to be inside.
+// directories are made with the volume's mode, as the kubelet makes them,
+// from a descriptor of the deepest existing one opened without following
+// symlinks, so they cannot be made anywhere else.
 func subPath(volume, sub string) (string, error) {
 	if err := checkSubPath(sub); err != nil {
 		return "", err
@@ -501,17 +502,19 @@ func subPath(volume, sub string) (string, error) {
 	}
 	inside := func(p string) bool { return p == root || strings.HasPrefix(p, root+"/") }
 	outside := fmt.Errorf("subPath `%s` resolves outside its volume", sub)
-	// Walk down one element at a time, resolving each symlink and making
-	// missing directories only once their parent is known to be inside.
+	// Walk down one element at a time, resolving each symlink, until the
+	// first one missing.
 	cur := root
-	for _, e := range strings.Split(filepath.Clean(sub), "/") {
+	elems := strings.Split(filepath.Clean(sub), "/")
+	for i, e := range elems {
 		next := filepath.Join(cur, e)
 		fi, err := os.Lstat(next)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			if err := makeDir(next, rootInfo.Mode()); err != nil {
+			if err := makeDirs(root, cur, elems[i:], rootInfo.Mode()); err != nil {
 				return "", fmt.Errorf("creating subPath `%s`: %w", sub, err)
 			}
+			return filepath.Join(append([]string{cur}, elems[i:]...)...), nil
 		case err != nil:
 			return "", err
 		case fi.Mode()&os.ModeSymlink != 0:
@@ -531,18 +534,15 @@ func subPath(volume, sub string) (string, error) {
 	return cur, nil
 }
 
-// makeDir makes dir with the permission bits of mode (setgid and sticky
-// too), whatever the umask, setting them through a descriptor opened
-// without following symlinks.
-func makeDir(dir string, mode os.FileMode) error {
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// makeDirs makes the directories names, one inside the other, in parent
+// (root or below it, symlink-free), each from the descriptor of the one
+// before, with the permission bits of mode (setgid and sticky too) whatever
+// the umask.
+func makeDirs(root, parent string, names []string, mode os.FileMode) error {
+	fd, err := openBeneath(root, parent)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
 	perm := uint32(mode.Perm())
 	if mode&os.ModeSetgid != 0 {
 		perm |= unix.S_ISGID
@@ -550,7 +550,24 @@ func makeDir(dir string, mode os.FileMode) error {
 	if mode&os.ModeSticky != 0 {
 		perm |= unix.S_ISVTX
 	}
-	return unix.Fchmod(fd, perm)
+	for _, name := range names {
+		if err := unix.Mkdirat(fd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return fmt.Errorf("mkdir %s: %w", name, err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", name, err)
+		}
+		fd = next
+		if err := unix.Fchmod(fd, perm); err != nil {
+			unix.Close(fd)
+			return err
+		}
+	}
+	unix.Close(fd)
+	return nil
 }
 
 // etcHostsPath is where a container sees the pod's hosts file.

@@ -157,6 +157,11 @@ func bindFD(fd int, target string) error {
 		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
 			return fmt.Errorf("unmounting the stale subPath mount %s: %w", target, err)
 		}
+		// What is left is the empty directory or file made for the old
+		// source, which may have been of the other kind.
+		if err := os.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
 		return err

@@ -215,6 +215,23 @@ func TestContainerConfigSubPathMounts(t *testing.T) {
 	if n := len(mountsBelow(t, podDir)); n != 3 {
 		t.Fatalf("%d mounts below the pod directory after a restart, want 3", n)
 	}
+	// The file is replaced (a new inode, as an update writes it): the next
+	// restart mounts the new one in place of the old.
+	if err := os.WriteFile(filepath.Join(host, "config.new"), []byte("updated"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(host, "config.new"), filepath.Join(host, "config.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.containerConfig(pod, c, 2, podIPs{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(podDir, "volume-subpaths", "host", "app", "1")); err != nil || string(got) != "updated" {
+		t.Errorf("file subPath after the file was replaced reads %q, %v", got, err)
+	}
+	if n := len(mountsBelow(t, podDir)); n != 3 {
+		t.Fatalf("%d mounts below the pod directory after the remount, want 3", n)
+	}
 	// A symlink the container made that leads out of the volume.
 	if err := os.Symlink(host, filepath.Join(emptyDir, "out")); err != nil {
 		t.Fatal(err)
@@ -246,7 +263,7 @@ func TestContainerConfigSubPathMounts(t *testing.T) {
 	if _, err := os.Stat(podDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pod directory left: %v", err)
 	}
-	if got, err := os.ReadFile(filepath.Join(host, "config.txt")); err != nil || string(got) != "from the host" {
+	if got, err := os.ReadFile(filepath.Join(host, "config.txt")); err != nil || string(got) != "updated" {
 		t.Errorf("hostPath file after the pod went: %q, %v", got, err)
 	}
 }
