@@ -369,3 +369,36 @@ func hasCondition(s corev1.PodStatus, typ corev1.PodConditionType, reason string
 	}
 	return false
 }
+
+// A victim that cannot be stopped holds the critical pod back only for
+// the longest of the victims' grace periods × 1.5, at least 10s, as
+// kubelet's wait for a kill times out.
+func TestEnginePreemptionWaitEnds(t *testing.T) {
+	h := newAdmitHarness(t, nil)
+	one := int64(1)
+	a, b := admitPod("a", time.Second), admitPod("b", 2*time.Second)
+	a.Spec.TerminationGracePeriodSeconds, b.Spec.TerminationGracePeriodSeconds = &one, &one
+	b.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{a, b}})
+	h.steps(3)
+	static := admitPod("static-n1", 3*time.Second)
+	static.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
+	for i := 0; i < 9; i++ {
+		h.rt.InjectError("StopContainer", errors.New("stuck"))
+		h.steps(2)
+		if strings.Contains(strings.Join(h.sandboxNames(), ","), "static") {
+			t.Fatalf("the static pod started %ds after its admission, while its victim stops", i)
+		}
+		h.clock.Step(time.Second)
+	}
+	h.rt.InjectError("StopContainer", errors.New("stuck"))
+	h.clock.Step(time.Second)
+	h.steps(3)
+	if life, _ := h.eng.PodLifecycle(a.UID); life != Terminating {
+		t.Fatalf("victim %v, want still Terminating", life)
+	}
+	if !strings.Contains(strings.Join(h.sandboxNames(), ","), "static-n1") {
+		t.Fatalf("the static pod did not start once the wait ended: %v", h.sandboxNames())
+	}
+}
