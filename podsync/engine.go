@@ -194,6 +194,13 @@ type worker struct {
 	// evict is laid over every status generated from an eviction on
 	// (Evict). Never changed in place: jobs share it.
 	evict *corev1.PodStatus
+	// preemptor: the pod this one was preempted for (admitLocked), made
+	// due when this one is stopped.
+	preemptor types.UID
+	// waitFor: the pods preempted for this one, which it waits for (until
+	// waitUntil) before its first sync.
+	waitFor   []types.UID
+	waitUntil time.Time
 }
 
 // Engine runs one pod worker per pod UID: the latest update wins, at most
@@ -276,11 +283,18 @@ func (e *Engine) HandleUpdate(u podsource.Update) {
 		}
 		w := e.workers[pod.UID]
 		if w == nil {
-			if u.Op == podsource.OpRemove || e.rejectLocked(pod, now) {
+			if u.Op == podsource.OpRemove {
+				continue
+			}
+			ok, r := e.admitLocked(pod, now)
+			if !ok {
 				continue
 			}
 			w = &worker{uid: pod.UID, firstSeen: now}
 			e.workers[pod.UID] = w
+			if len(r.Preempt) > 0 {
+				e.preemptLocked(w, r, now)
+			}
 			if e.o.Probes != nil {
 				e.o.Probes.AddPod(pod)
 			}
@@ -671,6 +685,9 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 			w.pending = true
 			continue
 		}
+		if w.life == Syncing && e.preemptionWaitLocked(w, now) {
+			continue
+		}
 		w.busy = true
 		wctx, cancel := context.WithCancel(ctx)
 		w.cancel = cancel
@@ -861,6 +878,7 @@ func (e *Engine) run(ctx context.Context, j job) {
 			if st, err := pr.RelistPod(ctx, j.pod.UID); err == nil {
 				e.mu.Lock()
 				j.w.life = Terminated
+				e.victimStoppedLocked(j.w, e.o.Clock.Now())
 				if st == nil {
 					delete(e.cache, j.pod.UID)
 				} else {
@@ -874,6 +892,7 @@ func (e *Engine) run(ctx context.Context, j job) {
 		}
 		e.mu.Lock()
 		j.w.life = Terminated
+		e.victimStoppedLocked(j.w, e.o.Clock.Now())
 		e.relistNow = true
 		e.mu.Unlock()
 		e.finish(j, 0, nil)
