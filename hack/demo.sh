@@ -192,7 +192,9 @@ choose_runtime() {
 start_agent() {
   local args=(--kubeconfig "$dir/node-$DEMO_NODE.kubeconfig" --hostname-override "$DEMO_NODE"
     --disk-usage-path "$dir" --listen "${DEMO_LISTEN:-127.0.0.1:10248}"
-    --port "${DEMO_PORT:-10250}" --cert-dir "$dir/pki" --client-ca-file "$dir/ca.crt" "$@")
+    --port "${DEMO_PORT:-10250}" --cert-dir "$dir/pki" "$@")
+  # kube-apiserver's client certificate for node APIs is of this CA.
+  args+=(--client-ca-file "$dir/ca.crt")
   if [ -n "$runtime_endpoint" ]; then
     args+=(--container-runtime-endpoint "$runtime_endpoint")
   fi
@@ -319,7 +321,7 @@ EOF
   echo "== kubectl get pods -o wide"
   kubectl get pods -o wide
   echo
-  echo "== kubectl logs demo-web (kube-apiserver to the agent's node API on port ${DEMO_PORT:-10250})"
+  echo "== kubectl logs demo-web (read by kube-apiserver from the agent's node API)"
   kubectl logs demo-web
   echo
   echo "== kubectl delete pod demo-web"
