@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
@@ -17,6 +19,12 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
 )
 
@@ -147,5 +155,90 @@ func TestAgentNodeAPIReloadsCertificates(t *testing.T) {
 	}
 	if got := get(servingB, clientsA); got != http.StatusUnauthorized {
 		t.Errorf("after replacing the files, a client of the removed CA: %d, want 401", got)
+	}
+}
+
+// With --rotate-server-certificates the agent asks the API server for its
+// serving certificate (a kubernetes.io/kubelet-serving
+// CertificateSigningRequest as the node) and serves none until it is
+// issued; once approved and signed by kube-controller-manager with the
+// cluster's CA, the node API serves it.
+func TestAgentServingCertificateBootstrap(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	signer, err := cp.StartSigner()
+	if errors.Is(err, controlplane.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = signer.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := cp.AdminClient()
+	hostIP, err := utilnet.ResolveBindAddress(net.IPv4zero)
+	if err != nil || hostIP.IsUnspecified() {
+		t.Fatalf("no default-route address for the node API: %v", err)
+	}
+	_, p, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const node = "e2e-servingcsr"
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	startAgent(t, node, "--port="+p, "--address="+hostIP.String(), "--node-ip="+hostIP.String(),
+		"--cert-dir="+t.TempDir(), "--client-ca-file="+cp.ClientCAFile(), "--rotate-server-certificates")
+
+	var csr *certificatesv1.CertificateSigningRequest
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the node's kubelet-serving request", func() bool {
+		list, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for i := range list.Items {
+			if c := &list.Items[i]; c.Spec.Username == "system:node:"+node && c.Spec.SignerName == certificatesv1.KubeletServingSignerName {
+				csr = c
+				return true
+			}
+		}
+		return false
+	})
+	t.Cleanup(func() {
+		_ = admin.CertificatesV1().CertificateSigningRequests().Delete(context.Background(), csr.Name, metav1.DeleteOptions{})
+	})
+	roots := x509.NewCertPool()
+	caPEM, err := os.ReadFile(cp.ClientCAFile())
+	if err != nil || !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("reading the cluster CA: %v", err)
+	}
+	addr := net.JoinHostPort(hostIP.String(), p)
+	dial := func() (*x509.Certificate, error) {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{RootCAs: roots, ServerName: hostIP.String()})
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0], nil
+	}
+	if _, err := dial(); err == nil {
+		t.Errorf("the node API served a certificate of the cluster CA before its request was approved")
+	}
+
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "E2E", Message: "approved by the test"})
+	if _, err := admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var leaf *x509.Certificate
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the node API serving the issued certificate", func() bool {
+		if err := signer.Exited(); err != nil {
+			t.Fatal(err)
+		}
+		leaf, err = dial()
+		return err == nil
+	})
+	if leaf.Subject.CommonName != "system:node:"+node || len(leaf.IPAddresses) != 1 || !leaf.IPAddresses[0].Equal(hostIP) {
+		t.Errorf("served certificate: subject %v, IPs %v; want system:node:%s for %s", leaf.Subject, leaf.IPAddresses, node, hostIP)
 	}
 }

@@ -134,6 +134,16 @@
 // certificate is verified again. The self-signed certificate is not
 // reloaded.
 //
+// RequestServingCertificate is kubelet's serverTLSBootstrap: it makes a
+// key and a kubernetes.io/kubelet-serving CertificateSigningRequest as the
+// node (CN system:node:<node>, O system:nodes, the node's names and
+// addresses, usages digital signature and server auth), reads it back
+// every PollInterval (1s) until it is issued, and returns the pair; a
+// denied or failed request is an error wrapping ErrCSRDenied. Nothing
+// approves kubelet-serving requests by default: an operator or an
+// approver does. ServerOptions.Certificate serves such a pair once there
+// is one; until then handshakes fail, as kubelet's do.
+//
 // Auth does what kubelet's filter does, in kubelet's order:
 //
 //   - Authentication. A client certificate that verifies against the
@@ -212,8 +222,10 @@
 //
 // # Limits
 //
-// Auth: no front-proxy (request header) authentication; no serving
-// certificate from a CSR (kubelet's serverTLSBootstrap); no metrics
+// Auth: no front-proxy (request header) authentication; a serving
+// certificate from a CSR is requested once, not renewed before it expires
+// (kubelet rotates it at 70-90% of its life), and its request is polled,
+// not watched; no metrics
 // of reviews or decisions. Handler: no /stats/ container queries,
 // /metrics/cadvisor or /metrics/probes. Streaming: WebSocket clients are
 // proxied to the runtime as they come, which serves the channel.k8s.io

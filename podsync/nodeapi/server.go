@@ -59,6 +59,12 @@ type ServerOptions struct {
 	// empty: a self-signed certificate is made at start for Hostnames and
 	// IPs, as kubelet does.
 	CertFile, KeyFile string
+	// Certificate, when set (and CertFile and KeyFile are not), is asked
+	// for the serving certificate at each TLS handshake: a certificate
+	// requested with RequestServingCertificate once it is issued (kubelet's
+	// serverTLSBootstrap). It returns nil while there is none, and the
+	// handshake fails, as kubelet's does before its request is issued.
+	Certificate func() *tls.Certificate
 	// CertDir, when set and CertFile and KeyFile are not, keeps the
 	// self-signed pair in CertDir/kubelet.crt and CertDir/kubelet.key, as
 	// kubelet's --cert-dir: read when both are there, else made and
@@ -109,6 +115,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s := &Server{auth: auth, handler: auth.Wrap(opts.Handler)}
 	switch {
+	case opts.Certificate != nil && (opts.CertFile != "" || opts.KeyFile != ""):
+		return nil, errors.New("nodeapi: ServerOptions: set Certificate or CertFile and KeyFile, not both")
+	case opts.Certificate != nil:
+		get := opts.Certificate
+		s.cert = func(context.Context) *tls.Certificate { return get() }
 	case opts.CertFile != "" && opts.KeyFile != "":
 		certFile, keyFile := opts.CertFile, opts.KeyFile
 		r, err := newReloader("serving certificate", opts.Clock, parseKeyPair, certFile, keyFile)
@@ -131,7 +142,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s.tls = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return s.cert(hello.Context()), nil
+			if c := s.cert(hello.Context()); c != nil {
+				return c, nil
+			}
+			return nil, errNoServingCertificate
 		},
 		// Requested, not verified by the handshake: Auth verifies it, so a
 		// bad certificate is a 401 as kubelet answers, not a TLS alert.
@@ -166,9 +180,24 @@ func (s *Server) configFor(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 }
 
 // Certificate returns the serving certificate (the last one loaded when
-// CertFile and KeyFile are reloaded), for clients to trust a self-signed
-// one.
-func (s *Server) Certificate() *x509.Certificate { return s.cert(context.Background()).Leaf }
+// CertFile and KeyFile are reloaded; nil while ServerOptions.Certificate
+// has none), for clients to trust a self-signed one.
+func (s *Server) Certificate() *x509.Certificate {
+	c := s.cert(context.Background())
+	if c == nil {
+		return nil
+	}
+	if c.Leaf == nil {
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			return nil
+		}
+		return leaf
+	}
+	return c.Leaf
+}
+
+var errNoServingCertificate = errors.New("nodeapi: no serving certificate yet")
 
 // Auth returns the server's authenticator and authorizer.
 func (s *Server) Auth() *Auth { return s.auth }
