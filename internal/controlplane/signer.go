@@ -15,7 +15,8 @@ import (
 // an approver would for kubelet-serving.
 type Signer struct{ p *process }
 
-// StartSigner starts the signer. It serves no port and is not waited on:
+// StartSigner starts the signer (kube-controller-manager from BinaryDir).
+// It serves no port and is not waited on:
 // the certificate of an approved request is what shows it works. Stop it
 // with Signer.Stop (ControlPlane.Stop does not).
 func (cp *ControlPlane) StartSigner() (*Signer, error) {

@@ -55,9 +55,8 @@ type ServerOptions struct {
 	// or ReloadResync after the last read (looked at once per TLS
 	// handshake), as kubelet reloads them; a pair that does not load (one
 	// file written, the other not yet) is logged and the last good pair
-	// served. Both
-	// empty: a self-signed certificate is made at start for Hostnames and
-	// IPs, as kubelet does.
+	// served. Both empty: a self-signed certificate is made at start for
+	// Hostnames and IPs, as kubelet does.
 	CertFile, KeyFile string
 	// Certificate, when set (and CertFile and KeyFile are not), is asked
 	// for the serving certificate at each TLS handshake: a certificate
