@@ -52,11 +52,17 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 	} else {
 		auth.AlwaysAllow = true
 	}
-	srv, err := nodeapi.NewServer(nodeapi.ServerOptions{
+	so := nodeapi.ServerOptions{
 		Handler: h, Auth: auth,
 		CertFile: cfg.tlsCertFile, KeyFile: cfg.tlsKeyFile, CertDir: cfg.certDir,
 		Hostnames: []string{a.name}, IPs: cfg.nodeIPs, Clock: clk,
-	})
+	}
+	if cfg.serverTLS {
+		if so.Certificate, err = a.bootstrapServing(cfg, clk); err != nil {
+			return fmt.Errorf("--rotate-server-certificates: %w", err)
+		}
+	}
+	srv, err := nodeapi.NewServer(so)
 	if err != nil {
 		return fmt.Errorf("node API: %w", err)
 	}

@@ -121,6 +121,30 @@
 // served again after a restart; without, it is made at each start and
 // kept in memory. Server.Certificate returns it, for clients that pin it.
 //
+// As kubelet does, the server picks up new files without a restart: it
+// serves the CertFile and KeyFile pair on disk and trusts the
+// AuthOptions.ClientCAFile bundle on disk. Each TLS handshake (and each
+// request, for the client CAs) stats the files and reads them again when
+// one changed identity (a new file renamed over it), size or modification
+// time, and in any case once ReloadResync (1m) after the last read, on the
+// Clock; kubelet watches them with inotify and also re-reads them every
+// minute. A pair that does not match (one file replaced, the other not
+// yet) or a bundle without certificates is logged and the last good one
+// kept. New client CAs are named in the handshake (so that a client picks
+// a certificate they issued) and apply to connections already open, whose
+// certificate is verified again. The self-signed certificate is not
+// reloaded.
+//
+// RequestServingCertificate is kubelet's serverTLSBootstrap: it makes a
+// key and a kubernetes.io/kubelet-serving CertificateSigningRequest as the
+// node (CN system:node:<node>, O system:nodes, the node's names and
+// addresses, usages digital signature and server auth), reads it back
+// every PollInterval (1s) until it is issued, and returns the pair; a
+// denied or failed request is an error wrapping ErrCSRDenied. Nothing
+// approves kubelet-serving requests by default: an operator or an
+// approver does. ServerOptions.Certificate serves such a pair once there
+// is one; until then handshakes fail, as kubelet's do.
+//
 // Auth does what kubelet's filter does, in kubelet's order:
 //
 //   - Authentication. A client certificate that verifies against the
@@ -199,16 +223,20 @@
 //
 // # Limits
 //
-// Auth: the client CA bundle and the serving certificate are read once
-// (kubelet reloads them when the files change); no front-proxy (request
-// header) authentication; no serving certificate from a CSR; no metrics
+// Auth: no front-proxy (request header) authentication; a serving
+// certificate from a CSR is requested once, not renewed before it expires
+// (kubelet rotates it at 70-90% of its life), and its request is polled,
+// not watched; no metrics
 // of reviews or decisions. Handler: no /stats/ container queries,
 // /metrics/cadvisor or /metrics/probes. Streaming: WebSocket clients are
 // proxied to the runtime as they come, which serves the channel.k8s.io
 // protocols up to v4 (containerd 1.6); kubelet v1.37 also translates
 // kubectl's v5.channel.k8s.io WebSockets and port-forward tunnels to SPDY
 // (ExtendWebSocketsToKubelet), which this handler does not, so such a
-// client falls back to SPDY or fails; no streaming idle timeout or byte
+// client falls back to SPDY or fails. Through the API server kubectl's
+// WebSockets work: a node that does not declare ExtendWebSocketsToKubelet
+// in status.declaredFeatures (an agent built on this package must not)
+// gets SPDY from the API server, which translates; no streaming idle timeout or byte
 // rate limit; no metrics of sessions; no ephemeral-container creation. Logs: rotated files of the current run are not read
 // back (as kubelet, only the live file), and a followed log of a container
 // that exited without restarting is followed until the client leaves.
