@@ -10,7 +10,9 @@
 # On a containerd the demo starts itself it also runs pods: a static pod from
 # a manifest it writes (with its mirror pod) and an API pod applied with
 # kubectl, carrying an HTTP readiness probe; both reach Running and Ready,
-# `kubectl get pods -o wide` shows them, and the API pod is then deleted.
+# `kubectl get pods -o wide` shows them, `kubectl logs` reads the API pod's
+# line through kube-apiserver and the agent's node API, and the API pod is
+# then deleted.
 #
 # Environment:
 #   KUBEBUILDER_ASSETS  directory with kube-apiserver, etcd and kubectl
@@ -27,6 +29,8 @@
 #                       the demo directory with the locally built pause and
 #                       busybox images; the demo's pods run only on it.
 #   DEMO_HTTP_PORT      host port of the demo's API pod (default 18080)
+#   DEMO_PORT           the agent's node API port (default 10250, kubelet's),
+#                       which kubectl logs reaches through kube-apiserver
 #   DEMO_NODE           node name (default nodekit-demo)
 #   DEMO_DIR            working directory (default: a new /tmp/nodekit-demo.*,
 #                       removed at the end)
@@ -115,7 +119,7 @@ build() {
   export PATH="$KUBEBUILDER_ASSETS:$PATH"
   log "building the agent and the local control plane"
   (cd "$root" &&
-    CGO_ENABLED=0 go build -o "$dir/bin/agent" ./examples/agent &&
+    CGO_ENABLED=0 go build -tags grpcnotrace -o "$dir/bin/agent" ./examples/agent &&
     go build -o "$dir/bin/localcluster" ./internal/controlplane/localcluster)
 }
 
@@ -188,7 +192,9 @@ choose_runtime() {
 start_agent() {
   local args=(--kubeconfig "$dir/node-$DEMO_NODE.kubeconfig" --hostname-override "$DEMO_NODE"
     --disk-usage-path "$dir" --listen "${DEMO_LISTEN:-127.0.0.1:10248}"
-    --port "${DEMO_PORT:-0}" --cert-dir "$dir/pki" "$@")
+    --port "${DEMO_PORT:-10250}" --cert-dir "$dir/pki" "$@")
+  # kube-apiserver's client certificate for node APIs is of this CA.
+  args+=(--client-ca-file "$dir/ca.crt")
   if [ -n "$runtime_endpoint" ]; then
     args+=(--container-runtime-endpoint "$runtime_endpoint")
   fi
@@ -295,7 +301,7 @@ spec:
   - name: web
     image: $busybox_image
     imagePullPolicy: Never
-    command: ["sh", "-c", "mkdir -p /www && echo nodekit > /www/index.html && trap 'exit 0' TERM; httpd -f -p $port -h /www & wait"]
+    command: ["sh", "-c", "mkdir -p /www && echo nodekit > /www/index.html && echo serving /www on port $port && trap 'exit 0' TERM; httpd -f -p $port -h /www & wait"]
     ports:
     - containerPort: $port
     readinessProbe:
@@ -314,6 +320,9 @@ EOF
   echo
   echo "== kubectl get pods -o wide"
   kubectl get pods -o wide
+  echo
+  echo "== kubectl logs demo-web (read by kube-apiserver from the agent's node API)"
+  kubectl logs demo-web
   echo
   echo "== kubectl delete pod demo-web"
   t=$SECONDS
