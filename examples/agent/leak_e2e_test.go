@@ -43,7 +43,8 @@ func (f leakFootprint) machine() [5]int {
 // Pod lifecycles leak nothing: NODEKIT_LEAK_CYCLES (20 under make test;
 // hack/soak-leaks.sh runs 1,000) pods are created and deleted ten at a time
 // through the API server, and afterwards the agent's goroutines and open
-// files are back at their baseline (within 2), its heap within a bound, and
+// files are back at their baseline (within 2), its heap within a bound that
+// allows for the event recorder's bounded caches, and
 // the machine holds exactly the cgroups, mounts, network namespaces, log
 // files and pod directories it held before.
 func TestAgentLeaksNothingOverPodCycles(t *testing.T) {
@@ -196,10 +197,13 @@ func TestAgentLeaksNothingOverPodCycles(t *testing.T) {
 	if end.fds > base.fds+2 {
 		t.Errorf("agent open fds went from %d to %d", base.fds, end.fds)
 	}
-	// The heap is sampled between collections: a bound, not an equality. A
-	// leak of even 10 KiB per pod passes it only over short runs; the soak
-	// (1,000 pods) is what catches one.
-	if limit := base.heapInUse*3/2 + 4<<20; end.heapInUse > limit {
+	// The heap is sampled between collections: a bound, not an equality.
+	// It allows for the event recorder's correlation caches (client-go's
+	// record package keeps three LRU caches of 4,096 entries, filled by
+	// every pod's events): fed 3,000 pods' events alone they grew the heap
+	// by 5 MiB and stopped growing after about 1,500 pods. A leak of 10 KiB
+	// per pod passes only over short runs; the soak is what catches one.
+	if limit := base.heapInUse*3/2 + 12<<20; end.heapInUse > limit {
 		t.Errorf("agent heap in use went from %.1f MiB to %.1f MiB (bound %.1f MiB)",
 			float64(base.heapInUse)/(1<<20), float64(end.heapInUse)/(1<<20), float64(limit)/(1<<20))
 	}
