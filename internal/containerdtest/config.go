@@ -20,8 +20,8 @@ var disabledPlugins = []string{
 	"io.containerd.internal.v1.tracing",
 }
 
-// config returns containerd's config.toml (schema version 2, containerd 1.6).
-func (c *Containerd) config(bins binaries) string {
+// configTOML returns containerd's config.toml (schema version 2, containerd 1.6).
+func (c *Containerd) configTOML(bins binaries) string {
 	q := strconv.Quote
 	list := "["
 	for i, p := range disabledPlugins {
