@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -200,7 +202,7 @@ func checkOnePerPod(t *testing.T, s map[string]*criPod, want map[string]types.UI
 // podRecorder watches every update of the pods bound to a node (an
 // informer: it lists again after the API server comes back) and records
 // what a fault must never cause: a pod Failed, a Running pod reported
-// Pending again, a container that ran reported terminated, a container
+// Pending again, a running container reported terminated or waiting,
 // replaced (another ID) or restarted (restartCount changed), and a pod
 // name seen with a second UID (a mirror pod or an API pod recreated).
 type podRecorder struct {
@@ -283,14 +285,17 @@ func (r *podRecorder) observe(old, pod *corev1.Pod) {
 		if !ok {
 			continue
 		}
-		if o.State.Running != nil && cs.State.Running == nil {
+		if o.State.Running == nil {
+			continue
+		}
+		if cs.State.Running == nil {
 			bad("container %s %v after running", cs.Name, describeState(cs.State))
 		}
-		if o.ContainerID != "" && cs.ContainerID != o.ContainerID {
-			bad("container %s ID %s after %s", cs.Name, cs.ContainerID, o.ContainerID)
+		if cs.ContainerID != o.ContainerID {
+			bad("container %s ID %s after %s, running", cs.Name, cs.ContainerID, o.ContainerID)
 		}
 		if cs.RestartCount != o.RestartCount {
-			bad("container %s restartCount %d after %d", cs.Name, cs.RestartCount, o.RestartCount)
+			bad("container %s restartCount %d after %d, running", cs.Name, cs.RestartCount, o.RestartCount)
 		}
 	}
 }
@@ -484,4 +489,192 @@ func unix(sig syscall.Signal) string {
 		return "sigkill"
 	}
 	return sig.String()
+}
+
+// kill SIGKILLs the agent's process group and waits until it has exited.
+func (p *agentProc) kill(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+}
+
+// mirrorPod returns the mirror pod named name, or nil when there is none.
+func mirrorPod(ctx context.Context, t *testing.T, admin kubernetes.Interface, name string) *corev1.Pod {
+	t.Helper()
+	got, err := admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[corev1.MirrorPodAnnotationKey] == "" {
+		t.Fatalf("%s is not a mirror pod: %v", name, got.Annotations)
+	}
+	return got
+}
+
+// runningOf returns the IDs of the running containers of the pods named in
+// names, as a set.
+func runningOf(t *testing.T, rt *runtime.Client, names []string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, id := range runningContainers(t, rt, names...) {
+		out[id] = true
+	}
+	return out
+}
+
+// The agent is SIGKILLed while it starts 20 API pods (some running, some
+// not yet) next to a static pod, and started again on the same root
+// directory; and again while it deletes the 20. After each restart: the
+// runtime holds exactly one sandbox, ready, and one running container per
+// pod that should run and nothing else (no duplicate, no orphan once the
+// deletion completes); the containers that ran when it was killed run on
+// (restartCount 0 everywhere); the static pod keeps its UID and its mirror
+// pod is the same object (same UID; no pod is seen with a second UID);
+// the lease is renewed and the node's status written again by the new
+// agent; and no pod update reports a Running pod Pending again, a container
+// terminated or a pod Failed while the pods should run.
+func TestAgentKilledMidway(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	c := containerdtest.Need(t, ctrd)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	enableNetwork(ctx, t, c)
+	rt := criClient(t, c)
+	admin := cp.AdminClient()
+	const node = "e2e-fault-kill"
+	manifests := t.TempDir()
+	if err := os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte(staticManifest("static-kill", c.BusyboxImage)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The same flags, and so the same --root-dir, for every agent.
+	args := append(podArgs(t, c, manifests), "--node-lease-duration-seconds=4", "--node-status-update-frequency=2s")
+	p := startAgent(t, node, args...)
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+		_ = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(context.Background(), node, metav1.DeleteOptions{})
+	})
+	mirrorName := "static-kill-" + node
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the static pod's mirror pod Running", func() bool {
+		m := mirrorPod(ctx, t, admin, mirrorName)
+		return m != nil && m.Status.Phase == corev1.PodRunning && podReady(m)
+	})
+	mirror := mirrorPod(ctx, t, admin, mirrorName)
+	staticUID := types.UID(mirror.Annotations[corev1.MirrorPodAnnotationKey])
+	rec := newPodRecorder(t, admin, node)
+
+	// Kill the agent while it starts the 20.
+	names := createPods(ctx, t, admin, c, node, "kill", 20)
+	var atKill map[string]bool
+	testenv.Eventually(t, 2*time.Minute, 10*time.Millisecond, "some but not all of the 20 pods' containers running", func() bool {
+		atKill = runningOf(t, rt, names)
+		if len(atKill) == len(names) {
+			t.Fatalf("all 20 pods were running before the agent could be killed mid-way")
+		}
+		return len(atKill) > 0
+	})
+	p.kill(t)
+	t.Logf("agent killed with %d of 20 pods' containers running; runtime:%s", len(atKill), describeCRI(criState(ctx, t, rt)))
+	restarted := func() *agentProc {
+		t.Helper()
+		p := startAgent(t, node, args...)
+		testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the new agent serving its metrics", func() bool {
+			_, err := p.fetch("/metrics")
+			return err == nil
+		})
+		// The lease and the node's status carry on under the new agent
+		// (times in the API have whole seconds).
+		since := p.started.Truncate(time.Second)
+		renewals := waitLeaseRenewals(ctx, t, admin, node, 2, 30*time.Second)
+		if last := renewals[len(renewals)-1].Spec.RenewTime; last.Time.Before(since) {
+			t.Errorf("lease renewTime %v is before the new agent started (%v)", last, since)
+		}
+		waitNode(ctx, t, admin, node, p.started, time.Minute, func(n *corev1.Node) bool {
+			c := readyCondition(n)
+			return c.Status == corev1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(since)
+		})
+		return p
+	}
+	p = restarted()
+	uids := map[string]types.UID{mirrorName: staticUID}
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the 20 pods and the mirror pod Running and Ready", func() bool {
+		return runningReady(ctx, admin, node, append(slices.Clone(names), mirrorName))
+	})
+	pods, err := nodePods(ctx, admin, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods {
+		if pod.Name != mirrorName {
+			uids[pod.Name] = pod.UID
+		}
+	}
+	// Every pod synced once by the new agent (its first sync of a pod
+	// counts as "create"): a duplicate would have been made by then.
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the new agent synced the 21 pods", func() bool {
+		return syncCount(p, "create") >= 21
+	})
+	checkOnePerPod(t, criState(ctx, t, rt), uids)
+	after := runningOf(t, rt, names)
+	for id := range atKill {
+		if !after[id] {
+			t.Errorf("container %s, running when the agent was killed, no longer runs", id)
+		}
+	}
+	for name, s := range apiContainers(ctx, t, admin, node) {
+		if !strings.HasSuffix(s, "/0") {
+			t.Errorf("pod %s: containers %s; want restartCount 0", name, s)
+		}
+	}
+	if m := mirrorPod(ctx, t, admin, mirrorName); m == nil || m.UID != mirror.UID {
+		t.Errorf("mirror pod after the restart: %v; want the same object, uid %s", m, mirror.UID)
+	}
+	rec.check(t)
+	rec.Stop()
+	if t.Failed() {
+		return
+	}
+
+	// Kill the agent while it deletes the 20.
+	staticBefore := criState(ctx, t, rt)[string(staticUID)]
+	deleted := time.Now()
+	for _, name := range names {
+		if err := admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var left int
+	testenv.Eventually(t, 2*time.Minute, 10*time.Millisecond, "some but not all of the 20 pods' containers stopped", func() bool {
+		left = len(runningOf(t, rt, names))
+		if left == 0 {
+			t.Fatalf("all 20 pods' containers stopped before the agent could be killed mid-way")
+		}
+		return left < len(names)
+	})
+	p.kill(t)
+	t.Logf("agent killed %v after the deletions, with %d of 20 pods' containers running; runtime:%s",
+		time.Since(deleted).Round(time.Millisecond), left, describeCRI(criState(ctx, t, rt)))
+	p = restarted()
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the 20 pods gone from the API and the runtime", func() bool {
+		pods, err := nodePods(ctx, admin, node)
+		return err == nil && len(pods) == 1 && pods[0].Name == mirrorName && len(criState(ctx, t, rt)) == 1
+	})
+	state := criState(ctx, t, rt)
+	checkOnePerPod(t, state, map[string]types.UID{mirrorName: staticUID})
+	if s := state[string(staticUID)]; s == nil || !slices.Equal(s.sandboxes, staticBefore.sandboxes) || !slices.Equal(s.containers, staticBefore.containers) {
+		t.Errorf("the static pod in the runtime:%s\nwant as before:%s", describeCRI(state), describeCRI(map[string]*criPod{string(staticUID): staticBefore}))
+	}
+	if m := mirrorPod(ctx, t, admin, mirrorName); m == nil || m.UID != mirror.UID {
+		t.Errorf("mirror pod after the second restart: %v; want the same object, uid %s", m, mirror.UID)
+	}
+
+	if err := os.Remove(filepath.Join(manifests, "static.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	deleteAndDrain(ctx, t, admin, rt, c, node, nil)
+	p.stop(t)
 }
