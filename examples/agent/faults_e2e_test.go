@@ -426,6 +426,15 @@ func TestAgentSurvivesContainerdRestart(t *testing.T) {
 			if err := c.Kill(ctx, sig); err != nil {
 				t.Fatal(err)
 			}
+			restarted := false
+			defer func() {
+				// The package's other tests need containerd.
+				if !restarted {
+					if err := c.Restart(context.Background()); err != nil {
+						t.Errorf("restarting containerd after a failure: %v", err)
+					}
+				}
+			}()
 			notReady := waitNode(ctx, t, admin, node, down, containerdDownFor+time.Minute, func(n *corev1.Node) bool {
 				return readyCondition(n).Status == corev1.ConditionFalse
 			})
@@ -435,6 +444,7 @@ func TestAgentSurvivesContainerdRestart(t *testing.T) {
 					c.Reason, c.Message, "container runtime is down")
 			}
 			up := time.Now()
+			restarted = true
 			if err := c.Restart(ctx); err != nil {
 				t.Fatal(err)
 			}
