@@ -214,10 +214,18 @@ type podRecorder struct {
 	violations []string
 	uids       map[string][]types.UID // by namespace/name, in order seen
 	frozen     bool
+	ignored    map[string]bool // namespace/name of pods that are meant to end
+}
+
+// Ignore stops checking the pod namespace/name: the test removes it.
+func (r *podRecorder) Ignore(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ignored[key] = true
 }
 
 func newPodRecorder(t *testing.T, admin kubernetes.Interface, node string) *podRecorder {
-	r := &podRecorder{stop: make(chan struct{}), done: make(chan struct{}), uids: map[string][]types.UID{}}
+	r := &podRecorder{stop: make(chan struct{}), done: make(chan struct{}), uids: map[string][]types.UID{}, ignored: map[string]bool{}}
 	lw := cache.NewListWatchFromClient(admin.CoreV1().RESTClient(), "pods", corev1.NamespaceAll,
 		fields.OneTermEqualSelector("spec.nodeName", node))
 	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
@@ -258,6 +266,9 @@ func (r *podRecorder) observe(old, pod *corev1.Pod) {
 	}
 	r.updates++
 	key := pod.Namespace + "/" + pod.Name
+	if r.ignored[key] {
+		return
+	}
 	if uids := r.uids[key]; len(uids) == 0 || uids[len(uids)-1] != pod.UID {
 		r.uids[key] = append(uids, pod.UID)
 		if len(uids) > 0 {
@@ -686,5 +697,169 @@ func TestAgentKilledMidway(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleteAndDrain(ctx, t, admin, rt, c, node, nil)
+	p.stop(t)
+}
+
+// apiServerDownFor is how long the API server stays down in
+// TestAgentAPIServerDown.
+const apiServerDownFor = 60 * time.Second
+
+// The API server is stopped for apiServerDownFor under an agent that runs
+// three API pods and a static pod; meanwhile that static pod's manifest is
+// deleted and another one written. While the API server is down the pods
+// run on (the same containers) and the static changes reach the runtime:
+// the removed pod's sandbox and container are gone, the new one runs. Once
+// it is back, the status catches up: the new static pod's mirror pod
+// appears and goes Running, the removed one's mirror pod is deleted, the
+// lease is renewed and the node is Ready; no pod is duplicated, and no pod
+// update reports a Running pod Pending again, a running container
+// terminated or replaced, or a pod Failed.
+func TestAgentAPIServerDown(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	c := containerdtest.Need(t, ctrd)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	enableNetwork(ctx, t, c)
+	rt := criClient(t, c)
+	admin := cp.AdminClient()
+	const node = "e2e-fault-apiserver"
+	manifests := t.TempDir()
+	oldFile, newFile := filepath.Join(manifests, "old.yaml"), filepath.Join(manifests, "new.yaml")
+	if err := os.WriteFile(oldFile, []byte(staticManifest("static-old", c.BusyboxImage)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgent(t, node, append(podArgs(t, c, manifests), "--node-lease-duration-seconds=4", "--node-status-update-frequency=2s")...)
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+		_ = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(context.Background(), node, metav1.DeleteOptions{})
+	})
+	names := createPods(ctx, t, admin, c, node, "outage", 3)
+	oldMirror, newMirror := "static-old-"+node, "static-new-"+node
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "3 API pods and the static pod's mirror pod Running and Ready", func() bool {
+		return runningReady(ctx, admin, node, append(slices.Clone(names), oldMirror))
+	})
+	t.Logf("pods Running and Ready %v after the agent started", time.Since(p.started).Round(time.Millisecond))
+	oldUID := types.UID(mirrorPod(ctx, t, admin, oldMirror).Annotations[corev1.MirrorPodAnnotationKey])
+	apiRunning := runningOf(t, rt, names)
+	if len(apiRunning) != 3 {
+		t.Fatalf("%d running containers of the 3 API pods", len(apiRunning))
+	}
+	apiBefore := apiContainers(ctx, t, admin, node)
+	delete(apiBefore, oldMirror)
+	rec := newPodRecorder(t, admin, node)
+	rec.Ignore("default/" + oldMirror)
+
+	down := time.Now()
+	if err := cp.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	up := false
+	start := func() {
+		if !up {
+			up = true
+			if err := cp.StartAPIServer(); err != nil {
+				t.Fatalf("starting the API server again: %v", err)
+			}
+		}
+	}
+	defer start() // the package's other tests need it
+	t.Logf("API server stopped in %v", time.Since(down).Round(time.Millisecond))
+	if err := os.Remove(oldFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(newFile, []byte(staticManifest("static-new", c.BusyboxImage)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The static changes reach the runtime with the API server down.
+	outage, outageCancel := context.WithDeadline(ctx, down.Add(apiServerDownFor))
+	defer outageCancel()
+	var newUID string
+	for {
+		state := criState(ctx, t, rt)
+		newUID = ""
+		for uid, p := range state {
+			if p.name == newMirror && len(p.containers) == 1 && strings.Contains(p.containers[0], " CONTAINER_RUNNING ") {
+				newUID = uid
+			}
+		}
+		if state[string(oldUID)] == nil && newUID != "" {
+			t.Logf("static changes applied in the runtime %v after the API server stopped", time.Since(down).Round(time.Millisecond))
+			break
+		}
+		if outage.Err() != nil {
+			t.Fatalf("static changes not applied in the runtime during the %v outage:%s", apiServerDownFor, describeCRI(state))
+		}
+		pause(outage)
+	}
+	<-outage.Done()
+	if got := runningOf(t, rt, names); !maps.Equal(got, apiRunning) {
+		t.Errorf("API pods' running containers at the end of the outage %v; want %v", got, apiRunning)
+	}
+	if err := p.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the agent is gone: %v", err)
+	}
+	back := time.Now()
+	start()
+	t.Logf("API server down %v, ready again %v later", back.Sub(down).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
+
+	// The status catches up.
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the new static pod's mirror pod Running and Ready, the old one's deleted", func() bool {
+		pods, err := nodePods(ctx, admin, node)
+		if err != nil {
+			return false
+		}
+		var got []string
+		for _, p := range pods {
+			got = append(got, p.Name)
+		}
+		slices.Sort(got)
+		want := append(slices.Clone(names), newMirror)
+		slices.Sort(want)
+		return slices.Equal(got, want) && runningReady(ctx, admin, node, want)
+	})
+	t.Logf("status caught up %v after the API server was back", time.Since(back).Round(time.Millisecond))
+	if m := mirrorPod(ctx, t, admin, newMirror); m.Annotations[corev1.MirrorPodAnnotationKey] != newUID {
+		t.Errorf("mirror pod %s is of static pod %s; want %s", newMirror, m.Annotations[corev1.MirrorPodAnnotationKey], newUID)
+	}
+	renewals := waitLeaseRenewals(ctx, t, admin, node, 2, 30*time.Second)
+	if last := renewals[len(renewals)-1].Spec.RenewTime; last.Time.Before(back.Truncate(time.Second)) {
+		t.Errorf("lease renewTime %v is from before the API server was back (%v)", last, back)
+	}
+	waitNode(ctx, t, admin, node, back, time.Minute, func(n *corev1.Node) bool {
+		return readyCondition(n).Status == corev1.ConditionTrue
+	})
+	apiAfter := apiContainers(ctx, t, admin, node)
+	delete(apiAfter, newMirror)
+	if !maps.Equal(apiAfter, apiBefore) {
+		t.Errorf("API pods' container statuses after the outage:\n%v\nwant as before:\n%v", apiAfter, apiBefore)
+	}
+	uids := map[string]types.UID{newMirror: types.UID(newUID)}
+	pods, err := nodePods(ctx, admin, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods {
+		if pod.Name != newMirror {
+			uids[pod.Name] = pod.UID
+		}
+	}
+	checkOnePerPod(t, criState(ctx, t, rt), uids)
+	if got := runningOf(t, rt, names); !maps.Equal(got, apiRunning) {
+		t.Errorf("API pods' running containers after the outage %v; want %v", got, apiRunning)
+	}
+	// The watch lists again after its own back-off: wait until it saw
+	// the new mirror pod, so that it has seen the pods as they are now.
+	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the pod watch seeing the new mirror pod", func() bool {
+		return len(rec.uidsOf("default/"+newMirror)) > 0
+	})
+	rec.check(t)
+	rec.Stop()
+
+	if err := os.Remove(newFile); err != nil {
+		t.Fatal(err)
+	}
+	drain := time.Now()
+	deleteAndDrain(ctx, t, admin, rt, c, node, names)
+	t.Logf("pods removed in %v", time.Since(drain).Round(time.Millisecond))
 	p.stop(t)
 }
