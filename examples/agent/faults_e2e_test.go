@@ -825,7 +825,7 @@ func TestAgentAPIServerDown(t *testing.T) {
 	if last := renewals[len(renewals)-1].Spec.RenewTime; last.Time.Before(back.Truncate(time.Second)) {
 		t.Errorf("lease renewTime %v is from before the API server was back (%v)", last, back)
 	}
-	waitNode(ctx, t, admin, node, back, time.Minute, func(n *corev1.Node) bool {
+	waitNode(ctx, t, admin, node, time.Now(), time.Minute, func(n *corev1.Node) bool {
 		return readyCondition(n).Status == corev1.ConditionTrue
 	})
 	apiAfter := apiContainers(ctx, t, admin, node)
