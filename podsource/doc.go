@@ -112,7 +112,10 @@
 // spec) with kubernetes.io/config.mirror set to the config hash and a
 // controller owner reference to the Node, without blockOwnerDeletion. A
 // mirror pod whose hash no longer matches, or whose deletion began, is
-// deleted and recreated; one without a static pod is deleted. Deletions use
+// deleted and recreated; one without a static pod is deleted, but only once
+// MirrorPodsOptions.SourcesReady (Merger.SeenAllSources fits) says every
+// source has reported, so that a restarted agent that has not read its
+// manifests yet keeps the mirror pods it made before. Deletions use
 // a UID precondition and grace period 0. Run repeats SyncOnce every 10s and
 // on Trigger. All of it works as system:node:<name> under the Node
 // authorizer and NodeRestriction, which allow a node to create only mirror

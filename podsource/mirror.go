@@ -67,6 +67,13 @@ type MirrorPodsOptions struct {
 	// func() ([]*v1.Pod, bool) { return merger.Pods(APISource), merger.SeenAllSources() }.
 	// Default nil: one LIST per sync.
 	NodePods func() ([]*v1.Pod, bool)
+	// SourcesReady reports whether every source of static pods has reported
+	// its pods once. Until it does, StaticPods may lack pods that exist (an
+	// agent that just started has not read its manifest directory yet), so
+	// SyncOnce deletes no mirror pod as orphaned, as kubelet deletes orphaned
+	// mirror pods only once all its sources are ready. For Merger-fed
+	// agents: merger.SeenAllSources. Default nil: always ready.
+	SourcesReady func() bool
 	// Period is how often Run syncs besides Trigger. Default 10s; 1s to 24h.
 	Period time.Duration
 	// Clock drives Run's ticker. Default the real clock.
@@ -90,7 +97,8 @@ type MirrorPodsOptions struct {
 // the pods bound to the node (from NodePods, else a LIST with
 // spec.nodeName=<node>), creates
 // missing mirror pods, deletes and recreates those whose hash differs or
-// whose deletion began, and deletes mirror pods whose static pod is gone.
+// whose deletion began, and deletes mirror pods whose static pod is gone
+// (once SourcesReady says every source has reported).
 // Every delete carries a UID precondition and grace period 0, so a pod
 // recreated meanwhile under the same name is never deleted by mistake.
 //
@@ -105,6 +113,7 @@ type MirrorPods struct {
 	nodeUIDFn  func(ctx context.Context) (types.UID, error)
 	staticPods func() []*v1.Pod
 	nodePods   func() ([]*v1.Pod, bool)
+	ready      func() bool
 	created    func(*v1.Pod)
 	period     time.Duration
 	clock      clock.WithTicker
@@ -141,6 +150,7 @@ func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 		nodeUIDFn:  opts.NodeUID,
 		staticPods: opts.StaticPods,
 		nodePods:   opts.NodePods,
+		ready:      opts.SourcesReady,
 		created:    opts.Created,
 		period:     opts.Period,
 		clock:      opts.Clock,
@@ -238,6 +248,12 @@ func (m *MirrorPods) SyncOnce(ctx context.Context) error {
 		if !wanted[fn] {
 			orphans = append(orphans, fn)
 		}
+	}
+	if m.ready != nil && !m.ready() {
+		if len(orphans) > 0 {
+			logger.V(2).Info("Not all pod sources have reported yet; orphaned mirror pods are kept until they have", "mirrorPods", orphans)
+		}
+		orphans = nil
 	}
 	sort.Strings(orphans)
 	for _, fn := range orphans {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -282,4 +283,35 @@ func TestMirrorPodsFromNodePods(t *testing.T) {
 // podsOf is MirrorPodsOptions.Pods for a core/v1 client.
 func podsOf(c corev1client.CoreV1Interface) func(string) MirrorPodClient {
 	return func(ns string) MirrorPodClient { return c.Pods(ns) }
+}
+
+// Until every source has reported, a mirror pod without a static pod is
+// kept: a restarted agent has not read its manifests yet. Once they have
+// reported, it is deleted.
+func TestMirrorPodsKeepOrphansUntilSourcesReady(t *testing.T) {
+	ctx := context.Background()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}
+	orphan := testPod("web-n1", "uid-mirror")
+	orphan.Annotations = map[string]string{ConfigMirrorAnnotation: "h"}
+	client := fake.NewClientset(node, orphan)
+	static := &staticSet{}
+	var ready atomic.Bool
+	mp, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), Nodes: client.CoreV1().Nodes(), NodeName: "n1",
+		StaticPods: static.get, SourcesReady: ready.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := static.sync(ctx, mp); err != nil {
+		t.Fatal(err)
+	}
+	if got := mirrorWrites(client); len(got) != 0 {
+		t.Errorf("writes before the sources are ready: %v; want none", got)
+	}
+	ready.Store(true)
+	if err := static.sync(ctx, mp); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(mirrorWrites(client), ","); got != "delete web-n1 uid=uid-mirror" {
+		t.Errorf("writes once the sources are ready: %s", got)
+	}
 }

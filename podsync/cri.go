@@ -119,6 +119,9 @@ type CRI struct {
 	b        builder
 	metrics  *metrics
 	cgroups  *podCgroups // nil: CgroupsPerQOS off or the systemd driver
+	// started is when the syncer was made: a container created before it
+	// was created by an earlier agent on this node.
+	started time.Time
 
 	mu        sync.Mutex
 	crashLoop backoff.Map[string]
@@ -212,7 +215,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 			return nil, err
 		}
 	}
-	c := &CRI{rt: o.Runtime, cgroups: cg, handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
+	c := &CRI{rt: o.Runtime, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
 			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, data: o.PodData},
@@ -670,13 +673,31 @@ const minGrace = 2 * time.Second
 func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, observed *PodState, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, ips podIPs, targetID string) (string, string, error) {
 	now := c.clock.Now()
 	prev := observed.Latest(spec.Name)
+	// A container created for this spec that never started is the start
+	// an agent that stopped (or was killed) cut short, not a restart of
+	// the container: created, it is started as it is; exited (the runtime
+	// aborted the start when that agent's call went away), it is replaced
+	// at the same restart count, once, if an earlier agent created it.
+	// Either way no second container of the name is left.
+	unstarted := prev != nil && prev.StartedAt.IsZero() && prev.Hash == HashContainer(spec) && targetID == ""
+	if unstarted && prev.State == runtimeapi.ContainerState_CONTAINER_CREATED && prev.SandboxID == sandboxID {
+		return c.runContainer(ctx, pod, spec, prev.ID, ips)
+	}
+	cutShort := unstarted && prev.Exited() && prev.CreatedAt.Before(c.started)
 	restartCount := 0
-	if prev != nil {
+	switch {
+	case cutShort:
+		// Its name (with the attempt) is the replacement's: remove it first.
+		if err := c.rt.RemoveContainer(ctx, prev.ID); err != nil {
+			return ReasonCreateContainerError, err.Error(), c.opError("remove_container", err)
+		}
+		restartCount = prev.RestartCount
+	case prev != nil:
 		restartCount = prev.RestartCount + 1
-	} else {
+	default:
 		restartCount = nextLogIndex(filepath.Join(sbConfig.LogDirectory, spec.Name))
 	}
-	if prev != nil && prev.Exited() {
+	if prev != nil && prev.Exited() && !cutShort {
 		c.mu.Lock()
 		c.crashLoop.Next(CrashLoopKey(pod, spec), now)
 		c.mu.Unlock()
@@ -699,6 +720,12 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 		return ReasonCreateContainerError, err.Error(), c.opError("create_container", err)
 	}
 	c.event(pod, corev1.EventTypeNormal, "Created", "Created container %s", spec.Name)
+	return c.runContainer(ctx, pod, spec, id, ips)
+}
+
+// runContainer starts the created container id and runs its postStart
+// hook. On failure it returns the waiting reason and message.
+func (c *CRI) runContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, id string, ips podIPs) (string, string, error) {
 	if err := c.rt.StartContainer(ctx, id); err != nil {
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonRunContainerError, err.Error(), c.opError("start_container", err)

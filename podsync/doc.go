@@ -110,6 +110,11 @@
 // preStop handler, ports and grace periods are written as the kubelet's
 // io.kubernetes.* annotations, so a restarted engine (or a kubelet) adopts
 // what runs: same container IDs, restart counts from the annotations.
+// A start that an agent's stop cut short is finished, not counted as a
+// restart (the kubelet counts it): a container created for the spec but
+// never started is started as it is, and one an earlier agent created
+// whose start the runtime aborted (exited, never started) is replaced at
+// the same restart count, so no second container of the name is left.
 //
 // # Threading model
 //

@@ -2,6 +2,8 @@ package podsync
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -504,5 +506,41 @@ func TestOrphansWaitForEverySource(t *testing.T) {
 	h.steps(3)
 	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 0 {
 		t.Fatalf("running %v after removal", got)
+	}
+}
+
+// A container created but never started (the agent stopped between
+// CreateContainer and StartContainer, here a failed start) is started as it
+// is by the next sync, by a new engine as by the same one: no second
+// container of the name, restartCount 0.
+func TestEngineStartsCreatedContainer(t *testing.T) {
+	for _, newEngine := range []bool{false, true} {
+		t.Run(fmt.Sprintf("new engine %v", newEngine), func(t *testing.T) {
+			h := newHarness(t)
+			pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+			h.rt.InjectError("StartContainer", errors.New("agent stopped"))
+			h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+			h.steps(1)
+			created := h.containers(runtimeapi.ContainerState_CONTAINER_CREATED)
+			if len(created) != 1 {
+				t.Fatalf("%d created containers after the failed start; want 1", len(created))
+			}
+			if newEngine {
+				h.newEngine()
+				h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+			}
+			h.steps(3)
+			all, err := h.rt.ListContainers(h.ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(all) != 1 || all[0].Id != created[0].Id || all[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+				t.Fatalf("containers %v; want %s alone, running", all, created[0].Id)
+			}
+			st := h.writer.last(pod.UID)
+			if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].RestartCount != 0 || st.ContainerStatuses[0].State.Running == nil {
+				t.Errorf("container statuses %+v; want one running, restartCount 0", st.ContainerStatuses)
+			}
+		})
 	}
 }

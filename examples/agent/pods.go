@@ -138,6 +138,9 @@ func newPodHalf(cfg *config, name string, clk clock.WithTicker, rt *runtimeConn,
 		mo := podsource.MirrorPodsOptions{Pods: client.mirrorPods, Nodes: client.Nodes(), NodeName: name, StaticPods: merger.StaticPods, Clock: clk,
 			// Mirror pods as the API source's watch shows them: no LIST per sync.
 			NodePods: func() ([]*corev1.Pod, bool) { return merger.Pods(podsource.APISource), merger.SeenAllSources() },
+			// A restarted agent's mirror pods are orphans only once its
+			// manifest directory and URL have been read.
+			SourcesReady: merger.SeenAllSources,
 			Created: func(mirror *corev1.Pod) {
 				if w := p.writer.Load(); w != nil {
 					w.SetMirrorPod(mirror)

@@ -33,6 +33,9 @@ func (c *Containerd) Stop() error {
 }
 
 func (c *Containerd) stop() error {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StopTimeout)
 	defer cancel()
 	var errs []error
@@ -48,7 +51,7 @@ func (c *Containerd) stop() error {
 	if c.conn != nil {
 		c.conn.Close()
 	}
-	if c.cmd != nil {
+	if c.daemon() != nil {
 		if err := c.stopContainerd(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -78,11 +81,12 @@ func (c *Containerd) stop() error {
 }
 
 func (c *Containerd) running() bool {
-	if c.cmd == nil {
+	d := c.daemon()
+	if d == nil {
 		return false
 	}
 	select {
-	case <-c.exited:
+	case <-d.exited:
 		return false
 	default:
 		return true
@@ -114,25 +118,26 @@ func (c *Containerd) stopContainerd(ctx context.Context) error {
 	if !c.running() {
 		return nil
 	}
+	d := c.daemon()
 	grace := 10 * time.Second
 	if d, ok := ctx.Deadline(); ok && time.Until(d)/2 < grace {
 		grace = time.Until(d) / 2
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
-	case <-c.exited:
+	case <-d.exited:
 		return nil
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
+	_ = d.cmd.Process.Signal(syscall.SIGKILL)
 	select {
-	case <-c.exited:
+	case <-d.exited:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("containerd (pid %d) did not exit after SIGKILL: %w", c.cmd.Process.Pid, ctx.Err())
+		return fmt.Errorf("containerd (pid %d) did not exit after SIGKILL: %w", d.cmd.Process.Pid, ctx.Err())
 	}
 }
 

@@ -20,9 +20,9 @@ var disabledPlugins = []string{
 	"io.containerd.internal.v1.tracing",
 }
 
-// config returns containerd's config.toml: schema version 2 for containerd
-// 1.6, version 3 (config3) for containerd 2.
-func (c *Containerd) config(bins binaries) string {
+// configTOML returns containerd's config.toml: schema version 2 for
+// containerd 1.6, version 3 (config3) for containerd 2.
+func (c *Containerd) configTOML(bins binaries) string {
 	if c.opts.Major == 2 {
 		return c.config3(bins)
 	}

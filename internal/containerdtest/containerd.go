@@ -138,14 +138,32 @@ type Containerd struct {
 	Major          int
 	RuntimeVersion string
 
-	opts     Options
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when containerd has been reaped
-	waitErr  error         // set before exited is closed
+	opts   Options
+	bins   binaries
+	config string // the config.toml path
+
+	mu      sync.Mutex
+	proc    *daemon // the current containerd process; nil before launch
+	stopped bool    // Stop began: Restart refuses
+
 	conn     *grpc.ClientConn
 	ready    bool // the CRI service answered
 	stopOnce sync.Once
 	stopErr  error
+}
+
+// daemon is one containerd process: Restart replaces it.
+type daemon struct {
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has been reaped
+	waitErr error         // set before exited is closed
+}
+
+// daemon returns the current containerd process, or nil before launch.
+func (c *Containerd) daemon() *daemon {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc
 }
 
 // Start starts a containerd of its own, waits until its CRI service answers,
@@ -185,7 +203,7 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 		CgroupRoot:   "/" + filepath.Base(dir),
 		Major:        opts.Major,
 		opts:         opts,
-		exited:       make(chan struct{}),
+		bins:         bins,
 	}
 	c.Endpoint = "unix://" + c.Address
 	if len(c.Address) > 100 {
@@ -318,12 +336,12 @@ func (c *Containerd) start(ctx context.Context, bins binaries) error {
 	built := make(chan error, 1)
 	go func() { built <- buildImages(ctx, bins, c.Dir, layout) }()
 
-	config := filepath.Join(c.Dir, "config.toml")
-	if err := os.WriteFile(config, []byte(c.config(bins)), 0o600); err != nil {
+	c.config = filepath.Join(c.Dir, "config.toml")
+	if err := os.WriteFile(c.config, []byte(c.configTOML(bins)), 0o600); err != nil {
 		<-built
 		return fmt.Errorf("containerdtest: %w", err)
 	}
-	if err := c.launch(bins, config); err != nil {
+	if err := c.launch(); err != nil {
 		<-built
 		return err
 	}
@@ -361,7 +379,10 @@ func probeOverlay(dir string) error {
 	return syscall.Unmount(merged, 0)
 }
 
-func (c *Containerd) launch(bins binaries, config string) error {
+// launch starts a containerd process on the instance's config and makes it
+// the current one.
+func (c *Containerd) launch() error {
+	bins, config := c.bins, c.config
 	logFile, err := os.OpenFile(c.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("containerdtest: %w", err)
@@ -377,6 +398,7 @@ func (c *Containerd) launch(bins binaries, config string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The goroutine holds its OS thread for containerd's lifetime, so the
 	// parent-death signal fires only if the whole test process dies.
+	d := &daemon{cmd: cmd, exited: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		goruntime.LockOSThread()
@@ -385,13 +407,15 @@ func (c *Containerd) launch(bins binaries, config string) error {
 			return // the locked thread ends with the goroutine
 		}
 		started <- nil
-		c.waitErr = cmd.Wait()
-		close(c.exited)
+		d.waitErr = cmd.Wait()
+		close(d.exited)
 	}()
 	if err := <-started; err != nil {
 		return fmt.Errorf("containerdtest: starting containerd: %w", err)
 	}
-	c.cmd = cmd
+	c.mu.Lock()
+	c.proc = d
+	c.mu.Unlock()
 	return nil
 }
 
@@ -413,12 +437,15 @@ func searchPath(bins binaries) string {
 // waitReady polls the CRI Version call until it answers, containerd exits or
 // ctx ends.
 func (c *Containerd) waitReady(ctx context.Context) error {
-	conn, err := grpc.NewClient(c.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return fmt.Errorf("containerdtest: %w", err)
+	if c.conn == nil {
+		conn, err := grpc.NewClient(c.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("containerdtest: %w", err)
+		}
+		c.conn = conn
 	}
-	c.conn = conn
-	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	d := c.daemon()
+	rt := runtimeapi.NewRuntimeServiceClient(c.conn)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last error
@@ -431,6 +458,10 @@ func (c *Containerd) waitReady(ctx context.Context) error {
 				c.ready = true
 				return nil
 			}
+			// Dial again at the next tick, not after gRPC's back-off
+			// (up to 2m): after Restart the connection may have been
+			// failing for a while.
+			c.conn.ResetConnectBackoff()
 			if status.Code(last) == codes.Unimplemented {
 				// The socket serves but without the CRI service: the CRI
 				// plugin failed to load and never will.
@@ -438,8 +469,8 @@ func (c *Containerd) waitReady(ctx context.Context) error {
 			}
 		}
 		select {
-		case <-c.exited:
-			return fmt.Errorf("containerdtest: containerd exited during start (%v); log:\n%s", c.waitErr, c.LogTail(40))
+		case <-d.exited:
+			return fmt.Errorf("containerdtest: containerd exited during start (%v); log:\n%s", d.waitErr, c.LogTail(40))
 		case <-ctx.Done():
 			return fmt.Errorf("containerdtest: containerd's CRI service did not answer (last error: %v): %w; log:\n%s", last, ctx.Err(), c.LogTail(40))
 		case <-tick.C:
@@ -476,8 +507,9 @@ func (c *Containerd) ImageClient() runtimeapi.ImageServiceClient {
 
 // Pid returns containerd's process ID.
 func (c *Containerd) Pid() int {
-	if c.cmd == nil || c.cmd.Process == nil {
+	d := c.daemon()
+	if d == nil || d.cmd.Process == nil {
 		return 0
 	}
-	return c.cmd.Process.Pid
+	return d.cmd.Process.Pid
 }

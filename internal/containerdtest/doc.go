@@ -84,6 +84,14 @@
 //     as an OCI layout with package ociimage; then `ctr images import`s it
 //     and checks that the CRI image service sees both images.
 //
+// # Faults
+//
+// Kill signals the containerd process alone (SIGTERM, its clean shutdown,
+// or SIGKILL, a crash) and waits for it to exit; the shims and containers
+// run on, as on a node whose containerd stops. Restart starts containerd
+// again on the same config, root, state and sockets and waits until its CRI
+// service answers; the containers that ran are listed running again.
+//
 // # What Stop does
 //
 // Stop touches only what the instance created: it stops and removes every

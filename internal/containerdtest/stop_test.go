@@ -78,7 +78,7 @@ func TestStopLeavesNothing(t *testing.T) {
 				if err := syscall.Kill(c.Pid(), syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
-				<-c.exited
+				<-c.daemon().exited
 			}
 			begin := time.Now()
 			stopped = true
