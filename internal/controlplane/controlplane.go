@@ -67,6 +67,12 @@ type Options struct {
 	// ExtraAPIServerArgs are added to kube-apiserver's flags (name without
 	// dashes, value).
 	ExtraAPIServerArgs map[string]string
+	// Aggregator turns on the aggregation layer's front proxy (a
+	// request-header CA and a proxy client certificate) with routing to
+	// the endpoints of an APIService's Service, so that aggregated API
+	// servers such as metrics-server (StartMetricsServer) can serve.
+	// Default false.
+	Aggregator bool
 }
 
 // BinaryDir returns the directory holding kube-apiserver, etcd and kubectl:
@@ -254,6 +260,11 @@ func (cp *ControlPlane) start(ctx context.Context, binDir string, opts Options) 
 		// Open watches end within a second of SIGTERM; without this
 		// kube-apiserver waits for them far longer than stopGrace.
 		"shutdown-watch-termination-grace-period": "1s",
+	}
+	if opts.Aggregator {
+		if err := cp.aggregatorFlags(flags); err != nil {
+			return err
+		}
 	}
 	for k, v := range opts.ExtraAPIServerArgs {
 		flags[k] = v
