@@ -12,6 +12,12 @@
 # kubectl, carrying an HTTP readiness probe; both reach Running and Ready,
 # `kubectl get pods -o wide` shows them, and the API pod is then deleted.
 #
+# The agent serves kubelet's node API on a free port, and the real
+# metrics-server (started by the local control plane once the agent's
+# self-signed certificate exists, registered as the metrics API) scrapes it
+# every 15 s: the demo prints `kubectl top node` and, with pods,
+# `kubectl top pod`.
+#
 # Environment:
 #   KUBEBUILDER_ASSETS  directory with kube-apiserver, etcd and kubectl
 #                       (default: what hack/testbin.sh builds or finds)
@@ -27,6 +33,8 @@
 #                       the demo directory with the locally built pause and
 #                       busybox images; the demo's pods run only on it.
 #   DEMO_HTTP_PORT      host port of the demo's API pod (default 18080)
+#   DEMO_PORT           port of the agent's node API (default: a free one
+#                       from 10250 up)
 #   DEMO_NODE           node name (default nodekit-demo)
 #   DEMO_DIR            working directory (default: a new /tmp/nodekit-demo.*,
 #                       removed at the end)
@@ -120,8 +128,9 @@ build() {
 }
 
 start_cluster() {
-  log "starting etcd and kube-apiserver"
-  start_bg cluster "$dir/bin/localcluster" -dir "$dir" -node "$DEMO_NODE"
+  log "starting etcd and kube-apiserver (and metrics-server once the agent's certificate exists)"
+  start_bg cluster "$dir/bin/localcluster" -dir "$dir" -node "$DEMO_NODE" \
+    -metrics-server-kubelet-ca "$dir/pki/kubelet.crt"
   if ! wait_for 180 "control plane" grep -q '^ready ' "$dir/cluster.log"; then
     tail -n 20 "$dir/cluster.log" >&2
     die "the control plane did not start within 180 s (log: $dir/cluster.log)"
@@ -185,10 +194,24 @@ choose_runtime() {
   fi
 }
 
+# free_port FROM: prints the first port from FROM up that nothing on this
+# machine accepts connections on.
+free_port() {
+  local p
+  for ((p = $1; p < $1 + 100; p++)); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return
+    fi
+  done
+  die "no free port in $1-$(($1 + 99))"
+}
+
 start_agent() {
+  node_api_port=${DEMO_PORT:-$(free_port 10250)}
   local args=(--kubeconfig "$dir/node-$DEMO_NODE.kubeconfig" --hostname-override "$DEMO_NODE"
     --disk-usage-path "$dir" --listen "${DEMO_LISTEN:-127.0.0.1:10248}"
-    --port "${DEMO_PORT:-0}" --cert-dir "$dir/pki" "$@")
+    --port "$node_api_port" --cert-dir "$dir/pki" "$@")
   if [ -n "$runtime_endpoint" ]; then
     args+=(--container-runtime-endpoint "$runtime_endpoint")
   fi
@@ -231,6 +254,52 @@ show() {
   sleep 12
   lease_line
   echo
+}
+
+# metrics_server_up: the local control plane started metrics-server (it
+# dies when metrics-server failed to start).
+metrics_server_up() {
+  if grep -q '^metrics-server failed' "$dir/cluster.log"; then
+    grep '^metrics-server failed' -A 20 "$dir/cluster.log" >&2
+    die "metrics-server did not start (log: $dir/cluster.log)"
+  fi
+  grep -q '^metrics-server ready' "$dir/cluster.log"
+}
+
+# top_node, top_pods NAME...: kubectl top has a line for the node, for each
+# pod (each try waits a second more when not: kubectl is not free).
+top_node() { kubectl top node "$DEMO_NODE" >/dev/null 2>&1 || { sleep 1; false; }; }
+top_pods() { [ "$(kubectl top pod "$@" --no-headers 2>/dev/null | wc -l)" -eq $# ] || { sleep 1; false; }; }
+
+# shown_top: whether show_top printed the node's line already.
+shown_top=0
+
+# show_top [POD...]: kubectl top node, once metrics-server has two scrapes
+# of the node (15 s apart), and kubectl top pod for the pods given.
+show_top() {
+  if [ "$shown_top" = 0 ]; then
+    wait_for 90 "metrics-server" metrics_server_up ||
+      die "metrics-server not started within 90 s (log: $dir/cluster.log)"
+    local t=$SECONDS
+    if ! wait_for 60 "node metrics" top_node; then
+      kubectl top node "$DEMO_NODE" >&2 || true
+      die "no node metrics within 60 s of waiting (metrics-server scrapes every 15 s; agent log: $dir/agent.log)"
+    fi
+    echo "== kubectl top node (metrics-server scraping the agent's /metrics/resource every 15 s; waited $((SECONDS - t)) s)"
+    kubectl top node "$DEMO_NODE"
+    echo
+    shown_top=1
+  fi
+  if [ $# -gt 0 ]; then
+    local t=$SECONDS
+    if ! wait_for 60 "pod metrics" top_pods "$@"; then
+      kubectl top pod "$@" >&2 || true
+      die "no metrics of pods $* within 60 s (agent log: $dir/agent.log)"
+    fi
+    echo "== kubectl top pod (waited $((SECONDS - t)) s)"
+    kubectl top pod "$@"
+    echo
+  fi
 }
 
 # pod_ready NAME: the pod is Running and Ready.
@@ -315,6 +384,7 @@ EOF
   echo "== kubectl get pods -o wide"
   kubectl get pods -o wide
   echo
+  show_top demo-web "demo-static-$DEMO_NODE"
   echo "== kubectl delete pod demo-web"
   t=$SECONDS
   kubectl delete pod demo-web --wait=true --timeout=60s
@@ -338,6 +408,7 @@ main() {
   ready=$(awk -v s="$agent_start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
   log "node $DEMO_NODE Ready (seen by kubectl ${ready}s after the agent started; $((SECONDS - t0))s since make demo began)"
   show
+  show_top
   show_pods
   echo "Point kubectl at the demo cluster:"
   echo "  export KUBECONFIG=$dir/admin.kubeconfig"

@@ -37,7 +37,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(containerdtest.MainFunc(func() int {
-		code := controlplane.Main(m, &cp)
+		code := controlplane.MainWith(m, &cp, controlplane.Options{Aggregator: true})
 		if binDir != "" {
 			os.RemoveAll(binDir)
 		}
