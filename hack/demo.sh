@@ -256,14 +256,17 @@ show() {
   echo
 }
 
-# metrics_server_up: the local control plane started metrics-server (it
-# dies when metrics-server failed to start).
+# metrics_server_up: the local control plane has said whether metrics-server
+# started; ms_state is then ready, unavailable (no binary) or failed.
+ms_state=""
 metrics_server_up() {
-  if grep -q '^metrics-server failed' "$dir/cluster.log"; then
-    grep '^metrics-server failed' -A 20 "$dir/cluster.log" >&2
-    die "metrics-server did not start (log: $dir/cluster.log)"
-  fi
-  grep -q '^metrics-server ready' "$dir/cluster.log"
+  local line
+  line=$(grep -m1 '^metrics-server \(ready\|unavailable\|failed\)' "$dir/cluster.log") || return 1
+  case "$line" in
+    "metrics-server ready"*) ms_state=ready ;;
+    "metrics-server unavailable"*) ms_state=unavailable ;;
+    *) ms_state=failed ;;
+  esac
 }
 
 # top_node, top_pods NAME...: kubectl top has a line for the node, for each
@@ -277,9 +280,21 @@ shown_top=0
 # show_top [POD...]: kubectl top node, once metrics-server has two scrapes
 # of the node (15 s apart), and kubectl top pod for the pods given.
 show_top() {
-  if [ "$shown_top" = 0 ]; then
+  if [ -z "$ms_state" ]; then
     wait_for 90 "metrics-server" metrics_server_up ||
       die "metrics-server not started within 90 s (log: $dir/cluster.log)"
+    case "$ms_state" in
+      unavailable)
+        echo "== kubectl top: no metrics-server in $KUBEBUILDER_ASSETS (make testbin builds it)"
+        echo ;;
+      failed)
+        echo "== kubectl top: metrics-server did not start:"
+        grep -A 12 '^metrics-server failed' "$dir/cluster.log" | cut -c1-200
+        echo ;;
+    esac
+  fi
+  [ "$ms_state" = ready ] || return 0
+  if [ "$shown_top" = 0 ]; then
     local t=$SECONDS
     if ! wait_for 60 "node metrics" top_node; then
       kubectl top node "$DEMO_NODE" >&2 || true

@@ -9,12 +9,14 @@
 // then has the aggregation layer on): once that file (a node's serving
 // certificate, or the CA that signed it) exists, metrics-server starts with
 // it and registers as the metrics API, and "metrics-server ready" (or
-// "metrics-server failed: <error>") is printed.
+// "metrics-server failed: <error>", or "metrics-server unavailable:
+// <error>" when the binary is missing) is printed.
 package main
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -76,9 +78,13 @@ func run(dir, nodes, kubeletCA string) error {
 	}
 	fmt.Println("ready", cp.Host())
 	if kubeletCA != "" {
-		if ms, err := startMetricsServer(ctx, cp, kubeletCA); err != nil {
+		ms, err := startMetricsServer(ctx, cp, kubeletCA)
+		switch {
+		case errors.Is(err, controlplane.ErrUnavailable):
+			fmt.Println("metrics-server unavailable:", err)
+		case err != nil:
 			fmt.Println("metrics-server failed:", err)
-		} else if ms != nil {
+		case ms != nil:
 			defer func() {
 				if err := ms.Stop(); err != nil {
 					fmt.Fprintln(os.Stderr, "localcluster: stopping metrics-server:", err)
