@@ -16,6 +16,13 @@
 // cache outside the source tree (make testbin). They are found through
 // KUBEBUILDER_ASSETS, or else in the cache directory that the script's inputs
 // name.
+//
+// With Options.Aggregator the API server also runs the aggregation layer
+// (a front-proxy CA of its own, a proxy client certificate, and routing to
+// an APIService's Service endpoints, so no kube-proxy is needed), and
+// StartMetricsServer runs the real metrics-server as a host process on
+// 127.0.0.1, registered as v1beta1.metrics.k8s.io, so that `kubectl top`
+// reads what it scrapes from the nodes.
 package controlplane
 
 import (
