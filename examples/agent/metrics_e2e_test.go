@@ -19,9 +19,12 @@ import (
 	"github.com/nodekit/nodekit/internal/testenv"
 )
 
-// busyLoop is a pod command that uses a little CPU every second (a few
-// thousand shell additions), so that its usage rounds to more than 0m.
-const busyLoop = `trap 'exit 0' TERM; while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 1; done`
+// busyLoop is a pod command that holds 4 MB in a shell variable and uses a
+// little CPU every second (a few thousand shell additions), so that its
+// usage rounds to more than 0Mi and 0m (busybox sleeping uses less than
+// half a MiB).
+const busyLoop = `trap 'exit 0' TERM; x=$(head -c 4000000 /dev/zero | tr '\0' x); ` +
+	`while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 1; done`
 
 // The real metrics-server scrapes the agent's node API, and `kubectl top`
 // shows the node and its pod: metrics-server reaches the node at its
@@ -84,12 +87,29 @@ func TestAgentMetricsServerOnContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var nodeTop, podTop []string
+	seen := map[string]bool{} // kubectl's answers, each logged once
+	top := func(name string, args ...string) []string {
+		out, err := kubectl(ctx, t, kc, args...)
+		if msg := strings.TrimSpace(out); !seen[msg] {
+			seen[msg] = true
+			t.Logf("kubectl %s: %v: %s", strings.Join(args, " "), err, msg)
+		}
+		if err != nil {
+			return nil
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == name {
+				return f
+			}
+		}
+		return nil
+	}
 	testenv.Eventually(t, 2*time.Minute, time.Second, "kubectl top node with CPU and memory", func() bool {
-		nodeTop = topLine(ctx, t, kc, node, "top", "node", node, "--no-headers")
+		nodeTop = top(node, "top", "node", node, "--no-headers")
 		return len(nodeTop) == 5 && nonZero(nodeTop[1]) && nonZero(nodeTop[3])
 	})
 	testenv.Eventually(t, 2*time.Minute, time.Second, "kubectl top pod with CPU and memory", func() bool {
-		podTop = topLine(ctx, t, kc, "busy", "top", "pod", "busy", "--namespace=default", "--no-headers")
+		podTop = top("busy", "top", "pod", "busy", "--namespace=default", "--no-headers")
 		return len(podTop) == 3 && nonZero(podTop[1]) && nonZero(podTop[2])
 	})
 	t.Logf("kubectl top node: %v; kubectl top pod: %v", nodeTop, podTop)
@@ -130,22 +150,6 @@ func kubectl(ctx context.Context, t *testing.T, kubeconfig string, args ...strin
 	defer cancel()
 	out, err := exec.CommandContext(ctx, filepath.Join(dir, "kubectl"), append([]string{"--kubeconfig=" + kubeconfig}, args...)...).CombinedOutput()
 	return string(out), err
-}
-
-// topLine runs kubectl top and returns the fields of its line for name,
-// or nil.
-func topLine(ctx context.Context, t *testing.T, kubeconfig, name string, args ...string) []string {
-	out, err := kubectl(ctx, t, kubeconfig, args...)
-	if err != nil {
-		t.Logf("kubectl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(out))
-		return nil
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == name {
-			return f
-		}
-	}
-	return nil
 }
 
 // nonZero reports whether s is a quantity (123m, 45Mi) above zero.

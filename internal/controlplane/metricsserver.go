@@ -140,7 +140,16 @@ func (cp *ControlPlane) StartMetricsServer(ctx context.Context, opts MetricsServ
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	ms := &MetricsServer{cp: cp, dir: dir, client: cp.AdminClient(), dyn: dyn}
+	// The API server warns that FQDN slices are deprecated (see
+	// register): said once here, not on every start.
+	quiet := cp.AdminConfig()
+	quiet.WarningHandler = rest.NoWarnings{}
+	client, err := kubernetes.NewForConfig(quiet)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	ms := &MetricsServer{cp: cp, dir: dir, client: client, dyn: dyn}
 	if err := ms.start(ctx, binDir, opts); err != nil {
 		return nil, errors.Join(err, ms.Stop())
 	}
@@ -345,7 +354,9 @@ func (ms *MetricsServer) register(ctx context.Context) error {
 	// routing (--enable-aggregator-routing) dials an endpoint's first
 	// address with the slice's port as host:port, so it reaches
 	// 127.0.0.1:<port>. No controller manages a Service without a selector,
-	// so nothing replaces the slice.
+	// so nothing replaces the slice. FQDN slices are deprecated (v1.37
+	// warns); should they go, metrics-server must listen on an address
+	// that is not loopback.
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: MetricsServerName, Namespace: MetricsServerNamespace, Labels: map[string]string{
 			discoveryv1.LabelServiceName: MetricsServerName,
