@@ -12,7 +12,7 @@ DEMO_SECONDS ?= 0
 
 all: test
 
-## testbin: build (once) kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl for the tests.
+## testbin: build (once) kube-apiserver, kube-controller-manager, kubelet, etcd, kubectl, metrics-server and containerd 2 for the tests.
 testbin:
 	@hack/testbin.sh >/dev/null
 

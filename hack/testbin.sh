@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl from the Go module proxy into a cache
+# Builds kube-apiserver, kube-controller-manager, kubelet, etcd, kubectl,
+# metrics-server, and containerd 2 with its runc shim from the Go module proxy into a cache
 # directory keyed by the testbin module's go.mod, go.sum and this script, and
 # prints that directory. A second call with the same inputs prints it at once.
 set -euo pipefail
@@ -15,7 +16,9 @@ cache="${NODEKIT_TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodekit/testbin}
 dir="$cache/$key"
 
 if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ] \
-  && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/kubelet" ]; then
+  && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/kubelet" ] \
+  && [ -x "$dir/metrics-server" ] && [ -x "$dir/containerd" ] \
+  && [ -x "$dir/containerd-shim-runc-v2" ]; then
   echo "$dir"
   exit 0
 fi
@@ -32,7 +35,7 @@ ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMajor=$major \
  -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
-echo "building kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl $version into $dir (first time: several minutes)" >&2
+echo "building kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl $version, metrics-server and containerd 2 into $dir (first time: several minutes)" >&2
 start=$SECONDS
 (
   cd "$mod"
@@ -42,6 +45,11 @@ start=$SECONDS
   go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
   go build -trimpath -ldflags "$ldflags" -o "$tmp/kubelet" k8s.io/kubernetes/cmd/kubelet
   go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+  go build -trimpath -ldflags "-s -w" -o "$tmp/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server
+  # containerd 2 without the snapshotters and plugins that need cgo or kernel
+  # features these machines lack; the shim must be static to run from any dir.
+  go build -trimpath -tags "no_btrfs no_zfs no_devmapper no_erofs" -ldflags "-s -w" -o "$tmp/containerd" github.com/containerd/containerd/v2/cmd/containerd
+  go build -trimpath -ldflags "-s -w" -o "$tmp/containerd-shim-runc-v2" github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 )
 echo "built in $((SECONDS - start))s" >&2
 
