@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -231,6 +232,13 @@ func (ms *MetricsServer) start(ctx context.Context, binDir string, opts MetricsS
 		Timeout:   5 * time.Second,
 	}
 	if err := waitHealthy(ctx, ms.proc, client, fmt.Sprintf("https://127.0.0.1:%d/healthz", ms.port)); err != nil {
+		if strings.Contains(ms.proc.logTail(4096), "unable to get openapi models") {
+			// metrics-server v0.8.0's generated OpenAPI names its types
+			// by Go path; k8s.io/metrics v0.37 names them io.k8s.…
+			// (OpenAPIModelName), so a build that takes k8s.io modules
+			// newer than its own go.mod's (v0.33) panics at start.
+			return fmt.Errorf("%w (this metrics-server was built with newer k8s.io modules than its go.mod requires; build it from its own module, e.g. go install sigs.k8s.io/metrics-server/cmd/metrics-server@v0.8.0)", err)
+		}
 		return err
 	}
 	if err := ms.register(ctx); err != nil {
