@@ -272,13 +272,20 @@ metrics_server_up() {
 # top_node, top_pods NAME...: kubectl top has a line for the node, for each
 # pod (each try waits a second more when not: kubectl is not free).
 top_node() { kubectl top node "$DEMO_NODE" >/dev/null 2>&1 || { sleep 1; false; }; }
-top_pods() { [ "$(kubectl top pod "$@" --no-headers 2>/dev/null | wc -l)" -eq $# ] || { sleep 1; false; }; }
+top_pods() {
+  local listed p
+  listed=$(kubectl top pod --no-headers 2>/dev/null | awk '{ print $1 }')
+  for p in "$@"; do
+    grep -qx "$p" <<<"$listed" || { sleep 1; return 1; }
+  done
+}
 
 # shown_top: whether show_top printed the node's line already.
 shown_top=0
 
 # show_top [POD...]: kubectl top node, once metrics-server has two scrapes
-# of the node (15 s apart), and kubectl top pod for the pods given.
+# of the node (15 s apart), and kubectl top pod (the default namespace's
+# pods) once the pods given are in it.
 show_top() {
   if [ -z "$ms_state" ]; then
     wait_for 90 "metrics-server" metrics_server_up ||
@@ -308,11 +315,11 @@ show_top() {
   if [ $# -gt 0 ]; then
     local t=$SECONDS
     if ! wait_for 60 "pod metrics" top_pods "$@"; then
-      kubectl top pod "$@" >&2 || true
+      kubectl top pod >&2 || true
       die "no metrics of pods $* within 60 s (agent log: $dir/agent.log)"
     fi
     echo "== kubectl top pod (waited $((SECONDS - t)) s)"
-    kubectl top pod "$@"
+    kubectl top pod
     echo
   fi
 }
