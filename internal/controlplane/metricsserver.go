@@ -237,7 +237,7 @@ func (ms *MetricsServer) start(ctx context.Context, binDir string, opts MetricsS
 			// by Go path; k8s.io/metrics v0.37 names them io.k8s.…
 			// (OpenAPIModelName), so a build that takes k8s.io modules
 			// newer than its own go.mod's (v0.33) panics at start.
-			return fmt.Errorf("%w (this metrics-server was built with newer k8s.io modules than its go.mod requires; build it from its own module, e.g. go install sigs.k8s.io/metrics-server/cmd/metrics-server@v0.8.0)", err)
+			return fmt.Errorf("%w: this metrics-server was built with newer k8s.io modules than its go.mod requires and cannot start; build it from its own module (go install sigs.k8s.io/metrics-server/cmd/metrics-server@v0.8.0): %v", ErrUnavailable, err)
 		}
 		return err
 	}

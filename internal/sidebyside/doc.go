@@ -48,7 +48,8 @@
 //     TLS for both: the kubelet's self-signed certificate names only its
 //     host name). The window starts once the metrics API has the node (two
 //     scrapes) and the node's metrics must still be fresh at its end;
-//     metrics-server is stopped after it.
+//     metrics-server is stopped after it. The row says n/a when
+//     metrics-server is not available.
 //   - BENCH_PODS (30) pods one at a time: create, Running and Ready, delete
 //     with grace 30 (the container exits on TERM at once), gone from the
 //     API. Start latency of each, and the node's requests and bytes per

@@ -3,6 +3,7 @@ package sidebyside
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,7 +24,8 @@ type nodeMetrics struct {
 // the node (two scrapes), samples, waits the window, samples again,
 // checks that the node's metrics are still fresh (the scrapes went on),
 // and stops metrics-server. It returns the CPU in % of one core and the
-// window.
+// window, or -1 when metrics-server is not available (controlplane's
+// ErrUnavailable).
 func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration) {
 	t := b.t
 	t.Helper()
@@ -34,6 +36,11 @@ func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration
 	// InternalIP that metrics-server dials. Both still authenticate its
 	// token (TokenReview) and authorize nodes/metrics (SubjectAccessReview).
 	ms, err := b.cp.StartMetricsServer(ctx, controlplane.MetricsServerOptions{})
+	if errors.Is(err, controlplane.ErrUnavailable) {
+		// The row says n/a, and the notes why.
+		report("%s: no metrics-server phase: %v", kind, err)
+		return -1, 0
+	}
 	if err != nil {
 		t.Fatalf("%s: starting metrics-server: %v", kind, err)
 	}

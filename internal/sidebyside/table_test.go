@@ -74,10 +74,14 @@ func (b *bench) table(kinds []string, res map[string]*result) string {
 		for _, k := range kinds {
 			v := rw.get(res[k])
 			vals = append(vals, v)
+			if v < 0 { // not measured
+				sb.WriteString(" n/a |")
+				continue
+			}
 			fmt.Fprintf(&sb, " %.*f |", rw.digits, v)
 		}
 		if both {
-			if vals[0] != 0 {
+			if vals[0] > 0 && vals[1] >= 0 {
 				fmt.Fprintf(&sb, " %.2f |", vals[1]/vals[0])
 			} else {
 				sb.WriteString(" – |")
