@@ -10,9 +10,11 @@
 # On a containerd the demo starts itself it also runs pods: a static pod from
 # a manifest it writes (with its mirror pod) and an API pod applied with
 # kubectl, carrying an HTTP readiness probe; both reach Running and Ready,
-# `kubectl get pods -o wide` shows them, and the API pod is then deleted.
+# `kubectl get pods -o wide` shows them, `kubectl logs` reads the API pod's
+# line through kube-apiserver and the agent's node API, and the API pod is
+# then deleted.
 #
-# The agent serves kubelet's node API on a free port, and the real
+# The agent serves kubelet's node API (DEMO_PORT), and the real
 # metrics-server (started by the local control plane once the agent's
 # self-signed certificate exists, registered as the metrics API) scrapes it
 # every 15 s: the demo prints `kubectl top node` and, with pods,
@@ -33,8 +35,8 @@
 #                       the demo directory with the locally built pause and
 #                       busybox images; the demo's pods run only on it.
 #   DEMO_HTTP_PORT      host port of the demo's API pod (default 18080)
-#   DEMO_PORT           port of the agent's node API (default: a free one
-#                       from 10250 up)
+#   DEMO_PORT           the agent's node API port (default 10250, kubelet's),
+#                       which kubectl logs reaches through kube-apiserver
 #   DEMO_NODE           node name (default nodekit-demo)
 #   DEMO_DIR            working directory (default: a new /tmp/nodekit-demo.*,
 #                       removed at the end)
@@ -123,7 +125,7 @@ build() {
   export PATH="$KUBEBUILDER_ASSETS:$PATH"
   log "building the agent and the local control plane"
   (cd "$root" &&
-    CGO_ENABLED=0 go build -o "$dir/bin/agent" ./examples/agent &&
+    CGO_ENABLED=0 go build -tags grpcnotrace -o "$dir/bin/agent" ./examples/agent &&
     go build -o "$dir/bin/localcluster" ./internal/controlplane/localcluster)
 }
 
@@ -194,24 +196,12 @@ choose_runtime() {
   fi
 }
 
-# free_port FROM: prints the first port from FROM up that nothing on this
-# machine accepts connections on.
-free_port() {
-  local p
-  for ((p = $1; p < $1 + 100; p++)); do
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return
-    fi
-  done
-  die "no free port in $1-$(($1 + 99))"
-}
-
 start_agent() {
-  node_api_port=${DEMO_PORT:-$(free_port 10250)}
   local args=(--kubeconfig "$dir/node-$DEMO_NODE.kubeconfig" --hostname-override "$DEMO_NODE"
     --disk-usage-path "$dir" --listen "${DEMO_LISTEN:-127.0.0.1:10248}"
-    --port "$node_api_port" --cert-dir "$dir/pki" "$@")
+    --port "${DEMO_PORT:-10250}" --cert-dir "$dir/pki" "$@")
+  # kube-apiserver's client certificate for node APIs is of this CA.
+  args+=(--client-ca-file "$dir/ca.crt")
   if [ -n "$runtime_endpoint" ]; then
     args+=(--container-runtime-endpoint "$runtime_endpoint")
   fi
@@ -386,7 +376,7 @@ spec:
   - name: web
     image: $busybox_image
     imagePullPolicy: Never
-    command: ["sh", "-c", "mkdir -p /www && echo nodekit > /www/index.html && trap 'exit 0' TERM; httpd -f -p $port -h /www & wait"]
+    command: ["sh", "-c", "mkdir -p /www && echo nodekit > /www/index.html && echo serving /www on port $port && trap 'exit 0' TERM; httpd -f -p $port -h /www & wait"]
     ports:
     - containerPort: $port
     readinessProbe:
@@ -405,6 +395,9 @@ EOF
   echo
   echo "== kubectl get pods -o wide"
   kubectl get pods -o wide
+  echo
+  echo "== kubectl logs demo-web (read by kube-apiserver from the agent's node API)"
+  kubectl logs demo-web
   echo
   show_top demo-web "demo-static-$DEMO_NODE"
   echo "== kubectl delete pod demo-web"

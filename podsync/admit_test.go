@@ -2,11 +2,14 @@ package podsync
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -252,5 +255,150 @@ func TestEngineRejectedPodThatRunsIsStopped(t *testing.T) {
 	}
 	if s := h.writer.last(b.UID); s.Phase != corev1.PodFailed || s.Reason != "OutOfpods" {
 		t.Fatalf("b: status %+v", s)
+	}
+}
+
+// A static pod on a node whose two pod slots are taken is admitted by
+// preempting the best-effort pod (the burstable one is spared): the victim
+// is stopped with kubelet's Failed/Preempting status, DisruptionTarget
+// condition and Warning event, and the static pod starts only once the
+// victim is stopped (its first stop fails here, so it takes a retry).
+func TestEnginePreemptsForCriticalPod(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	h := newAdmitHarness(t, rec)
+	reg := prometheus.NewRegistry()
+	preds, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return admitNode(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, Recorder: rec, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bestEffort, burstable := admitPod("besteffort", time.Second), admitPod("burstable", 2*time.Second)
+	burstable.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{bestEffort, burstable}})
+	h.steps(3)
+	if n := len(h.sandboxNames()); n != 2 {
+		t.Fatalf("%d sandboxes running, want 2", n)
+	}
+
+	static := admitPod("static-n1", 3*time.Second)
+	static.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
+	h.rt.InjectError("StopContainer", errors.New("runtime busy"))
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
+	h.steps(3)
+	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != Terminating {
+		t.Fatalf("victim %v, want Terminating after a failed stop", life)
+	}
+	if got := strings.Join(h.sandboxNames(), ","); strings.Contains(got, "static") {
+		t.Fatalf("the static pod started before its victim stopped: %s", got)
+	}
+	// The DisruptionTarget condition shows while the victim stops.
+	if s := h.writer.last(bestEffort.UID); s.Phase == corev1.PodFailed || !hasCondition(s, corev1.DisruptionTarget, "TerminationByKubelet") {
+		t.Errorf("victim status while stopping: %+v", s)
+	}
+	h.clock.Step(time.Second)
+	h.steps(4)
+	if got := strings.Join(h.sandboxNames(), ","); got != "burstable,static-n1" && got != "static-n1,burstable" {
+		t.Fatalf("running sandboxes %q, want burstable and static-n1", got)
+	}
+	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != Done {
+		t.Errorf("victim %v, want Done", life)
+	}
+	s := h.writer.last(bestEffort.UID)
+	if s.Phase != corev1.PodFailed || s.Reason != "Preempting" || s.Message != "Preempted in order to admit critical pod" {
+		t.Errorf("victim status %+v", s)
+	}
+	var cond *corev1.PodCondition
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == corev1.DisruptionTarget {
+			cond = &s.Conditions[i]
+		}
+	}
+	if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != "TerminationByKubelet" ||
+		cond.Message != "Pod was preempted by Kubelet to accommodate a critical pod." || cond.LastTransitionTime.IsZero() {
+		t.Errorf("victim DisruptionTarget condition %+v", cond)
+	}
+	if s := h.writer.last(static.UID); s.Phase != corev1.PodRunning {
+		t.Errorf("static pod status %+v", s)
+	}
+	if s := h.writer.last(burstable.UID); s.Phase != corev1.PodRunning {
+		t.Errorf("spared pod status %+v", s)
+	}
+	select {
+	case ev := <-rec.Events:
+		if ev != "Warning Preempting Preempted in order to admit critical pod" {
+			t.Errorf("event %q", ev)
+		}
+	default:
+		t.Error("no Preempting event")
+	}
+	if v := testutil.ToFloat64(h.eng.metrics.preemptions.WithLabelValues("pods")); v != 1 {
+		t.Errorf("kubelet_preemptions{preemption_signal=pods} = %v, want 1", v)
+	}
+
+	// A second critical pod finds only critical and burstable pods: it
+	// preempts the burstable one. A third finds nothing to preempt and is
+	// rejected as kubelet rejects it.
+	crit := admitPod("system", 4*time.Second)
+	prio := int32(admission.SystemCriticalPriority)
+	crit.Spec.Priority = &prio
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{crit}})
+	h.steps(4)
+	if got := strings.Join(h.sandboxNames(), ","); got != "static-n1,system" && got != "system,static-n1" {
+		t.Fatalf("running sandboxes %q, want static-n1 and system", got)
+	}
+	if s := h.writer.last(burstable.UID); s.Reason != "Preempting" {
+		t.Errorf("burstable pod status %+v", s)
+	}
+	static2 := admitPod("other-n1", 5*time.Second)
+	static2.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static2}})
+	h.steps(2)
+	if s := h.writer.last(static2.UID); s.Phase != corev1.PodFailed || s.Reason != "UnexpectedAdmissionError" {
+		t.Errorf("critical pod with nothing to preempt: %+v", s)
+	}
+}
+
+func hasCondition(s corev1.PodStatus, typ corev1.PodConditionType, reason string) bool {
+	for _, c := range s.Conditions {
+		if c.Type == typ && c.Status == corev1.ConditionTrue && c.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// A victim that cannot be stopped holds the critical pod back only for
+// the longest of the victims' grace periods × 1.5, at least 10s, as
+// kubelet's wait for a kill times out.
+func TestEnginePreemptionWaitEnds(t *testing.T) {
+	h := newAdmitHarness(t, nil)
+	one := int64(1)
+	a, b := admitPod("a", time.Second), admitPod("b", 2*time.Second)
+	a.Spec.TerminationGracePeriodSeconds, b.Spec.TerminationGracePeriodSeconds = &one, &one
+	b.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{a, b}})
+	h.steps(3)
+	static := admitPod("static-n1", 3*time.Second)
+	static.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
+	for i := 0; i < 9; i++ {
+		h.rt.InjectError("StopContainer", errors.New("stuck"))
+		h.steps(2)
+		if strings.Contains(strings.Join(h.sandboxNames(), ","), "static") {
+			t.Fatalf("the static pod started %ds after its admission, while its victim stops", i)
+		}
+		h.clock.Step(time.Second)
+	}
+	h.rt.InjectError("StopContainer", errors.New("stuck"))
+	h.clock.Step(time.Second)
+	h.steps(3)
+	if life, _ := h.eng.PodLifecycle(a.UID); life != Terminating {
+		t.Fatalf("victim %v, want still Terminating", life)
+	}
+	if !strings.Contains(strings.Join(h.sandboxNames(), ","), "static-n1") {
+		t.Fatalf("the static pod did not start once the wait ended: %v", h.sandboxNames())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -167,7 +168,7 @@ func (b *builder) containerConfig(pod *corev1.Pod, c *corev1.Container, restartC
 	for _, kv := range env {
 		vars[kv.Key] = string(kv.Value)
 	}
-	mounts, err := b.mounts(pod, c, restartCount, ips)
+	mounts, err := b.mounts(pod, c, restartCount, ips, vars)
 	if err != nil {
 		return nil, err
 	}
@@ -355,6 +356,14 @@ func expandAll(in []string, vars map[string]string) []string {
 // expand applies Kubernetes' $(VAR) syntax: $(NAME) with a known NAME
 // becomes its value, $$ a literal $, anything else stays as written.
 func expand(s string, vars map[string]string) string {
+	return expandWith(s, func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	})
+}
+
+// expandWith is expand with the variables looked up by lookup.
+func expandWith(s string, lookup func(name string) (string, bool)) string {
 	i := strings.IndexByte(s, '$')
 	if i < 0 {
 		return s
@@ -378,7 +387,7 @@ func expand(s string, vars map[string]string) string {
 			s = s[2:]
 		case s[1] == '(' && strings.IndexByte(s, ')') > 0:
 			end := strings.IndexByte(s, ')')
-			if v, ok := vars[s[2:end]]; ok {
+			if v, ok := lookup(s[2:end]); ok {
 				sb.WriteString(v)
 			} else {
 				sb.WriteString(s[:end+1])
@@ -401,14 +410,15 @@ func (b *builder) podDir(pod *corev1.Pod) string { return filepath.Join(b.podRoo
 // pod's directory, hostPath volumes after the kubelet's type checks, subPaths
 // that stay inside their volume, the pod's /etc/hosts and the
 // termination-message file.
-func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int, ips podIPs) ([]*runtimeapi.Mount, error) {
+func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int, ips podIPs, vars map[string]string) ([]*runtimeapi.Mount, error) {
 	vols := make(map[string]*corev1.Volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
 	}
 	var out []*runtimeapi.Mount
 	hosts := len(ips.pod) > 0 || pod.Spec.HostNetwork
-	for _, vm := range c.VolumeMounts {
+	for i := range c.VolumeMounts {
+		vm := &c.VolumeMounts[i]
 		hosts = hosts && vm.MountPath != etcHostsPath
 		v := vols[vm.Name]
 		if v == nil {
@@ -423,7 +433,7 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int,
 		case served:
 		case v.EmptyDir != nil:
 			host = filepath.Join(b.podDir(pod), "volumes", "kubernetes.io~empty-dir", v.Name)
-			if err := os.MkdirAll(host, 0o777); err != nil {
+			if err := makeEmptyDir(host, pod); err != nil {
 				return nil, err
 			}
 		case v.HostPath != nil:
@@ -434,10 +444,10 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int,
 		default:
 			return nil, fmt.Errorf("%w: volume %q: only emptyDir and hostPath are supported without CRIOptions.PodData", ErrConfig, vm.Name)
 		}
-		if vm.SubPath != "" {
+		if vm.SubPath != "" || vm.SubPathExpr != "" {
 			var err error
-			if host, err = subPath(host, vm.SubPath); err != nil {
-				return nil, fmt.Errorf("%w: volume %q: %w", ErrConfig, vm.Name, err)
+			if host, err = b.mountSubPath(pod, c, i, vm, host, vars); err != nil {
+				return nil, err
 			}
 		}
 		readOnly := vm.ReadOnly || v.Secret != nil || v.ConfigMap != nil || v.DownwardAPI != nil || v.Projected != nil
@@ -472,48 +482,92 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int,
 	return out, nil
 }
 
-// subPath resolves sub below a volume's host directory as the kubelet
-// checks it: not absolute, no ".." element, and, after symlinks, still
-// inside the volume (a container cannot point a subPath at the host with a
-// symlink it made). A missing subPath is created as a directory.
+// subPath resolves sub (relative, without "..") below a volume's host
+// directory: after symlinks it must stay inside the volume (a container
+// cannot point a subPath at the host with a symlink it made). Missing
+// directories are made with the volume's mode, as the kubelet makes them,
+// from a descriptor of the deepest existing one opened without following
+// symlinks, so they cannot be made anywhere else.
 func subPath(volume, sub string) (string, error) {
-	if filepath.IsAbs(sub) {
-		return "", fmt.Errorf("subPath %q must not be an absolute path", sub)
-	}
-	for _, e := range strings.Split(sub, "/") {
-		if e == ".." {
-			return "", fmt.Errorf("subPath %q must not contain '..'", sub)
-		}
+	if err := checkSubPath(sub); err != nil {
+		return "", err
 	}
 	root, err := filepath.EvalSymlinks(volume)
 	if err != nil {
 		return "", err
 	}
+	rootInfo, err := os.Stat(root)
+	if err != nil {
+		return "", err
+	}
 	inside := func(p string) bool { return p == root || strings.HasPrefix(p, root+"/") }
-	// Walk down one element at a time, resolving each symlink and making
-	// missing directories only once their parent is known to be inside.
+	outside := fmt.Errorf("subPath `%s` resolves outside its volume", sub)
+	// Walk down one element at a time, resolving each symlink, until the
+	// first one missing.
 	cur := root
-	for _, e := range strings.Split(filepath.Clean(sub), "/") {
+	elems := strings.Split(filepath.Clean(sub), "/")
+	for i, e := range elems {
 		next := filepath.Join(cur, e)
 		fi, err := os.Lstat(next)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			if err := os.Mkdir(next, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-				return "", err
+			if err := makeDirs(root, cur, elems[i:], rootInfo.Mode()); err != nil {
+				return "", fmt.Errorf("creating subPath `%s`: %w", sub, err)
 			}
+			return filepath.Join(append([]string{cur}, elems[i:]...)...), nil
 		case err != nil:
 			return "", err
 		case fi.Mode()&os.ModeSymlink != 0:
 			if next, err = filepath.EvalSymlinks(next); err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					// A dangling symlink: where it points is not checked.
+					return "", outside
+				}
 				return "", err
 			}
 		}
 		if !inside(next) {
-			return "", fmt.Errorf("subPath %q resolves outside its volume", sub)
+			return "", outside
 		}
 		cur = next
 	}
 	return cur, nil
+}
+
+// makeDirs makes the directories names, one inside the other, in parent
+// (root or below it, symlink-free), each from the descriptor of the one
+// before, with the permission bits of mode (setgid and sticky too) whatever
+// the umask.
+func makeDirs(root, parent string, names []string, mode os.FileMode) error {
+	fd, err := openBeneath(root, parent)
+	if err != nil {
+		return err
+	}
+	perm := uint32(mode.Perm())
+	if mode&os.ModeSetgid != 0 {
+		perm |= unix.S_ISGID
+	}
+	if mode&os.ModeSticky != 0 {
+		perm |= unix.S_ISVTX
+	}
+	for _, name := range names {
+		if err := unix.Mkdirat(fd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return fmt.Errorf("mkdir %s: %w", name, err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", name, err)
+		}
+		fd = next
+		if err := unix.Fchmod(fd, perm); err != nil {
+			unix.Close(fd)
+			return err
+		}
+	}
+	unix.Close(fd)
+	return nil
 }
 
 // etcHostsPath is where a container sees the pod's hosts file.
@@ -626,4 +680,25 @@ func checkHostPath(p string, t *corev1.HostPathType) error {
 		return fmt.Errorf("%w: hostPath type check failed: %s is not a %s", ErrConfig, p, *t)
 	}
 	return nil
+}
+
+// makeEmptyDir makes an emptyDir volume's directory once, as the kubelet
+// does: mode 0777 whatever the umask, and with the pod's fsGroup that group
+// and the set-group-ID bit, so files the containers make there get it too.
+// An existing directory is left as the containers made it.
+func makeEmptyDir(dir string, pod *corev1.Pod) error {
+	if _, err := os.Lstat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	mode := os.FileMode(0o777)
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil && *sc.FSGroup >= 0 {
+		if err := os.Lchown(dir, -1, int(*sc.FSGroup)); err != nil {
+			return fmt.Errorf("emptyDir %s: fsGroup %d: %w", dir, *sc.FSGroup, err)
+		}
+		mode |= os.ModeSetgid
+	}
+	return os.Chmod(dir, mode)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -164,5 +165,45 @@ func TestContainerConfig(t *testing.T) {
 	if sb.Metadata.Attempt != 2 || sb.Labels[LabelPodUID] != "uid-1" || sb.LogDirectory != "/var/log/pods/default_web_uid-1" ||
 		sb.Linux.SecurityContext.NamespaceOptions.Network != runtimeapi.NamespaceMode_NODE || sb.Linux.CgroupParent != "/kubepods/besteffort/poduid-1" {
 		t.Errorf("sandbox config %v", sb)
+	}
+}
+
+// An emptyDir is made 0777 whatever the umask, and with the pod's fsGroup
+// gets that group and the set-group-ID bit; an existing one is left alone.
+func TestMakeEmptyDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing a directory's group to an arbitrary one needs root")
+	}
+	gid := int64(4321)
+	pod := &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{FSGroup: &gid}}}
+	base := t.TempDir()
+	plain, grouped := filepath.Join(base, "plain"), filepath.Join(base, "grouped")
+	if err := makeEmptyDir(plain, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeEmptyDir(grouped, pod); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]os.FileMode{plain: 0o777 | os.ModeDir, grouped: 0o777 | os.ModeDir | os.ModeSetgid} {
+		info, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", filepath.Base(dir), info.Mode(), want)
+		}
+	}
+	info, _ := os.Stat(grouped)
+	if g := info.Sys().(*syscall.Stat_t).Gid; g != uint32(gid) {
+		t.Errorf("grouped: group %d, want %d", g, gid)
+	}
+	if err := os.Chmod(plain, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeEmptyDir(plain, pod); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := os.Stat(plain); info.Mode().Perm() != 0o700 {
+		t.Errorf("an existing emptyDir was changed to %v", info.Mode())
 	}
 }

@@ -947,6 +947,26 @@ func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, 
 	return nil
 }
 
+// CleanupPod removes the pod's log directory under PodLogRoot: the engine
+// calls it once no source has the pod any more, as the kubelet's garbage
+// collection removes a deleted pod's logs. A directory name that would not be
+// a child of PodLogRoot is refused.
+func (c *CRI) CleanupPod(_ context.Context, pod *corev1.Pod) error {
+	if pod.UID == "" {
+		return nil
+	}
+	dir := PodLogDir(c.b.podLogRoot, pod)
+	if filepath.Dir(dir) != filepath.Clean(c.b.podLogRoot) || strings.ContainsRune(filepath.Base(dir), filepath.Separator) {
+		return fmt.Errorf("pod %s/%s: log directory %q is not below %q", pod.Namespace, pod.Name, dir, c.b.podLogRoot)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing the log directory of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+var _ PodCleaner = (*CRI)(nil)
+
 // gc removes exited containers but the newest exited one of each name (the
 // last state of its successor), as the kubelet's container GC keeps one dead
 // container per container, and sandboxes that are not ready, not the newest,
@@ -986,7 +1006,7 @@ func (c *CRI) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed 
 
 // SyncTerminatedPod removes the pod's containers and sandboxes from the
 // runtime, its directory under PodRoot and, with CgroupsPerQOS, its pod
-// cgroup. Logs stay.
+// cgroup. Its logs stay until CleanupPod.
 func (c *CRI) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error {
 	if observed != nil {
 		// Removing a sandbox removes its containers (the CRI's contract);

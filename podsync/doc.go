@@ -23,7 +23,17 @@
 //     its status is phase Failed with kubelet's reason and "Pod was
 //     rejected: " and the message, a Warning event carries the reason, and
 //     kubelet_admission_rejections_total{reason} counts it; once its
-//     deletion begins the writer deletes it for good.
+//     deletion begins the writer deletes it for good. A pod admitted by
+//     preemption (admission.Result.Preempt: a critical pod that lacked only
+//     resources) has the pods named there stopped first, as kubelet's
+//     critical-pod admission stops them: each with its own grace period,
+//     admission.PreemptedStatus laid over its status as an eviction's is
+//     (the DisruptionTarget condition at once; Failed, reason Preempting,
+//     "Preempted in order to admit critical pod" once stopped), a Warning
+//     Preempting event and kubelet_preemptions{preemption_signal} counting
+//     it. The admitted pod's first sync waits until they are Terminated,
+//     or at most the longest of their grace periods × 1.5 (at least 10s),
+//     where kubelet's admission blocks for each kill in turn.
 //   - Eviction (Engine.Evict, with eviction.Killer's signature, and
 //     Engine.ActivePods, the admitted pods whose worker is Syncing or
 //     Terminating: podsync/eviction's Killer and ActivePods): an evicted
@@ -159,7 +169,7 @@
 // resources (shares, quota, memory limit, oom_score_adj), security context,
 // command, args and env with $(VAR) expansion and downward-API fieldRefs the
 // node can answer, emptyDir and hostPath volumes (with the kubelet's type
-// checks), subPaths that stay inside their volume, the pod's /etc/hosts
+// checks), subPath and subPathExpr mounts (below), the pod's /etc/hosts
 // (<PodRoot>/<uid>/etc-hosts: the kubelet's managed entries with the pod's
 // IPs, hostname and FQDN, or the node's hosts file for host-network pods,
 // then hostAliases; not when the container mounts its own /etc/hosts or a
@@ -170,6 +180,25 @@
 // Services, and pull credentials: SyncPod first calls PodData.SetUpPod (an
 // error returns before anything runs; the pod is retried), and
 // SyncTerminatedPod removes the pod directory through PodData.TearDownPod.
+// A pod's log directory outlives its containers (a completed pod's logs stay
+// readable) and goes when the engine forgets the pod, once no source has it
+// (PodCleaner). Log directories of pods deleted while no engine ran stay.
+// A volumeMount's subPath (or subPathExpr, expanded from the container's
+// env with $(VAR); an unset or empty variable is "missing value for VAR")
+// is mounted as the kubelet mounts it: it must be relative and without
+// "..", symlinks in it may lead only inside the volume, a missing subPath
+// is made as directories with the volume's mode, and the resolved path is
+// opened element by element without following symlinks and that open file
+// bind-mounted at <PodRoot>/<uid>/volume-subpaths/<volume>/<container>/<mount
+// index>, which the runtime is given (so a container that swaps in a
+// symlink after the check gains nothing). A bad subPath is
+// CreateContainerConfigError with the kubelet's message naming it ("error
+// SubPath `/etc` must not be an absolute path", "unable to provision
+// SubPath `a/../b`: must not contain '..'", "failed to prepare subPath for
+// volumeMount "data" of container "app": subPath `link` resolves outside
+// its volume"). A restarted container reuses its mounts;
+// SyncTerminatedPod unmounts them all before it removes the pod directory,
+// and removes nothing while a mount is left.
 // Env follows the kubelet's precedence: envFrom, then env in order (each
 // $(VAR) sees envFrom, earlier env and the service variables), then the
 // service variables the container does not set. Images are pulled per
@@ -215,8 +244,10 @@
 //     eviction manager, which an agent runs beside it with the Engine as
 //     its Killer and Engine.ActivePods as its pods. Admission is kubelet's predicates
 //     (podsync/admission) and, chained before them, the eviction rule
-//     (podsync/eviction), only with Options.Admit; no preemption to admit
-//     critical pods.
+//     (podsync/eviction), only with Options.Admit. Pods already stopping
+//     for an earlier preemption still count as active, so a second critical
+//     pod admitted meanwhile may choose them again (kubelet admits one pod at
+//     a time after its victims are gone).
 //   - Volumes without PodData: emptyDir (on disk, also for medium Memory)
 //     and hostPath only; other volumes, envFrom and env from ConfigMaps,
 //     Secrets or resources are CreateContainerConfigError. With

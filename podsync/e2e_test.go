@@ -20,16 +20,16 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// ctrd is the real containerd of the end-to-end tests and cp the control
+// ctrd and ctrd2 are the real containerds of the end-to-end tests and cp the control
 // plane of the integration tests; nil in -short mode or when they are not
 // available (the tests then skip).
 var (
-	ctrd *containerdtest.Containerd
-	cp   *controlplane.ControlPlane
+	ctrd, ctrd2 *containerdtest.Containerd // the host's 1.x; containerd 2
+	cp          *controlplane.ControlPlane
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(containerdtest.MainFunc(func() int { return controlplane.Main(m, &cp) }, &ctrd))
+	os.Exit(containerdtest.MainBoth(func() int { return controlplane.Main(m, &cp) }, &ctrd, &ctrd2))
 }
 
 // e2e is one engine running on the real containerd.

@@ -194,6 +194,13 @@ type worker struct {
 	// evict is laid over every status generated from an eviction on
 	// (Evict). Never changed in place: jobs share it.
 	evict *corev1.PodStatus
+	// preemptor: the pod this one was preempted for (admitLocked), made
+	// due when this one is stopped.
+	preemptor types.UID
+	// waitFor: the pods preempted for this one, which it waits for (until
+	// waitUntil) before its first sync.
+	waitFor   []types.UID
+	waitUntil time.Time
 }
 
 // Engine runs one pod worker per pod UID: the latest update wins, at most
@@ -214,6 +221,7 @@ type Engine struct {
 	relistNow  bool
 	relistErr  error           // the last relist's: syncs wait while the backend cannot be observed
 	handled    map[string]bool // sources an update was handled from
+	cleanups   []*corev1.Pod   // forgotten pods for the PodCleaner (Run's loop)
 
 	// The Relister's events (Run only; events.go).
 	ev           evState
@@ -275,11 +283,18 @@ func (e *Engine) HandleUpdate(u podsource.Update) {
 		}
 		w := e.workers[pod.UID]
 		if w == nil {
-			if u.Op == podsource.OpRemove || e.rejectLocked(pod, now) {
+			if u.Op == podsource.OpRemove {
+				continue
+			}
+			ok, r := e.admitLocked(pod, now)
+			if !ok {
 				continue
 			}
 			w = &worker{uid: pod.UID, firstSeen: now}
 			e.workers[pod.UID] = w
+			if len(r.Preempt) > 0 {
+				e.preemptLocked(w, r, now)
+			}
 			if e.o.Probes != nil {
 				e.o.Probes.AddPod(pod)
 			}
@@ -332,8 +347,29 @@ func (e *Engine) terminateLocked(w *worker, grace time.Duration) {
 func (e *Engine) forgetLocked(w *worker) {
 	delete(e.workers, w.uid)
 	e.due.Remove(w.uid)
+	if _, ok := e.o.Syncer.(PodCleaner); ok && w.pod != nil {
+		e.cleanups = append(e.cleanups, w.pod)
+		e.poke()
+	}
 	if e.o.Writer != nil && !w.orphan {
 		e.o.Writer.RemovePod(w.uid)
+	}
+}
+
+// cleanup hands the pods forgotten since the last call to the PodCleaner.
+func (e *Engine) cleanup(ctx context.Context) {
+	e.mu.Lock()
+	pods := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	if len(pods) == 0 {
+		return
+	}
+	c := e.o.Syncer.(PodCleaner)
+	for _, pod := range pods {
+		if err := c.CleanupPod(ctx, pod); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Error removing what is left of a deleted pod", "pod", klog.KObj(pod), "podUID", pod.UID)
+		}
 	}
 }
 
@@ -371,6 +407,7 @@ func (e *Engine) SyncOnce(ctx context.Context) (time.Duration, error) {
 	var wg sync.WaitGroup
 	e.dispatch(ctx, &wg)
 	wg.Wait()
+	e.cleanup(ctx)
 	return max(0, e.next().Sub(e.o.Clock.Now())), err
 }
 
@@ -440,6 +477,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 		e.dispatch(ctx, &wg)
+		e.cleanup(ctx)
 		next := e.next()
 		t := e.o.Clock.NewTimer(max(next.Sub(e.o.Clock.Now()), 0))
 		fired := t.C()
@@ -647,6 +685,9 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 			w.pending = true
 			continue
 		}
+		if w.life == Syncing && e.preemptionWaitLocked(w, now) {
+			continue
+		}
 		w.busy = true
 		wctx, cancel := context.WithCancel(ctx)
 		w.cancel = cancel
@@ -837,6 +878,7 @@ func (e *Engine) run(ctx context.Context, j job) {
 			if st, err := pr.RelistPod(ctx, j.pod.UID); err == nil {
 				e.mu.Lock()
 				j.w.life = Terminated
+				e.victimStoppedLocked(j.w, e.o.Clock.Now())
 				if st == nil {
 					delete(e.cache, j.pod.UID)
 				} else {
@@ -850,6 +892,7 @@ func (e *Engine) run(ctx context.Context, j job) {
 		}
 		e.mu.Lock()
 		j.w.life = Terminated
+		e.victimStoppedLocked(j.w, e.o.Clock.Now())
 		e.relistNow = true
 		e.mu.Unlock()
 		e.finish(j, 0, nil)

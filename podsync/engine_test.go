@@ -2,6 +2,8 @@ package podsync
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -408,6 +410,66 @@ func TestRemovedPodCleanedInOneSync(t *testing.T) {
 	// Two containers stopped, the sandbox stopped, then removed with its containers.
 	if want := "StopContainer StopContainer StopPodSandbox RemovePodSandbox"; strings.Join(calls, " ") != want {
 		t.Errorf("calls %v, want %s", calls, want)
+	}
+}
+
+// A pod's log directory outlives its containers while a source has the pod
+// (a completed pod's logs stay readable) and goes once the pod is removed.
+func TestRemovedPodLogsRemoved(t *testing.T) {
+	h := newHarness(t)
+	done := busyboxPod(corev1.RestartPolicyNever, "a")
+	done.Name, done.UID = "done", "uid-done"
+	running := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.add(done)
+	h.add(running)
+	logDir := func(p *corev1.Pod) string { return PodLogDir(h.cri.b.podLogRoot, p) }
+	for _, p := range []*corev1.Pod{done, running} {
+		if _, err := os.Stat(logDir(p)); err != nil {
+			t.Fatalf("log directory of %s: %v", p.Name, err)
+		}
+	}
+	// The completed pod terminates; its containers go, its logs stay.
+	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		if c.Labels["io.kubernetes.pod.name"] == done.Name {
+			if err := h.rt.StopContainer(h.ctx, c.Id, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.steps(3)
+	if lc, _ := h.eng.PodLifecycle(done.UID); lc != Done {
+		t.Fatalf("completed pod is %v, want Done", lc)
+	}
+	if _, err := os.Stat(logDir(done)); err != nil {
+		t.Fatalf("the completed pod's logs went before the pod was removed: %v", err)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{done, running}})
+	h.steps(2)
+	for _, p := range []*corev1.Pod{done, running} {
+		if _, err := os.Stat(logDir(p)); !os.IsNotExist(err) {
+			t.Errorf("log directory of removed pod %s: %v, want it gone", p.Name, err)
+		}
+	}
+	if es, err := os.ReadDir(h.cri.b.podLogRoot); err != nil || len(es) != 0 {
+		t.Errorf("pod log root holds %v (%v), want nothing", es, err)
+	}
+}
+
+// CleanupPod refuses a pod whose log directory would not be a child of the
+// log root.
+func TestCleanupPodStaysInLogRoot(t *testing.T) {
+	h := newHarness(t)
+	outside := filepath.Join(filepath.Dir(h.cri.b.podLogRoot), "keep_x_u")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "../keep", Name: "x", UID: "u"}}
+	err := h.cri.CleanupPod(h.ctx, pod)
+	if err == nil || !strings.Contains(err.Error(), "is not below") {
+		t.Fatalf("CleanupPod of %q: %v, want a refusal", pod.Namespace, err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Fatalf("a directory outside the log root went: %v", err)
 	}
 }
 

@@ -58,6 +58,17 @@ func (e *Engine) Evict(ctx context.Context, pod *corev1.Pod, status corev1.PodSt
 		e.mu.Unlock()
 		return fmt.Errorf("podsync: evict pod %s/%s (%s): %s: %w", pod.Namespace, pod.Name, pod.UID, state, ErrPodNotActive)
 	}
+	e.evictLocked(w, s, grace, e.o.Clock.Now())
+	e.mu.Unlock()
+	e.poke()
+	klog.FromContext(ctx).V(2).Info("Evicting pod", "pod", klog.KObj(pod), "podUID", pod.UID, "gracePeriod", grace, "reason", status.Reason)
+	return nil
+}
+
+// evictLocked lays s over w's status from now on, starts its termination
+// with grace (which only shrinks) and makes it due. The caller holds e.mu;
+// s is not changed after.
+func (e *Engine) evictLocked(w *worker, s *corev1.PodStatus, grace time.Duration, now time.Time) {
 	if w.evict != nil {
 		// The stored status is never changed in place: jobs share it.
 		merged := w.evict.DeepCopy()
@@ -66,14 +77,10 @@ func (e *Engine) Evict(ctx context.Context, pod *corev1.Pod, status corev1.PodSt
 	}
 	w.evict = s
 	e.terminateLocked(w, grace)
-	e.scheduleLocked(w.uid, e.o.Clock.Now())
+	e.scheduleLocked(w.uid, now)
 	if w.busy {
 		w.pending = true
 	}
-	e.mu.Unlock()
-	e.poke()
-	klog.FromContext(ctx).V(2).Info("Evicting pod", "pod", klog.KObj(pod), "podUID", pod.UID, "gracePeriod", grace, "reason", status.Reason)
-	return nil
 }
 
 // ActivePods returns the admitted pods whose worker is Syncing or

@@ -14,6 +14,7 @@ type metrics struct {
 	runningPods       prometheus.Gauge
 	runningContainers *prometheus.GaugeVec
 	rejected          *prometheus.CounterVec
+	preemptions       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,6 +45,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Subsystem: "kubelet", Name: "admission_rejections_total",
 			Help: "Cumulative number of pods rejected at admission, by reason.",
 		}, []string{"reason"}),
+		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "preemptions",
+			Help: "Cumulative number of pod preemptions by preemption resource",
+		}, []string{"preemption_signal"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -65,6 +70,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.rejected, err = promutil.Register(reg, m.rejected); err != nil {
+		return nil, err
+	}
+	if m.preemptions, err = promutil.Register(reg, m.preemptions); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -44,9 +44,13 @@ func (b *builder) setUpPod(ctx context.Context, pod *corev1.Pod) error {
 	return b.data.SetUpPod(ctx, pod, b.podDir(pod))
 }
 
-// removePodDir removes a terminated pod's directory, through PodData when
-// there is one (it unmounts what it mounted first).
+// removePodDir removes a terminated pod's directory: its subPath mounts
+// first, then the rest, through PodData when there is one (it unmounts what
+// it mounted first).
 func (b *builder) removePodDir(ctx context.Context, pod *corev1.Pod) error {
+	if err := cleanSubPaths(b.podDir(pod)); err != nil {
+		return err
+	}
 	if b.data == nil {
 		return os.RemoveAll(b.podDir(pod))
 	}

@@ -26,6 +26,16 @@ type PodSyncer interface {
 	SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error
 }
 
+// PodCleaner is a PodSyncer that keeps something of a pod past
+// SyncTerminatedPod, for as long as a source still has the pod: the CRI
+// syncer keeps the pod's container logs, which `kubectl logs` reads after
+// the pod completed. The engine calls CleanupPod once it forgets the pod:
+// every source removed it (the API pod was deleted, the static manifest
+// removed), or it was an orphan. Errors are logged, not retried.
+type PodCleaner interface {
+	CleanupPod(ctx context.Context, pod *corev1.Pod) error
+}
+
 // Relister observes the backend: what runs, per pod UID, for every pod the
 // backend knows (including pods nobody asked it to run any more).
 type Relister interface {

@@ -3,7 +3,9 @@ package runtime_test
 import (
 	"context"
 	"os"
+	"path"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,22 +17,62 @@ import (
 	"github.com/nodekit/nodekit/runtime/runtimetest/contract"
 )
 
-// ctrd is the real containerd the end-to-end tests use; nil in -short mode or
-// when containerd is not available (the tests then skip).
-var ctrd *containerdtest.Containerd
+// ctrd is the real containerd the end-to-end tests use (the host's 1.x) and
+// ctrd2 a containerd 2 from the test binaries; nil in -short mode or when
+// they are not available (the tests then skip).
+var ctrd, ctrd2 *containerdtest.Containerd
 
-func TestMain(m *testing.M) { os.Exit(containerdtest.Main(m, &ctrd)) }
+func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctrd2)) }
 
 // TestE2EContract runs the contract suite on the CRI client against a real
-// containerd.
+// containerd 1.x (which answers container events and sandbox metrics with
+// Unimplemented: those cases skip). It runs in parallel with the suite on
+// containerd 2 (each on its own containerd), after the package's other
+// tests.
 func TestE2EContract(t *testing.T) {
 	c := containerdtest.Need(t, ctrd)
+	t.Parallel()
+	runContract(t, c)
+}
+
+// TestE2EContractContainerd2 runs the contract suite against containerd 2,
+// where the container events, sandbox metrics and sandbox stats cases run
+// too: a skip of any of them fails.
+func TestE2EContractContainerd2(t *testing.T) {
+	c := containerdtest.Need2(t, ctrd2)
+	t.Parallel()
+	v, err := c.RuntimeClient().Version(context.Background(), &runtimeapi.VersionRequest{})
+	if err != nil || !strings.HasPrefix(strings.TrimPrefix(v.GetRuntimeVersion(), "v"), "2.") {
+		t.Fatalf("CRI Version of the containerd 2 instance: %v, %v", v, err)
+	}
+	skipped := runContract(t, c)
+	for _, name := range []string{"ContainerEvents", "PodSandboxMetrics", "PodSandboxStats"} {
+		t.Run("ran/"+name, func(t *testing.T) {
+			if skipped[name] {
+				t.Errorf("the %s case skipped on containerd %s, which implements it", name, v.GetRuntimeVersion())
+			}
+		})
+	}
+}
+
+// runContract runs the contract suite on c and returns the names of the
+// cases that skipped.
+func runContract(t *testing.T, c *containerdtest.Containerd) map[string]bool {
 	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
+	var mu sync.Mutex
+	skipped := map[string]bool{}
 	contract.Run(t, func(t *testing.T) contract.Target {
+		t.Cleanup(func() {
+			if t.Skipped() {
+				mu.Lock()
+				skipped[path.Base(t.Name())] = true
+				mu.Unlock()
+			}
+		})
 		return contract.Target{
 			Runtime:      client,
 			PauseImage:   c.PauseImage,
@@ -42,6 +84,9 @@ func TestE2EContract(t *testing.T) {
 			},
 		}
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	return skipped
 }
 
 // TestE2EClientErrors checks on containerd what the unit tests check on the

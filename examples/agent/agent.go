@@ -230,7 +230,7 @@ func (a *agent) handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok"))
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}))
+	mux.Handle("/metrics", a.metricsHandler())
 	return mux
 }
 
@@ -289,4 +289,10 @@ func runComponents(ctx context.Context, comps []component) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// metricsHandler serves the agent's registry in Prometheus' format, on
+// --listen and on the node API's /metrics.
+func (a *agent) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})
 }

@@ -71,6 +71,7 @@ var configFields = []configField{
 	{"port", "port", intValue},
 	{"tlsCertFile", "tls-cert-file", stringValue},
 	{"tlsPrivateKeyFile", "tls-private-key-file", stringValue},
+	{"serverTLSBootstrap", "rotate-server-certificates", boolValue},
 	{"evictionHard", "eviction-hard", signalMapValue("<")},
 	{"evictionSoft", "eviction-soft", signalMapValue("<")},
 	{"evictionSoftGracePeriod", "eviction-soft-grace-period", signalMapValue("=")},
@@ -88,7 +89,7 @@ var configFields = []configField{
 // says so, rather than one that calls a kubelet field unknown.
 var kubeletConfigFields = []string{
 	"enableServer", "readOnlyPort", "tlsCipherSuites",
-	"tlsCurvePreferences", "tlsMinVersion", "rotateCertificates", "serverTLSBootstrap", "authentication", "authorization",
+	"tlsCurvePreferences", "tlsMinVersion", "rotateCertificates", "authentication", "authorization",
 	"registryPullQPS", "registryBurst", "imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
 	"eventRecordQPS", "eventBurst", "enableDebuggingHandlers", "enableContentionProfiling", "oomScoreAdj",
 	"streamingConnectionIdleTimeout", "imageMaximumGCAge", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups",

@@ -63,9 +63,10 @@ containerLogMaxFiles: 3
 containerLogMonitorInterval: 30s
 healthzBindAddress: 0.0.0.0
 healthzPort: 10300
+serverTLSBootstrap: true
 `)
 	// The command line overrides the file, whatever the order.
-	cfg, err := parseFlags([]string{"--max-pods=5", "--config", path, "--cluster-domain=example.org"}, io.Discard)
+	cfg, err := parseFlags([]string{"--max-pods=5", "--config", path, "--cluster-domain=example.org", "--kubeconfig=k"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ healthzPort: 10300
 		cfg.cgroupDriver != "systemd" || cfg.cgroupRoot != "/custom" || strings.Join(cfg.clusterDNS, ",") != "10.96.0.10,10.96.0.11" ||
 		cfg.resolvConf != "-" || cfg.podsPerCore != 4 || cfg.runtimeEndpoint != "unix:///run/containerd/containerd.sock" ||
 		cfg.registerNode || cfg.providerID != "edge://n1" || !cfg.seccompDefault || cfg.listen != "0.0.0.0:10300" ||
-		cfg.cgroupsPerQOS || cfg.kubeAPIQPS != 20 || cfg.kubeAPIBurst != 40 || cfg.logMaxSize != 5<<20 || cfg.logMaxFiles != 3 || cfg.logMonitorInterval != 30*time.Second {
+		cfg.cgroupsPerQOS || cfg.kubeAPIQPS != 20 || cfg.kubeAPIBurst != 40 || cfg.logMaxSize != 5<<20 || cfg.logMaxFiles != 3 || cfg.logMonitorInterval != 30*time.Second || !cfg.serverTLS {
 		t.Errorf("cfg = %+v", cfg)
 	}
 	if cfg.maxPods != 5 || cfg.clusterDomain != "example.org" {

@@ -30,19 +30,22 @@ import (
 	"github.com/nodekit/nodekit/nodestatus"
 )
 
+// cp is the test control plane, ctrd the host's containerd 1.x and ctrd2
+// a containerd 2 from the test binaries; nil in -short mode or when they
+// are not available (the tests then skip).
 var (
-	cp   *controlplane.ControlPlane
-	ctrd *containerdtest.Containerd
+	cp          *controlplane.ControlPlane
+	ctrd, ctrd2 *containerdtest.Containerd
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(containerdtest.MainFunc(func() int {
+	os.Exit(containerdtest.MainBoth(func() int {
 		code := controlplane.MainWith(m, &cp, controlplane.Options{Aggregator: true})
 		if binDir != "" {
 			os.RemoveAll(binDir)
 		}
 		return code
-	}, &ctrd))
+	}, &ctrd, &ctrd2))
 }
 
 // The agent binary, built once per test run into binDir.
@@ -63,7 +66,7 @@ func buildAgent(t *testing.T) string {
 		}
 		agentBin = filepath.Join(binDir, "agent")
 		// Built as hack/demo.sh builds it: static, without cgo.
-		cmd := exec.Command("go", "build", "-o", agentBin, ".")
+		cmd := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", agentBin, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -56,6 +56,7 @@ type config struct {
 	port          int
 	tlsCertFile   string
 	tlsKeyFile    string
+	serverTLS     bool // --rotate-server-certificates: serverTLSBootstrap
 	certDir       string
 	clientCAFile  string
 	tokenWebhook  bool
@@ -187,10 +188,11 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.StringVar(&memLimit, "memory-limit", "24Mi", "Soft memory limit of the Go runtime (debug.SetMemoryLimit) unless GOMEMLIMIT is set. 0: none.")
 	fs.StringVar(&address, "address", "0.0.0.0", "IP address the node API (--port) listens on.")
 	fs.IntVar(&c.port, "port", 10250, "Port of the node API (/stats/summary, /metrics/resource, /pods, /containerLogs, /healthz) over TLS, authenticated and authorized as kubelet's. 0: do not serve.")
-	fs.StringVar(&c.tlsCertFile, "tls-cert-file", "", "Serving certificate of the node API (PEM, chain after the leaf). Empty: a self-signed one kept in --cert-dir.")
+	fs.StringVar(&c.tlsCertFile, "tls-cert-file", "", "Serving certificate of the node API (PEM, chain after the leaf), read again when it changes on disk. Empty: a self-signed one kept in --cert-dir.")
 	fs.StringVar(&c.tlsKeyFile, "tls-private-key-file", "", "Private key of --tls-cert-file.")
+	fs.BoolVar(&c.serverTLS, "rotate-server-certificates", false, "Request the node API's serving certificate from the API server (a kubernetes.io/kubelet-serving CertificateSigningRequest as the node; kubelet's serverTLSBootstrap) and serve it once approved and issued, kept in --cert-dir/kubelet-server-current.pem. Needs --kubeconfig; not with --tls-cert-file.")
 	fs.StringVar(&c.certDir, "cert-dir", "", "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key). Default <root-dir>/pki.")
-	fs.StringVar(&c.clientCAFile, "client-ca-file", "", "CA bundle that node API client certificates are verified against (user = CN, groups = O). Empty: client certificates are not accepted.")
+	fs.StringVar(&c.clientCAFile, "client-ca-file", "", "CA bundle that node API client certificates are verified against (user = CN, groups = O), read again when it changes on disk. Empty: client certificates are not accepted.")
 	fs.BoolVar(&c.tokenWebhook, "authentication-token-webhook", true, "Authenticate node API bearer tokens with the API server's TokenReview (needs --kubeconfig).")
 	fs.BoolVar(&c.anonymousAuth, "anonymous-auth", false, "Serve node API requests without credentials as system:anonymous (still authorized).")
 	fs.StringVar(&c.authzMode, "authorization-mode", "", "Node API authorization: Webhook (SubjectAccessReview as the node) or AlwaysAllow. Default Webhook with --kubeconfig, AlwaysAllow without.")
@@ -352,6 +354,12 @@ func (c *config) parseServerFlags(address string) error {
 	}
 	if (c.tlsCertFile == "") != (c.tlsKeyFile == "") {
 		return errors.New("--tls-cert-file and --tls-private-key-file go together")
+	}
+	if c.serverTLS && c.tlsCertFile != "" {
+		return errors.New("--rotate-server-certificates and --tls-cert-file: set one, not both")
+	}
+	if c.serverTLS && c.kubeconfig == "" {
+		return errors.New("--rotate-server-certificates needs --kubeconfig")
 	}
 	if c.certDir == "" {
 		c.certDir = filepath.Join(c.rootDir, "pki")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -79,7 +78,12 @@ func TestAgentMetricsServerOnContainerd(t *testing.T) {
 	if err := controlplane.WriteKubeconfig(cp.AdminConfig(), kc); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectl(ctx, t, kc, "top", "node", node, "--no-headers"); err == nil {
+	bins, err := controlplane.BinaryDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kubectl{bin: filepath.Join(bins, "kubectl"), kubeconfig: kc}
+	if out, err := k.run(ctx, "top", "node", node, "--no-headers"); err == nil {
 		t.Fatalf("kubectl top node while metrics-server may not read nodes/metrics: %s", out)
 	}
 
@@ -89,7 +93,7 @@ func TestAgentMetricsServerOnContainerd(t *testing.T) {
 	var nodeTop, podTop []string
 	seen := map[string]bool{} // kubectl's answers, each logged once
 	top := func(name string, args ...string) []string {
-		out, err := kubectl(ctx, t, kc, args...)
+		out, err := k.run(ctx, args...)
 		if msg := strings.TrimSpace(out); !seen[msg] {
 			seen[msg] = true
 			t.Logf("kubectl %s: %v: %s", strings.Join(args, " "), err, msg)
@@ -136,20 +140,6 @@ func hostIP(t *testing.T) string {
 		t.Skipf("the default route's address %s is a loopback address", ip)
 	}
 	return ip.String()
-}
-
-// kubectl runs the test binaries' kubectl with kubeconfig and returns its
-// combined output.
-func kubectl(ctx context.Context, t *testing.T, kubeconfig string, args ...string) (string, error) {
-	t.Helper()
-	dir, err := controlplane.BinaryDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, filepath.Join(dir, "kubectl"), append([]string{"--kubeconfig=" + kubeconfig}, args...)...).CombinedOutput()
-	return string(out), err
 }
 
 // nonZero reports whether s is a quantity (123m, 45Mi) above zero.

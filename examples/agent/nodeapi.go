@@ -33,7 +33,8 @@ var (
 // SubjectAccessReview as the node (or AlwaysAllow). It binds the port now,
 // so that a busy port is an error at start.
 func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
-	ho := nodeapi.Options{PodLogRoot: cfg.podLogRoot, Clock: clk}
+	ho := nodeapi.Options{PodLogRoot: cfg.podLogRoot, Clock: clk,
+		Metrics: a.metricsHandler()}
 	if a.pods != nil {
 		ps := nodeapi.PodStates{Pods: a.pods.runningPods, State: a.pods.podState}
 		ho.Stats, ho.Pods = a.pods, a.pods.runningPods
@@ -53,11 +54,17 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 	} else {
 		auth.AlwaysAllow = true
 	}
-	srv, err := nodeapi.NewServer(nodeapi.ServerOptions{
+	so := nodeapi.ServerOptions{
 		Handler: h, Auth: auth,
 		CertFile: cfg.tlsCertFile, KeyFile: cfg.tlsKeyFile, CertDir: cfg.certDir,
 		Hostnames: []string{a.name}, IPs: cfg.nodeIPs, Clock: clk,
-	})
+	}
+	if cfg.serverTLS {
+		if so.Certificate, err = a.bootstrapServing(cfg, clk); err != nil {
+			return fmt.Errorf("--rotate-server-certificates: %w", err)
+		}
+	}
+	srv, err := nodeapi.NewServer(so)
 	if err != nil {
 		return fmt.Errorf("node API: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,20 +116,37 @@ var sharedDiskArgs = [...]string{
 
 // The agent runs a static pod from its manifest directory (with a mirror pod
 // in the API server) and a pod the API server binds to it, on containerd,
-// and removes both when the manifest and the API pod are deleted.
+// and removes both when the manifest and the API pod are deleted. On
+// containerd 1.x, which has no container events, it relists.
 func TestAgentRunsPodsOnContainerd(t *testing.T) {
 	cp := controlplane.Need(t, cp)
 	c := containerdtest.Need(t, ctrd)
+	agentRunsPods(t, cp, c, "", "The container runtime has no container events; relisting")
+}
+
+// TestAgentRunsPodsOnContainerd2 is TestAgentRunsPodsOnContainerd on
+// containerd 2, whose CRI container events the agent's pod half uses in
+// place of most relists.
+func TestAgentRunsPodsOnContainerd2(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	c := containerdtest.Need2(t, ctrd2)
+	agentRunsPods(t, cp, c, "2", "Container events in use; relisting less often")
+}
+
+// agentRunsPods runs the pods test on c with node and pod names ending in
+// suffix, and checks that the agent's log says observe, the line that
+// tells how its pod half observes the runtime.
+func agentRunsPods(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix, observe string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	enableNetwork(ctx, t, c)
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
 
-	const node = "e2e-pods"
+	node := "e2e-pods" + suffix
 	manifests := t.TempDir()
 	manifest := filepath.Join(manifests, "static.yaml")
-	if err := os.WriteFile(manifest, []byte(staticManifest("static-web", c.BusyboxImage)), 0o644); err != nil {
+	if err := os.WriteFile(manifest, []byte(staticManifest("static-web"+suffix, c.BusyboxImage)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := startAgent(t, node, podArgs(t, c, manifests)...)
@@ -135,7 +154,7 @@ func TestAgentRunsPodsOnContainerd(t *testing.T) {
 
 	grace := int64(30)
 	apiPod, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "api-web", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: "api-web" + suffix, Namespace: "default"},
 		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, DNSPolicy: corev1.DNSDefault, TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{Name: "app", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
 				Command: []string{"sh", "-c", sleeper}}}},
@@ -145,7 +164,7 @@ func TestAgentRunsPodsOnContainerd(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		zero := int64(0)
-		_ = admin.CoreV1().Pods("default").Delete(context.Background(), "api-web", metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		_ = admin.CoreV1().Pods("default").Delete(context.Background(), apiPod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
 
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "API pod Running and Ready in the API", func() bool {
@@ -153,7 +172,7 @@ func TestAgentRunsPodsOnContainerd(t *testing.T) {
 		return err == nil && got.Status.Phase == corev1.PodRunning && podReady(got)
 	})
 	t.Logf("API pod Running and Ready %v after the agent started", time.Since(p.started).Round(time.Millisecond))
-	mirrorName := "static-web-" + node
+	mirrorName := "static-web" + suffix + "-" + node
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "mirror pod of the static pod Running in the API", func() bool {
 		got, err := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{})
 		return err == nil && got.Annotations[corev1.MirrorPodAnnotationKey] != "" && got.Status.Phase == corev1.PodRunning
@@ -166,6 +185,9 @@ func TestAgentRunsPodsOnContainerd(t *testing.T) {
 		return err == nil && len(evs.Items) > 0 && evs.Items[0].Source.Component == "kubelet" && evs.Items[0].Source.Host == node
 	})
 	t.Logf("both pods Running %v after the agent started", time.Since(p.started).Round(time.Millisecond))
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "the agent's log line "+strconv.Quote(observe), func() bool {
+		return strings.Contains(p.log.String(), observe)
+	})
 
 	deleted := time.Now()
 	if err := os.Remove(manifest); err != nil {

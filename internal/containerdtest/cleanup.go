@@ -3,6 +3,7 @@ package containerdtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -136,19 +137,33 @@ func (c *Containerd) stopContainerd(ctx context.Context) error {
 }
 
 // ShimSockets returns the socket paths of the instance's running shims, read
-// from the "address" file each shim leaves in its bundle directory. They lie
-// outside the instance's directory (containerd 1.6 puts them in
+// from the "address" file each shim leaves in its bundle directory
+// (containerd 1.6) or from the bundle's bootstrap.json (containerd 2). They
+// lie outside the instance's directory (both put them in
 // /run/containerd/s), named by a hash of the instance's address.
 func (c *Containerd) ShimSockets() []string {
-	files, _ := filepath.Glob(filepath.Join(c.State, "io.containerd.runtime.v2.task", "*", "*", "address"))
-	var out []string
+	bundles := filepath.Join(c.State, "io.containerd.runtime.v2.task", "*", "*")
+	files, _ := filepath.Glob(filepath.Join(bundles, "address"))
+	var addrs []string
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
+		if data, err := os.ReadFile(f); err == nil {
+			addrs = append(addrs, strings.TrimSpace(string(data)))
 		}
-		addr := strings.TrimSpace(string(data))
-		if p, ok := strings.CutPrefix(addr, "unix://"); ok && filepath.IsAbs(p) {
+	}
+	files, _ = filepath.Glob(filepath.Join(bundles, "bootstrap.json"))
+	for _, f := range files {
+		var params struct {
+			Address string `json:"address"`
+		}
+		if data, err := os.ReadFile(f); err == nil && json.Unmarshal(data, &params) == nil {
+			addrs = append(addrs, params.Address)
+		}
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, addr := range addrs {
+		if p, ok := strings.CutPrefix(addr, "unix://"); ok && filepath.IsAbs(p) && !seen[p] {
+			seen[p] = true
 			out = append(out, p)
 		}
 	}

@@ -20,8 +20,12 @@ var disabledPlugins = []string{
 	"io.containerd.internal.v1.tracing",
 }
 
-// config returns containerd's config.toml (schema version 2, containerd 1.6).
+// config returns containerd's config.toml: schema version 2 for containerd
+// 1.6, version 3 (config3) for containerd 2.
 func (c *Containerd) config(bins binaries) string {
+	if c.opts.Major == 2 {
+		return c.config3(bins)
+	}
 	q := strconv.Quote
 	list := "["
 	for i, p := range disabledPlugins {

@@ -54,6 +54,18 @@ type Options struct {
 	StopTimeout time.Duration
 	// LogLevel is containerd's log level; default "info".
 	LogLevel string
+	// Major chooses the containerd: 0 or 1 is the host's containerd 1.x
+	// (Debian's 1.6, found on PATH or in the sbin directories) with a
+	// config in schema version 2; 2 is containerd 2 with its runc shim from
+	// BinDir, with a config in schema version 3. Start checks that the
+	// major version the CRI Version call reports is this one.
+	Major int
+	// BinDir is where Major 2 finds containerd and containerd-shim-runc-v2
+	// (and ctr, if it is there; else the host's ctr imports the images).
+	// Default: the test binaries' directory that hack/testbin.sh builds
+	// them into (controlplane.BinaryDir: $KUBEBUILDER_ASSETS, else its
+	// cache). Unused for Major 1.
+	BinDir string
 }
 
 func (o *Options) defaults() error {
@@ -79,6 +91,13 @@ func (o *Options) defaults() error {
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = "info"
+	}
+	switch o.Major {
+	case 0:
+		o.Major = 1
+	case 1, 2:
+	default:
+		return fmt.Errorf("Options.Major %d is neither 1 (the host's containerd 1.x) nor 2 (containerd 2 from BinDir)", o.Major)
 	}
 	return nil
 }
@@ -113,6 +132,11 @@ type Containerd struct {
 	CgroupRoot string
 	// StartDuration is how long Start took.
 	StartDuration time.Duration
+	// Major is the running containerd's major version (Options.Major), and
+	// RuntimeVersion the version its CRI Version call reports (Debian's
+	// "1.6.20~ds1", "v2.4.2").
+	Major          int
+	RuntimeVersion string
 
 	opts     Options
 	cmd      *exec.Cmd
@@ -159,6 +183,7 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 		PodLogRoot:   filepath.Join(dir, "pods"),
 		Log:          filepath.Join(dir, "containerd.log"),
 		CgroupRoot:   "/" + filepath.Base(dir),
+		Major:        opts.Major,
 		opts:         opts,
 		exited:       make(chan struct{}),
 	}
@@ -180,9 +205,14 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 // binaries are the host programs the harness runs.
 type binaries struct {
 	containerd, ctr, runc, goTool, busybox string
+	// shim is containerd-shim-runc-v2; the containerd 2 config names it.
+	shim string
 }
 
 func prerequisites(opts *Options) (binaries, error) {
+	if opts.Major == 2 {
+		return prerequisites2(opts)
+	}
 	var b binaries
 	var missing []string
 	if os.Geteuid() != 0 {
@@ -196,9 +226,8 @@ func prerequisites(opts *Options) (binaries, error) {
 		}
 		*dst = p
 	}
-	var shim string
 	look("containerd", &b.containerd)
-	look("containerd-shim-runc-v2", &shim)
+	look("containerd-shim-runc-v2", &b.shim)
 	look("ctr", &b.ctr)
 	look("runc", &b.runc)
 	look("go", &b.goTool)
@@ -299,6 +328,9 @@ func (c *Containerd) start(ctx context.Context, bins binaries) error {
 		return err
 	}
 	readyErr := c.waitReady(ctx)
+	if readyErr == nil {
+		readyErr = c.checkVersion(ctx)
+	}
 	buildErr := <-built
 	if readyErr != nil {
 		return readyErr

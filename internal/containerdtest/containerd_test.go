@@ -13,9 +13,11 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-var ctrd *Containerd
+// ctrd is the host's containerd 1.x, ctrd2 containerd 2 from the test
+// binaries.
+var ctrd, ctrd2 *Containerd
 
-func TestMain(m *testing.M) { os.Exit(Main(m, &ctrd)) }
+func TestMain(m *testing.M) { os.Exit(MainBoth(m.Run, &ctrd, &ctrd2)) }
 
 // waitFor polls cond every 50ms until it returns true or the deadline
 // passes.
@@ -67,8 +69,52 @@ func runBusybox(t *testing.T, ctx context.Context, c *Containerd, pod string) (s
 	return sandboxID, containerID, filepath.Join(sbConfig.LogDirectory, ctrConfig.LogPath)
 }
 
-func TestSmoke(t *testing.T) {
-	c := Need(t, ctrd)
+func TestSmoke(t *testing.T) { smoke(t, Need(t, ctrd)) }
+
+// TestSmokeContainerd2 is TestSmoke on containerd 2.
+func TestSmokeContainerd2(t *testing.T) { smoke(t, Need2(t, ctrd2)) }
+
+// TestVersions checks with the CRI Version call that each instance is the
+// containerd it was asked for: the host's 1.x and containerd 2.
+func TestVersions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		need  func(testing.TB, *Containerd) *Containerd
+		c     *Containerd
+		major int
+	}{{"containerd1", Need, ctrd, 1}, {"containerd2", Need2, ctrd2, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.need(t, tc.c)
+			v, err := c.RuntimeClient().Version(context.Background(), &runtimeapi.VersionRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s %s, CRI %s", v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion)
+			major, err := majorVersion(v.RuntimeVersion)
+			if v.RuntimeName != "containerd" || err != nil || major != tc.major || c.Major != tc.major {
+				t.Errorf("runtime %s %s (major %d, %v), Major field %d: want containerd %d.x", v.RuntimeName, v.RuntimeVersion, major, err, c.Major, tc.major)
+			}
+			if v.RuntimeVersion != c.RuntimeVersion || v.RuntimeApiVersion != "v1" {
+				t.Errorf("RuntimeVersion field %q, CRI %q: want %q and v1", c.RuntimeVersion, v.RuntimeApiVersion, v.RuntimeVersion)
+			}
+		})
+	}
+}
+
+func TestMajorVersion(t *testing.T) {
+	for v, want := range map[string]int{"1.6.20~ds1": 1, "v1.7.0": 1, "v2.4.2": 2, "2.4.2+unknown": 2, "v10.0.1": 10} {
+		if got, err := majorVersion(v); err != nil || got != want {
+			t.Errorf("majorVersion(%q) = %d, %v; want %d", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"", "v", "2", "x.1", ".1"} {
+		if got, err := majorVersion(v); err == nil {
+			t.Errorf("majorVersion(%q) = %d, nil; want an error", v, got)
+		}
+	}
+}
+
+func smoke(t *testing.T, c *Containerd) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := c.RuntimeClient()

@@ -45,3 +45,17 @@ func ExampleStart() {
 	defer c.Stop()
 	fmt.Println(c.Endpoint, c.PauseImage, c.BusyboxImage)
 }
+
+// A package whose tests run on the host's containerd 1.x and on
+// containerd 2 starts both in TestMain; Need2 skips (or fails under
+// NODEKIT_REQUIRE_ALL=1) when containerd 2 is unavailable.
+func ExampleMainBoth() {
+	var ctrd, ctrd2 *containerdtest.Containerd
+	testMain := func(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctrd2)) }
+	testBoth := func(t *testing.T) {
+		for _, c := range []*containerdtest.Containerd{containerdtest.Need(t, ctrd), containerdtest.Need2(t, ctrd2)} {
+			t.Logf("containerd %s (major %d) at %s", c.RuntimeVersion, c.Major, c.Endpoint)
+		}
+	}
+	_, _ = testMain, testBoth
+}

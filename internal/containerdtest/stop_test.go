@@ -19,18 +19,25 @@ func alive(pid int) bool { return !zombie(pid) }
 // once through the CRI (graceful), once after containerd was SIGKILLed so
 // that only the by-PID, by-cgroup and by-mountinfo sweeps can clean up.
 func TestStopLeavesNothing(t *testing.T) {
-	Need(t, ctrd)
 	for _, tc := range []struct {
 		name           string
+		major          int
 		killContainerd bool
 	}{
-		{"graceful", false},
-		{"containerd killed", true},
+		{"graceful", 1, false},
+		{"containerd killed", 1, true},
+		{"containerd2 graceful", 2, false},
+		{"containerd2 killed", 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.major == 2 {
+				Need2(t, ctrd2)
+			} else {
+				Need(t, ctrd)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			c, err := Start(ctx, Options{})
+			c, err := Start(ctx, Options{Major: tc.major})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,6 +139,7 @@ func TestOptionsErrors(t *testing.T) {
 		"StartTimeout": {StartTimeout: time.Millisecond},
 		"StopTimeout":  {StopTimeout: time.Hour},
 		"Snapshotter":  {Snapshotter: "zfs"},
+		"Major":        {Major: 3},
 	} {
 		_, err := Start(context.Background(), o)
 		if err == nil || !strings.Contains(err.Error(), "Options."+name) {

@@ -8,7 +8,11 @@
 // a service-account signing key, starts etcd and then kube-apiserver, and
 // waits (up to a minute each) until etcd's /health and the API server's
 // /readyz answer. Clients authenticate with client certificates from the CA:
-// an admin in system:masters, and one per node identity. Stop sends SIGTERM
+// an admin in system:masters, and one per node identity. kube-apiserver
+// reaches agents' node APIs (kubectl logs, exec, port-forward) with a client
+// certificate of the same CA for KubeletClientUser, bound to
+// system:kubelet-api-admin; an agent given ClientCAFile as its
+// --client-ca-file accepts it. Stop sends SIGTERM
 // and, after a few seconds, SIGKILL, then removes the directory. On Linux
 // the processes also get SIGKILL if the test binary dies first.
 //
@@ -32,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -188,6 +193,10 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 		_ = cp.Stop()
 		return nil, err
 	}
+	if err := cp.bindKubeletClient(ctx); err != nil {
+		_ = cp.Stop()
+		return nil, err
+	}
 	return cp, nil
 }
 
@@ -268,6 +277,11 @@ func (cp *ControlPlane) start(ctx context.Context, binDir string, opts Options) 
 		// kube-apiserver waits for them far longer than stopGrace.
 		"shutdown-watch-termination-grace-period": "1s",
 	}
+	kubeletFlags, err := cp.kubeletClientFlags()
+	if err != nil {
+		return err
+	}
+	maps.Copy(flags, kubeletFlags)
 	if opts.Aggregator {
 		if err := cp.aggregatorFlags(flags); err != nil {
 			return err

@@ -11,7 +11,9 @@
 // configurations of every group along: some 10 MiB of a small process's
 // resident memory. This scheme registers core/v1, coordination.k8s.io/v1,
 // authentication.k8s.io/v1 (TokenRequest, TokenReview),
-// authorization.k8s.io/v1 (SubjectAccessReview) and the meta/v1 options,
+// authorization.k8s.io/v1 (SubjectAccessReview), certificates.k8s.io/v1
+// (CertificateSigningRequest: a node API's serving certificate) and the
+// meta/v1 options,
 // and nothing of client-go's kubernetes packages is imported.
 //
 // On the wire the clients speak protobuf unless the rest.Config asks for
@@ -29,6 +31,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,12 +51,12 @@ const (
 )
 
 // NewScheme returns a scheme that knows core/v1, coordination.k8s.io/v1,
-// authentication.k8s.io/v1, authorization.k8s.io/v1 and the meta/v1 types (Status, options, watch
+// authentication.k8s.io/v1, authorization.k8s.io/v1, certificates.k8s.io/v1 and the meta/v1 types (Status, options, watch
 // events): all the client decodes, and what a record.EventRecorder needs to
 // refer to Pods and Nodes.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme, certificatesv1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -71,6 +74,7 @@ type Client struct {
 	coord  rest.Interface
 	authn  rest.Interface
 	authz  rest.Interface
+	certs  rest.Interface
 }
 
 // New returns a Client for cfg: its host, TLS, credentials, user agent,
@@ -133,6 +137,9 @@ func NewForHTTPClient(cfg *rest.Config, hc *http.Client) (*Client, error) {
 		return nil, err
 	}
 	if c.authz, err = restClient(base, hc, "/apis", authorizationv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if c.certs, err = restClient(base, hc, "/apis", certificatesv1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -206,6 +213,15 @@ func (c *Client) Leases(namespace string) *LeaseClient {
 	n := &LeaseClient{}
 	n.res = c.resource("leases", namespace, true)
 	n.rc = c.coord
+	return n
+}
+
+// CertificateSigningRequests returns the client of certificates.k8s.io/v1
+// CertificateSigningRequests: a node API's serving certificate.
+func (c *Client) CertificateSigningRequests() *CertificateSigningRequestClient {
+	n := &CertificateSigningRequestClient{}
+	n.res = c.resource("certificatesigningrequests", "", false)
+	n.rc = c.certs
 	return n
 }
 
@@ -346,6 +362,12 @@ type ServiceClient struct {
 // LeaseClient is the client of coordination.k8s.io/v1 Leases.
 type LeaseClient struct {
 	typed[coordinationv1.Lease, *coordinationv1.Lease, coordinationv1.LeaseList, *coordinationv1.LeaseList]
+}
+
+// CertificateSigningRequestClient is the client of certificates.k8s.io/v1
+// CertificateSigningRequests.
+type CertificateSigningRequestClient struct {
+	typed[certificatesv1.CertificateSigningRequest, *certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList, *certificatesv1.CertificateSigningRequestList]
 }
 
 // ServiceAccountClient is the client of core/v1 ServiceAccounts; it only

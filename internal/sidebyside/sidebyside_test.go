@@ -155,7 +155,7 @@ func (b *bench) setUp() {
 	}
 
 	b.agentBin = filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-o", b.agentBin, "github.com/nodekit/nodekit/examples/agent")
+	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", b.agentBin, "github.com/nodekit/nodekit/examples/agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the agent: %v\n%s", err, out)

@@ -20,11 +20,12 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// ctrd is the real containerd of the end-to-end test; nil in -short mode
-// or where containerd is not available (the test then skips).
-var ctrd *containerdtest.Containerd
+// ctrd is the real containerd of the end-to-end test (the host's 1.x) and
+// ctrd2 a containerd 2; nil in -short mode or where they are not
+// available (the tests then skip).
+var ctrd, ctrd2 *containerdtest.Containerd
 
-func TestMain(m *testing.M) { os.Exit(containerdtest.Main(m, &ctrd)) }
+func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctrd2)) }
 
 // noSandboxStats is a runtime without sandbox stats, as containerd 1.6
 // can be, so that the collector reads the pod's cgroup.
@@ -38,8 +39,18 @@ func (noSandboxStats) ListPodSandboxStats(context.Context, *runtimeapi.PodSandbo
 // containerd and checks that the collected working set is within 20% of
 // what its cgroup says it uses, for the container (CRI stats) and for the
 // pod (sandbox stats, and the pod cgroup when the runtime has none).
-func TestE2EMemoryWorkingSet(t *testing.T) {
-	c := containerdtest.Need(t, ctrd)
+func TestE2EMemoryWorkingSet(t *testing.T) { memoryWorkingSet(t, containerdtest.Need(t, ctrd), false) }
+
+// TestE2EMemoryWorkingSetContainerd2 is TestE2EMemoryWorkingSet on
+// containerd 2, which has sandbox stats: the "sandbox stats" case gets the
+// pod's figures from them alone (no pod cgroup directory is given).
+func TestE2EMemoryWorkingSetContainerd2(t *testing.T) {
+	memoryWorkingSet(t, containerdtest.Need2(t, ctrd2), true)
+}
+
+// memoryWorkingSet runs the test on c; wantSandboxStats fails it when the
+// runtime has no sandbox stats.
+func memoryWorkingSet(t *testing.T, c *containerdtest.Containerd, wantSandboxStats bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
@@ -102,6 +113,9 @@ func TestE2EMemoryWorkingSet(t *testing.T) {
 	}
 
 	_, sbErr := client.PodSandboxStats(ctx, sb)
+	if sbErr != nil && wantSandboxStats {
+		t.Fatalf("PodSandboxStats on containerd %s: %v, want the sandbox's stats", c.RuntimeVersion, sbErr)
+	}
 	if sbErr != nil {
 		t.Logf("the runtime has no sandbox stats (%v): both cases read the pod cgroup", sbErr)
 	}

@@ -38,10 +38,16 @@ var (
 // Result is an admission decision. A rejected pod gets phase Failed with
 // Reason and the status message "Pod was rejected: " + Message, as kubelet
 // writes it, and a Warning event with Reason and Message.
+//
+// A pod admitted by preemption has Preempt set: the active pods that must
+// be stopped to make room for it (podsync's Engine stops them, each with
+// PreemptedStatus, and starts the pod once they are stopped); Reason and
+// Message then say what it lacked.
 type Result struct {
 	Admit   bool
 	Reason  string
 	Message string
+	Preempt []*corev1.Pod
 }
 
 // Admitted is the Result of a pod that may run.
@@ -88,7 +94,10 @@ type Options struct {
 // Predicates is kubelet's predicate admission (pkg/kubelet/lifecycle): the
 // OS checks, then the scheduler's general predicates as kubelet runs them
 // (resources, node affinity, node name, host ports) and NoExecute taints for
-// pods that are not static; the first failure is the reason.
+// pods that are not static; the first failure is the reason. A critical pod
+// (IsCritical) that fails on resources alone is admitted by preemption
+// (Result.Preempt, chosen by Victims), or rejected with
+// UnexpectedAdmissionError when no set of preemptable pods frees enough.
 type Predicates struct {
 	o Options
 }
@@ -118,9 +127,34 @@ func (p *Predicates) Admit(pod *corev1.Pod, active []*corev1.Pod) Result {
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != p.o.OS {
 		return Result{Reason: ReasonPodOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
 	}
-	if r, ok := fitsResources(pod, node, active); !ok {
+	short := shortages(pod, node, active)
+	critical := IsCritical(pod)
+	if len(short) > 0 && !critical {
+		return short[0].result()
+	}
+	// A critical pod that lacks resources and nothing else makes room by
+	// preemption; any other failure is its reason.
+	if r := otherPredicates(pod, node, active); !r.Admit || len(short) == 0 {
 		return r
 	}
+	needs := make([]Need, len(short))
+	for i, s := range short {
+		needs[i] = Need{Resource: s.name, Amount: s.missing()}
+	}
+	victims, err := Victims(pod, active, needs)
+	if err != nil {
+		return Result{Reason: ReasonUnexpectedAdmissionError,
+			Message: "Unexpected error while attempting to recover from admission failure: preemption: error finding a set of pods to preempt: " + err.Error()}
+	}
+	r := short[0].result()
+	r.Admit, r.Preempt = true, victims
+	return r
+}
+
+// otherPredicates are the predicates after the resources: node affinity,
+// node name, host ports and, for pods that are not static, NoExecute
+// taints.
+func otherPredicates(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) Result {
 	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
 		return predicateFailure(ReasonNodeAffinity, nodeAffinityText)
 	}
@@ -149,14 +183,50 @@ func insufficient(name corev1.ResourceName, requested, used, capacity int64) Res
 		Message: fmt.Sprintf("Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d", name, requested, used, capacity)}
 }
 
-// fitsResources checks the pod count, then cpu (millicores), memory,
-// ephemeral storage and the other resources the pod requests against the
-// node's allocatable minus what the active pods request. Extended resources
-// the node does not list are not checked (they may be cluster-level).
-func fitsResources(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) (Result, bool) {
+// shortage is one resource the node lacks for a pod: what the pod
+// requests, what the active pods use and the node's allocatable, cpu in
+// millicores and the rest in units.
+type shortage struct {
+	name                      corev1.ResourceName
+	requested, used, capacity int64
+}
+
+// missing is how much more of the resource would have to be freed.
+func (s shortage) missing() int64 { return s.requested - (s.capacity - s.used) }
+
+func (s shortage) result() Result { return insufficient(s.name, s.requested, s.used, s.capacity) }
+
+// request is what pod asks of resource name, as admission counts it: 1 pod,
+// cpu in millicores, the rest in units, from the pod's effective requests
+// (containers, the largest init container, sidecars, overhead).
+func request(pod *corev1.Pod, name corev1.ResourceName) int64 {
+	if name == corev1.ResourcePods {
+		return 1
+	}
+	return quantity(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), name)
+}
+
+func quantity(l corev1.ResourceList, name corev1.ResourceName) int64 {
+	q, ok := l[name]
+	if !ok {
+		return 0
+	}
+	if name == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// shortages checks the pod count, then cpu (millicores), memory, ephemeral
+// storage and the other resources the pod requests against the node's
+// allocatable minus what the active pods request, and returns every
+// resource that does not fit, in that order. Extended resources the node
+// does not list are not checked (they may be cluster-level).
+func shortages(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) []shortage {
 	alloc := node.Status.Allocatable
+	var out []shortage
 	if maxPods := alloc.Pods().Value(); int64(len(active))+1 > maxPods {
-		return insufficient(corev1.ResourcePods, 1, int64(len(active)), maxPods), false
+		out = append(out, shortage{name: corev1.ResourcePods, requested: 1, used: int64(len(active)), capacity: maxPods})
 	}
 	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	used := corev1.ResourceList{}
@@ -166,16 +236,6 @@ func fitsResources(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) (Re
 			u.Add(q)
 			used[name] = u
 		}
-	}
-	value := func(l corev1.ResourceList, name corev1.ResourceName) int64 {
-		q, ok := l[name]
-		if !ok {
-			return 0
-		}
-		if name == corev1.ResourceCPU {
-			return q.MilliValue()
-		}
-		return q.Value()
 	}
 	names := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage}
 	var other []corev1.ResourceName
@@ -190,15 +250,15 @@ func fitsResources(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) (Re
 	}
 	slices.Sort(other)
 	for _, name := range append(names, other...) {
-		w := value(want, name)
+		w := quantity(want, name)
 		if w <= 0 {
 			continue
 		}
-		if u, c := value(used, name), value(alloc, name); w > c-u {
-			return insufficient(name, w, u, c), false
+		if u, c := quantity(used, name), quantity(alloc, name); w > c-u {
+			out = append(out, shortage{name: name, requested: w, used: u, capacity: c})
 		}
 	}
-	return Result{}, true
+	return out
 }
 
 // isExtended reports whether name is an extended resource: outside the

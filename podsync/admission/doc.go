@@ -24,6 +24,23 @@
 //	TaintToleration                     a NoExecute taint is not tolerated (not checked for static pods)
 //	InvalidNodeInfo                     the node is not known (Options.Node failed)
 //
+// A critical pod (IsCritical: static, mirror, or priority at least
+// SystemCriticalPriority, 2000000000) that fails on resources alone
+// (pods, cpu, memory, ephemeral storage, extended resources) is admitted
+// by preemption, as kubelet's critical-pod admission handler admits it:
+// Victims chooses which active pods to stop (only those it may preempt,
+// Preemptable; BestEffort before Burstable before Guaranteed pods, each
+// time the pod nearest to what is still missing) and Result.Preempt names
+// them, Reason and Message saying what the pod lacked. podsync's Engine
+// stops them with PreemptedStatus (Failed, reason Preempting, "Preempted in
+// order to admit critical pod", a DisruptionTarget condition) before the pod
+// starts. When a critical pod also fails another predicate, that failure is
+// its reason; when even all the preemptable pods would not free enough, it
+// is rejected with kubelet's UnexpectedAdmissionError ("Unexpected error
+// while attempting to recover from admission failure: preemption: error
+// finding a set of pods to preempt: no set of running pods found to reclaim
+// resources: [(res: pods, q: 1), ]").
+//
 // Resource messages are kubelet's ("Node didn't have enough resource: cpu,
 // requested: 1500, used: 600, capacity: 2000", cpu in millicores, others in
 // units); predicate messages are "Predicate NodeAffinity failed: node(s)
@@ -37,8 +54,9 @@
 // managers, AppArmor, node shutdown) are not here; an agent can chain its
 // own Admitter before or after Predicates. Kubelet's first handler, the
 // rejection of pods under node pressure, is podsync/eviction's
-// Manager.Admit (an Admitter) and AdmitUnderPressure. Kubelet
-// makes room for a critical pod (static, mirror or system-critical
-// priority) that fails only on resources by evicting other pods; Predicates
-// rejects it like any other pod.
+// Manager.Admit (an Admitter) and AdmitUnderPressure. An Admitter other
+// than the Engine that calls Predicates must stop Result.Preempt's pods
+// itself before running an admitted pod. Kubelet stops the victims one
+// after the other, each kill blocking its admission; the Engine stops them
+// together.
 package admission

@@ -44,3 +44,34 @@ func Example() {
 	// c OutOfpods: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2
 	// Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector
 }
+
+// A static pod on a node whose two pod slots are taken is admitted by
+// preempting a pod: the best-effort one, sparing the one with requests.
+func Example_preemption() {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge-1"},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourcePods: resource.MustParse("2"),
+			corev1.ResourceCPU:  resource.MustParse("4"),
+		}},
+	}
+	preds, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return node, nil }, OS: "linux"})
+	if err != nil {
+		panic(err)
+	}
+	busy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "busy"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "app", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	idle := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "idle"}}
+	static := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "static-edge-1",
+		Annotations: map[string]string{"kubernetes.io/config.source": "file"}}}
+
+	r := preds.Admit(static, []*corev1.Pod{busy, idle})
+	fmt.Println(r.Admit, r.Reason)
+	for _, v := range r.Preempt {
+		s := admission.PreemptedStatus(v)
+		fmt.Println(v.Name, s.Phase, s.Reason+":", s.Message)
+	}
+	// Output:
+	// true OutOfpods
+	// idle Failed Preempting: Preempted in order to admit critical pod
+}

@@ -152,8 +152,8 @@
 //   - No per-pod local-storage limit evictions (emptyDir sizeLimit,
 //     ephemeral-storage limits), no split containerfs signals, no
 //     dead-container reclaimer of its own (podsync removes a pod's
-//     containers when it ends), no preemption of pods to admit a critical
-//     one.
+//     containers when it ends). Preempting pods to admit a critical one is
+//     podsync/admission's (Predicates) and the Engine's.
 //   - The pressure conditions are listed in a fixed order (kubelet's comes
 //     from a map), which shows in the admission message.
 //   - Snapshot.Time is one time for all signals; kubelet tracks each

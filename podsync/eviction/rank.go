@@ -8,22 +8,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
 
-	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync/admission"
 )
 
 // IsCritical reports whether kubelet never evicts pod: a static pod, a
 // mirror pod, or one whose priority is at least system-critical
-// (2000000000).
-func IsCritical(pod *corev1.Pod) bool {
-	if podsource.IsStaticPod(pod) || podsource.IsMirrorPod(pod) {
-		return true
-	}
-	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority
-}
+// (2000000000). It is admission.IsCritical.
+func IsCritical(pod *corev1.Pod) bool { return admission.IsCritical(pod) }
 
 // SystemCriticalPriority is the lowest priority of a critical pod, that of
 // the system-cluster-critical class.
-const SystemCriticalPriority = 2000000000
+const SystemCriticalPriority = admission.SystemCriticalPriority
 
 // rankKey is one pod's place in a ranking: pods are ordered by k1, then
 // k2, then k3, then their index in the list ranked, so a plain sort gives

@@ -122,7 +122,7 @@ func AdmitUnderPressure(conditions []corev1.NodeConditionType, pod *corev1.Pod) 
 		return admission.Admitted
 	}
 	if len(conditions) == 1 && conditions[0] == corev1.NodeMemoryPressure {
-		if qosClass(pod) != corev1.PodQOSBestEffort {
+		if admission.QOSClass(pod) != corev1.PodQOSBestEffort {
 			return admission.Admitted
 		}
 		taint := &corev1.Taint{Key: corev1.TaintNodeMemoryPressure, Effect: corev1.TaintEffectNoSchedule}
@@ -131,43 +131,4 @@ func AdmitUnderPressure(conditions []corev1.NodeConditionType, pod *corev1.Pod) 
 		}
 	}
 	return admission.Result{Reason: Reason, Message: fmt.Sprintf("The node had condition: %v. ", conditions)}
-}
-
-// qosClass is the pod's QoS class: status.qosClass when set, else by the
-// API's rule over cpu and memory requests and limits (the pod-level ones
-// when the pod sets them, else its containers').
-func qosClass(pod *corev1.Pod) corev1.PodQOSClass {
-	if pod.Status.QOSClass != "" {
-		return pod.Status.QOSClass
-	}
-	set, guaranteed := false, true
-	check := func(r corev1.ResourceRequirements) {
-		for _, name := range [...]corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, hasReq := r.Requests[name]
-			lim, hasLim := r.Limits[name]
-			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
-				set = true
-			}
-			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	if r := pod.Spec.Resources; r != nil && (len(r.Requests) > 0 || len(r.Limits) > 0) {
-		check(*r) // pod-level resources decide alone
-	} else {
-		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-			for i := range cs {
-				check(cs[i].Resources)
-			}
-		}
-	}
-	switch {
-	case !set:
-		return corev1.PodQOSBestEffort
-	case guaranteed:
-		return corev1.PodQOSGuaranteed
-	default:
-		return corev1.PodQOSBurstable
-	}
 }

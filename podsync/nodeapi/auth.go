@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -84,7 +83,11 @@ type AuthOptions struct {
 	NodeName string
 	// ClientCAFile is a PEM bundle client certificates are verified
 	// against (kubelet's authentication.x509.clientCAFile); the user is
-	// the certificate's CN and the groups its O. Empty: ClientCAs.
+	// the certificate's CN and the groups its O. It is read again when it
+	// changes on disk or ReloadResync after the last read (looked at once
+	// per request, and per TLS handshake under Server), as kubelet
+	// reloads it; a changed file that holds no certificate is logged and
+	// the last good bundle kept. Empty: ClientCAs.
 	ClientCAFile string
 	// ClientCAs is ClientCAFile as a pool; set at most one of them. Both
 	// empty: client certificates are not looked at.
@@ -152,17 +155,7 @@ func (o AuthOptions) withDefaults() (AuthOptions, error) {
 	if o.ClientCAFile != "" && o.ClientCAs != nil {
 		return o, errors.New("AuthOptions: set ClientCAFile or ClientCAs, not both")
 	}
-	if o.ClientCAFile != "" {
-		pem, err := os.ReadFile(o.ClientCAFile)
-		if err != nil {
-			return o, fmt.Errorf("AuthOptions.ClientCAFile: %w", err)
-		}
-		o.ClientCAs = x509.NewCertPool()
-		if !o.ClientCAs.AppendCertsFromPEM(pem) {
-			return o, fmt.Errorf("AuthOptions.ClientCAFile %s: no PEM certificates", o.ClientCAFile)
-		}
-	}
-	if o.ClientCAs == nil && o.TokenReviews == nil && !o.Anonymous {
+	if o.ClientCAFile == "" && o.ClientCAs == nil && o.TokenReviews == nil && !o.Anonymous {
 		return o, errors.New("AuthOptions: no way to authenticate (ClientCAFile, ClientCAs, TokenReviews or Anonymous)")
 	}
 	switch {
@@ -339,8 +332,11 @@ func Attributes(method, path string) (verb string, subresources []string) {
 // Auth authenticates and authorizes requests to the node API as kubelet
 // does. Wrap puts it in front of a handler.
 type Auth struct {
-	opts   AuthOptions
-	tokens *ttlCache[[sha256.Size]byte, tokenResult]
+	opts AuthOptions
+	// clientCAs returns the client CAs now (ClientCAFile's last good
+	// content, or ClientCAs); nil: client certificates are not looked at.
+	clientCAs func(context.Context) *x509.CertPool
+	tokens    *ttlCache[[sha256.Size]byte, tokenResult]
 	// decisions caches SubjectAccessReview answers.
 	decisions *ttlCache[decisionKey, bool]
 	anonymous *User
@@ -361,12 +357,25 @@ func NewAuth(opts AuthOptions) (*Auth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodeapi: %w", err)
 	}
-	return &Auth{
+	a := &Auth{
 		opts:      opts,
 		tokens:    newTTLCache[[sha256.Size]byte, tokenResult](opts.CacheSize),
 		decisions: newTTLCache[decisionKey, bool](opts.CacheSize),
 		anonymous: newUser(AnonymousUser, "", []string{UnauthenticatedGroup}, nil),
-	}, nil
+	}
+	switch {
+	case opts.ClientCAFile != "":
+		file := opts.ClientCAFile
+		r, err := newReloader("client CA bundle", opts.Clock, parseCABundle, file)
+		if err != nil {
+			return nil, fmt.Errorf("nodeapi: AuthOptions.ClientCAFile %s: %w", file, err)
+		}
+		a.clientCAs = r.current
+	case opts.ClientCAs != nil:
+		pool := opts.ClientCAs
+		a.clientCAs = func(context.Context) *x509.CertPool { return pool }
+	}
+	return a, nil
 }
 
 // errUnauthenticated means credentials were given and not accepted.
@@ -381,8 +390,8 @@ var errUnauthenticated = errors.New("unauthorized")
 // request with none when it is off.
 func (a *Auth) Authenticate(r *http.Request) (*User, error) {
 	var errs []error
-	if a.opts.ClientCAs != nil && r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		u, err := a.authenticateCert(r)
+	if a.clientCAs != nil && r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		u, err := a.authenticateCert(r, a.clientCAs(r.Context()))
 		if err != nil {
 			errs = append(errs, err)
 		} else if u != nil {
@@ -504,9 +513,10 @@ func withAuthenticated(groups []string) []string {
 }
 
 // connAuth holds one connection's verified client certificate, so that a
-// connection's requests verify it once.
+// connection's requests verify it once (again when the client CAs change).
 type connAuth struct {
 	mu       sync.Mutex
+	roots    *x509.CertPool
 	leaf     *x509.Certificate
 	user     *User
 	err      error
@@ -515,30 +525,30 @@ type connAuth struct {
 
 type connAuthKey struct{}
 
-func (a *Auth) authenticateCert(r *http.Request) (*User, error) {
+func (a *Auth) authenticateCert(r *http.Request, roots *x509.CertPool) (*User, error) {
 	certs := r.TLS.PeerCertificates
 	now := a.opts.Clock.Now()
 	memo, _ := r.Context().Value(connAuthKey{}).(*connAuth)
 	if memo != nil {
 		memo.mu.Lock()
 		defer memo.mu.Unlock()
-		if memo.leaf == certs[0] && (memo.err != nil || now.Before(memo.notAfter)) {
+		if memo.leaf == certs[0] && memo.roots == roots && (memo.err != nil || now.Before(memo.notAfter)) {
 			return memo.user, memo.err
 		}
 	}
-	u, notAfter, err := a.verifyCert(certs, now)
+	u, notAfter, err := verifyCert(certs, roots, now)
 	if memo != nil {
-		memo.leaf, memo.user, memo.err, memo.notAfter = certs[0], u, err, notAfter
+		memo.leaf, memo.roots, memo.user, memo.err, memo.notAfter = certs[0], roots, u, err, notAfter
 	}
 	return u, err
 }
 
-// verifyCert verifies a client's chain at now: the user is the leaf's CN
-// (none: not authenticated), the groups its O. notAfter is when the
-// verified chain expires.
-func (a *Auth) verifyCert(certs []*x509.Certificate, now time.Time) (*User, time.Time, error) {
+// verifyCert verifies a client's chain against roots at now: the user is
+// the leaf's CN (none: not authenticated), the groups its O. notAfter is
+// when the verified chain expires.
+func verifyCert(certs []*x509.Certificate, roots *x509.CertPool, now time.Time) (*User, time.Time, error) {
 	opts := x509.VerifyOptions{
-		Roots:       a.opts.ClientCAs,
+		Roots:       roots,
 		CurrentTime: now,
 		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}

@@ -1,5 +1,5 @@
 // Package nodeapi serves kubelet's node API as an http.Handler: /healthz,
-// /pods, /stats/summary, /metrics/resource,
+// /pods, /stats/summary, /metrics/resource, /metrics,
 // /containerLogs/<namespace>/<pod>/<container>, and the streaming /exec,
 // /attach, /portForward and /run, carried out by the container runtime;
 // and a Server that serves it as kubelet serves its port 10250: over TLS,
@@ -49,6 +49,7 @@
 //     namespace), resource_scrape_error (1 without a complete sample).
 //     CPU and memory samples carry the time they were read, which
 //     metrics-server uses for its rates.
+//   - /metrics: the agent's own metrics, Options.Metrics (404 without).
 //   - /healthz: "ok", or 500 with Options.Healthz's error.
 //   - /pods: a v1 PodList of Options.Pods.
 //   - /containerLogs/<namespace>/<pod>/<container>: the container's CRI log
@@ -119,6 +120,30 @@
 // kubelet.crt and kubelet.key there, as in kubelet's cert directory, and
 // served again after a restart; without, it is made at each start and
 // kept in memory. Server.Certificate returns it, for clients that pin it.
+//
+// As kubelet does, the server picks up new files without a restart: it
+// serves the CertFile and KeyFile pair on disk and trusts the
+// AuthOptions.ClientCAFile bundle on disk. Each TLS handshake (and each
+// request, for the client CAs) stats the files and reads them again when
+// one changed identity (a new file renamed over it), size or modification
+// time, and in any case once ReloadResync (1m) after the last read, on the
+// Clock; kubelet watches them with inotify and also re-reads them every
+// minute. A pair that does not match (one file replaced, the other not
+// yet) or a bundle without certificates is logged and the last good one
+// kept. New client CAs are named in the handshake (so that a client picks
+// a certificate they issued) and apply to connections already open, whose
+// certificate is verified again. The self-signed certificate is not
+// reloaded.
+//
+// RequestServingCertificate is kubelet's serverTLSBootstrap: it makes a
+// key and a kubernetes.io/kubelet-serving CertificateSigningRequest as the
+// node (CN system:node:<node>, O system:nodes, the node's names and
+// addresses, usages digital signature and server auth), reads it back
+// every PollInterval (1s) until it is issued, and returns the pair; a
+// denied or failed request is an error wrapping ErrCSRDenied. Nothing
+// approves kubelet-serving requests by default: an operator or an
+// approver does. ServerOptions.Certificate serves such a pair once there
+// is one; until then handshakes fail, as kubelet's do.
 //
 // Auth does what kubelet's filter does, in kubelet's order:
 //
@@ -198,16 +223,20 @@
 //
 // # Limits
 //
-// Auth: the client CA bundle and the serving certificate are read once
-// (kubelet reloads them when the files change); no front-proxy (request
-// header) authentication; no serving certificate from a CSR; no metrics
+// Auth: no front-proxy (request header) authentication; a serving
+// certificate from a CSR is requested once, not renewed before it expires
+// (kubelet rotates it at 70-90% of its life), and its request is polled,
+// not watched; no metrics
 // of reviews or decisions. Handler: no /stats/ container queries,
 // /metrics/cadvisor or /metrics/probes. Streaming: WebSocket clients are
 // proxied to the runtime as they come, which serves the channel.k8s.io
 // protocols up to v4 (containerd 1.6); kubelet v1.37 also translates
 // kubectl's v5.channel.k8s.io WebSockets and port-forward tunnels to SPDY
 // (ExtendWebSocketsToKubelet), which this handler does not, so such a
-// client falls back to SPDY or fails; no streaming idle timeout or byte
+// client falls back to SPDY or fails. Through the API server kubectl's
+// WebSockets work: a node that does not declare ExtendWebSocketsToKubelet
+// in status.declaredFeatures (an agent built on this package must not)
+// gets SPDY from the API server, which translates; no streaming idle timeout or byte
 // rate limit; no metrics of sessions; no ephemeral-container creation. Logs: rotated files of the current run are not read
 // back (as kubelet, only the live file), and a followed log of a container
 // that exited without restarting is followed until the client leaves.

@@ -49,6 +49,9 @@ type Options struct {
 	// /pods, and the streaming paths find pods through Container and
 	// Sandbox alone.
 	Pods func(ctx context.Context) []*corev1.Pod
+	// Metrics serves /metrics, the agent's own metrics (kubelet serves its
+	// registry there; authorized as nodes/metrics). Nil: 404.
+	Metrics http.Handler
 	// Healthz reports the agent's health for /healthz: nil is healthy.
 	// Nil: always healthy.
 	Healthz func(ctx context.Context) error
@@ -97,7 +100,7 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // Handler serves kubelet's node API paths: /healthz, /pods,
-// /stats/summary, /metrics/resource, /containerLogs/, and the streaming
+// /stats/summary, /metrics/resource, /metrics, /containerLogs/, and the streaming
 // /exec/, /attach/, /portForward/ and /run/. It does no authentication or
 // authorization: wrap it.
 type Handler struct {
@@ -127,6 +130,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.summary(w, r)
 	case p == "/metrics/resource":
 		h.metricsResource(w, r)
+	case p == "/metrics" && h.opts.Metrics != nil:
+		if readOnly(w, r) {
+			h.opts.Metrics.ServeHTTP(w, r)
+		}
 	case strings.HasPrefix(p, "/containerLogs/"):
 		h.containerLogs(w, r)
 	case strings.HasPrefix(p, "/exec/"):

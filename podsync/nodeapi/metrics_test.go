@@ -143,3 +143,21 @@ func TestMetricsResourceHead(t *testing.T) {
 		t.Errorf("PUT /metrics/resource = %d, want 405", w.Code)
 	}
 }
+
+// /metrics serves Options.Metrics (the agent's own registry) for GET and
+// HEAD only, and is not found without it.
+func TestOwnMetrics(t *testing.T) {
+	own := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("agent_up 1\n")) })
+	h := newHandler(t, nodeapi.Options{Metrics: own})
+	if w := get(h, "/metrics"); w.Code != http.StatusOK || w.Body.String() != "agent_up 1\n" {
+		t.Errorf("GET /metrics = %d %q", w.Code, w.Body.String())
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/metrics", nil))
+	if w.Code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics = %d, want 405", w.Code)
+	}
+	if w := get(newHandler(t, nodeapi.Options{}), "/metrics"); w.Code != http.StatusNotFound {
+		t.Errorf("GET /metrics without Options.Metrics = %d, want 404", w.Code)
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -49,9 +51,19 @@ type ServerOptions struct {
 	Auth AuthOptions
 	// CertFile and KeyFile are the serving certificate (PEM, the chain
 	// after the leaf) and its key (kubelet's tlsCertFile and
-	// tlsPrivateKeyFile). Both empty: a self-signed certificate is made at
-	// start for Hostnames and IPs, as kubelet does.
+	// tlsPrivateKeyFile). They are read again when either changes on disk
+	// or ReloadResync after the last read (looked at once per TLS
+	// handshake), as kubelet reloads them; a pair that does not load (one
+	// file written, the other not yet) is logged and the last good pair
+	// served. Both empty: a self-signed certificate is made at start for
+	// Hostnames and IPs, as kubelet does.
 	CertFile, KeyFile string
+	// Certificate, when set (and CertFile and KeyFile are not), is asked
+	// for the serving certificate at each TLS handshake: a certificate
+	// requested with RequestServingCertificate once it is issued (kubelet's
+	// serverTLSBootstrap). It returns nil while there is none, and the
+	// handshake fails, as kubelet's does before its request is issued.
+	Certificate func() *tls.Certificate
 	// CertDir, when set and CertFile and KeyFile are not, keeps the
 	// self-signed pair in CertDir/kubelet.crt and CertDir/kubelet.key, as
 	// kubelet's --cert-dir: read when both are there, else made and
@@ -74,8 +86,15 @@ type ServerOptions struct {
 type Server struct {
 	auth    *Auth
 	handler http.Handler
-	tls     *tls.Config
-	leaf    *x509.Certificate
+	// tls is the base configuration; each handshake gets a clone of it
+	// with the client CAs of the moment (configFor).
+	tls *tls.Config
+	// cert returns the serving certificate of the moment.
+	cert func(context.Context) *tls.Certificate
+
+	mu        sync.Mutex
+	derived   *tls.Config    // tls with ClientCAs set to roots
+	derivedOf *x509.CertPool // the roots derived was made for
 }
 
 // NewServer loads or makes the serving certificate and returns a Server.
@@ -93,38 +112,91 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cert tls.Certificate
+	s := &Server{auth: auth, handler: auth.Wrap(opts.Handler)}
 	switch {
+	case opts.Certificate != nil && (opts.CertFile != "" || opts.KeyFile != ""):
+		return nil, errors.New("nodeapi: ServerOptions: set Certificate or CertFile and KeyFile, not both")
+	case opts.Certificate != nil:
+		get := opts.Certificate
+		s.cert = func(context.Context) *tls.Certificate { return get() }
 	case opts.CertFile != "" && opts.KeyFile != "":
-		if cert, err = tls.LoadX509KeyPair(opts.CertFile, opts.KeyFile); err != nil {
+		certFile, keyFile := opts.CertFile, opts.KeyFile
+		r, err := newReloader("serving certificate", opts.Clock, parseKeyPair, certFile, keyFile)
+		if err != nil {
 			return nil, fmt.Errorf("nodeapi: serving certificate: %w", err)
 		}
+		s.cert = r.current
 	case opts.CertFile != "" || opts.KeyFile != "":
 		return nil, errors.New("nodeapi: ServerOptions: set both CertFile and KeyFile, or neither")
 	default:
-		if cert, err = selfSignedIn(opts.CertDir, opts.Hostnames, opts.IPs, opts.Clock.Now()); err != nil {
+		cert, err := selfSignedIn(opts.CertDir, opts.Hostnames, opts.IPs, opts.Clock.Now())
+		if err != nil {
 			return nil, fmt.Errorf("nodeapi: self-signed certificate: %w", err)
 		}
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("nodeapi: serving certificate: %w", err)
+		}
+		s.cert = func(context.Context) *tls.Certificate { return &cert }
 	}
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
-		return nil, fmt.Errorf("nodeapi: serving certificate: %w", err)
-	}
-	cert.Leaf = leaf
-	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
+	s.tls = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := s.cert(hello.Context()); c != nil {
+				return c, nil
+			}
+			return nil, errNoServingCertificate
+		},
 		// Requested, not verified by the handshake: Auth verifies it, so a
 		// bad certificate is a 401 as kubelet answers, not a TLS alert.
+		// The client CAs are only named to the client, so that it picks
+		// a certificate they issued.
 		ClientAuth: tls.RequestClientCert,
-		ClientCAs:  auth.opts.ClientCAs,
 	}
-	return &Server{auth: auth, handler: auth.Wrap(opts.Handler), tls: cfg, leaf: leaf}, nil
+	if auth.clientCAs != nil {
+		s.tls.GetConfigForClient = s.configFor
+	}
+	return s, nil
 }
 
-// Certificate returns the serving certificate, for clients to trust a
-// self-signed one.
-func (s *Server) Certificate() *x509.Certificate { return s.leaf }
+// configFor is the handshake's configuration: the base one naming the
+// client CAs of the moment, made again only when they changed.
+func (s *Server) configFor(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	roots := s.auth.clientCAs(hello.Context())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.derived == nil || s.derivedOf != roots {
+		// Cloned at the first handshake, after net/http added its
+		// protocols (h2) to the base, as ServeTLS's own clone does.
+		c := s.tls.Clone()
+		c.GetConfigForClient = nil
+		c.ClientCAs = roots
+		if !slices.Contains(c.NextProtos, "http/1.1") {
+			c.NextProtos = append(c.NextProtos, "http/1.1")
+		}
+		s.derived, s.derivedOf = c, roots
+	}
+	return s.derived, nil
+}
+
+// Certificate returns the serving certificate (the last one loaded when
+// CertFile and KeyFile are reloaded; nil while ServerOptions.Certificate
+// has none), for clients to trust a self-signed one.
+func (s *Server) Certificate() *x509.Certificate {
+	c := s.cert(context.Background())
+	if c == nil {
+		return nil
+	}
+	if c.Leaf == nil {
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			return nil
+		}
+		return leaf
+	}
+	return c.Leaf
+}
+
+var errNoServingCertificate = errors.New("nodeapi: no serving certificate yet")
 
 // Auth returns the server's authenticator and authorizer.
 func (s *Server) Auth() *Auth { return s.auth }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
@@ -71,6 +72,15 @@ func checkPath(p string) error {
 // It reports whether it wrote. Nothing is written outside dir, and no
 // symlink in dir is followed except the writer's own.
 func writeAtomic(clk clock.PassiveClock, dir string, payload map[string]File) (bool, error) {
+	return writeAtomicGroup(clk, dir, payload, -1)
+}
+
+// writeAtomicGroup is writeAtomic that, with gid >= 0 (the pod's fsGroup),
+// also gives dir and everything the writer makes below it that group, and
+// the directories the set-group-ID bit and group read and search, as the
+// kubelet sets a volume's ownership; the caller adds group read to the
+// files' modes. A payload whose files have another group is rewritten.
+func writeAtomicGroup(clk clock.PassiveClock, dir string, payload map[string]File, gid int64) (bool, error) {
 	clean := make(map[string]File, len(payload))
 	for p, f := range payload {
 		if err := checkPath(p); err != nil {
@@ -92,7 +102,7 @@ func writeAtomic(clk clock.PassiveClock, dir string, payload map[string]File) (b
 	}
 	oldNames := map[string]bool{}
 	if oldTS != "" {
-		same, names, err := sameContent(filepath.Join(dir, oldTS), clean)
+		same, names, err := sameContent(filepath.Join(dir, oldTS), clean, gid)
 		if err != nil {
 			return false, err
 		}
@@ -112,6 +122,12 @@ func writeAtomic(clk clock.PassiveClock, dir string, payload map[string]File) (b
 	if err := writeFiles(ts, clean); err != nil {
 		_ = os.RemoveAll(ts)
 		return false, err
+	}
+	if gid >= 0 {
+		if err := setGroup(dir, ts, int(gid)); err != nil {
+			_ = os.RemoveAll(ts)
+			return false, err
+		}
 	}
 	tmp := filepath.Join(dir, newDataDirName)
 	_ = os.Remove(tmp)
@@ -149,6 +165,33 @@ func writeAtomic(clk clock.PassiveClock, dir string, payload map[string]File) (b
 	return true, nil
 }
 
+// setGroup gives dir and everything below ts the group gid; directories
+// also get group read and search and the set-group-ID bit.
+func setGroup(dir, ts string, gid int) error {
+	own := func(p string, isDir bool) error {
+		if err := os.Lchown(p, -1, gid); err != nil {
+			return err
+		}
+		if !isDir {
+			return nil
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, st.Mode().Perm()|0o550|os.ModeSetgid)
+	}
+	if err := own(dir, true); err != nil {
+		return err
+	}
+	return filepath.WalkDir(ts, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return own(p, d.IsDir())
+	})
+}
+
 func topLevel(payload map[string]File) map[string]bool {
 	names := make(map[string]bool, len(payload))
 	for p := range payload {
@@ -171,7 +214,7 @@ func visibleOK(dir string, payload map[string]File) bool {
 
 // sameContent compares the files under ts with payload and returns the
 // top-level names ts holds.
-func sameContent(ts string, payload map[string]File) (bool, map[string]bool, error) {
+func sameContent(ts string, payload map[string]File, gid int64) (bool, map[string]bool, error) {
 	names := map[string]bool{}
 	seen := 0
 	same := true
@@ -197,6 +240,10 @@ func sameContent(ts string, payload map[string]File) (bool, map[string]bool, err
 			return err
 		}
 		if info.Mode().Perm() != f.Mode.Perm() || info.Size() != int64(len(f.Data)) {
+			same = false
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); gid >= 0 && ok && int64(st.Gid) != gid {
 			same = false
 			return nil
 		}

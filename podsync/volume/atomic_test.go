@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -243,4 +244,56 @@ func TestWriteAtomicConcurrentReader(t *testing.T) {
 	if len(ents) != 5 { // ..data, its directory, a, b, sub
 		t.Errorf("left behind: %v", ents)
 	}
+}
+
+// With a pod's fsGroup every file and directory the writer makes, and the
+// volume directory, get the group; directories get the set-group-ID bit.
+// The same payload with the same group writes nothing; another group
+// rewrites it.
+func TestWriteAtomicGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing a file's group to an arbitrary one needs root")
+	}
+	clk := clocktesting.NewFakeClock(t0)
+	dir := filepath.Join(t.TempDir(), "vol")
+	payload := map[string]File{"a": {Data: []byte("1"), Mode: 0o440}, "sub/b": {Data: []byte("2"), Mode: 0o644}}
+	if _, err := writeAtomicGroup(clk, dir, payload, 4321); err != nil {
+		t.Fatal(err)
+	}
+	check := func(gid uint32) {
+		t.Helper()
+		n := 0
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.Type()&fs.ModeSymlink != 0 {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if g := info.Sys().(*syscall.Stat_t).Gid; g != gid {
+				t.Errorf("%s: group %d, want %d", p, g, gid)
+			}
+			if d.IsDir() && info.Mode()&os.ModeSetgid == 0 {
+				t.Errorf("%s: directory without the set-group-ID bit (%v)", p, info.Mode())
+			}
+			n++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 5 { // vol, ..TS, ..TS/sub, a, sub/b
+			t.Errorf("%d entries checked, want 5", n)
+		}
+	}
+	check(4321)
+	if wrote, err := writeAtomicGroup(clk, dir, payload, 4321); err != nil || wrote {
+		t.Fatalf("same payload and group: wrote %v, %v", wrote, err)
+	}
+	clk.Step(time.Second)
+	if wrote, err := writeAtomicGroup(clk, dir, payload, 4322); err != nil || !wrote {
+		t.Fatalf("another group: wrote %v, %v", wrote, err)
+	}
+	check(4322)
 }

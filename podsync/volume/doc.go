@@ -50,8 +50,9 @@
 // path with its mode; defaultMode (0644 when unset) applies otherwise. A
 // missing optional Secret or ConfigMap is an empty volume, a missing
 // optional key is left out. podsync mounts these volumes read-only whatever
-// the volumeMount says, as the kubelet does, and resolves subPaths so they
-// stay inside their volume.
+// the volumeMount says, as the kubelet does, and bind-mounts subPaths of
+// them below the pod directory's volume-subpaths/ (see podsync), which
+// TearDownPod unmounts with the rest.
 //
 // Files are written as the kubelet's atomic writer writes them, so that a
 // container never sees part of an update: the payload goes to a new hidden
@@ -158,13 +159,16 @@
 //
 // # Differences from the kubelet
 //
-//   - No fsGroup or runAsUser ownership of volume files and no SELinux
-//     labels; modes only.
+//   - fsGroup is applied as the kubelet applies it to volumes it writes:
+//     Secret, ConfigMap, downward-API and projected files get the group and
+//     group read, their directories and memory emptyDirs the group and the
+//     set-group-ID bit (podsync does the same for emptyDirs on disk).
+//     fsGroupChangePolicy makes no difference here: these volumes are
+//     written afresh. No runAsUser ownership of token files and no SELinux
+//     labels.
 //   - Projected clusterTrustBundle and podCertificate sources, and CSI,
 //     persistent and other network volumes, are not served (podsync reports
 //     them as CreateContainerConfigError).
-//   - A subPath is resolved and checked, then passed to the runtime, instead
-//     of the kubelet's bind mount below volume-subpaths/.
 //   - Credential providers are not used.
 //   - Volumes follow object changes within the watch's latency instead of
 //     at the pod's next sync; downward-API volumes follow label and

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +27,8 @@ import (
 // A busybox pod on the real containerd whose data comes from the test API
 // server as system:node:<name>: it reads its Secret, ConfigMap, downward-API
 // labels, token and env, a subPath, a memory emptyDir that is a tmpfs, and
-// /etc/hosts; its data volumes are read-only; a ConfigMap update reaches
+// /etc/hosts; the pod's fsGroup owns its Secret's files, and a file a
+// non-root container makes in an emptyDir; its data volumes are read-only; a ConfigMap update reaches
 // the mounted file within a few seconds; after deletion containerd, the
 // pod directory and every mount below the pod root are empty.
 func TestE2EPodData(t *testing.T) {
@@ -49,7 +51,16 @@ func TestE2EPodData(t *testing.T) {
 		corev1.Volume{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
 			{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}},
 		corev1.Volume{Name: "mem", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}},
-		corev1.Volume{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: out, Type: &dirType}}})
+		corev1.Volume{Name: "out", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: out, Type: &dirType}}},
+		corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	fsGroup, user := int64(2000), int64(1000)
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: &fsGroup}
+	// A second container, not root, writes to an emptyDir: the file gets
+	// the pod's fsGroup.
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "user", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
+		SecurityContext: &corev1.SecurityContext{RunAsUser: &user},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}},
+		Command:         []string{"sh", "-c", `touch /scratch/f; trap 'exit 0' TERM; while true; do sleep 1; done`}})
 	app := &pod.Spec.Containers[0]
 	app.Image, app.ImagePullPolicy = c.BusyboxImage, corev1.PullNever
 	app.VolumeMounts = append(app.VolumeMounts,
@@ -60,6 +71,7 @@ func TestE2EPodData(t *testing.T) {
 		corev1.VolumeMount{Name: "out", MountPath: "/out"})
 	app.Command = []string{"sh", "-c", `
 cat /s/user > /out/user
+stat -L -c %g /s/user > /out/sgid
 cat /c/greeting > /out/greeting
 cat /info/labels > /out/labels
 cat /var/run/secrets/kubernetes.io/serviceaccount/token > /out/token
@@ -123,7 +135,7 @@ while true; do cat /c/greeting > /out/live.tmp && mv /out/live.tmp /out/live; sl
 		return string(b)
 	}
 	testenv.Eventually(t, 60*time.Second, 50*time.Millisecond, "the container wrote what it read", func() bool { return read("env") != "" })
-	for file, want := range map[string]string{"user": "admin", "greeting": "hello", "labels": `app="data"`, "sub": "hello", "env": "hello\n", "ro": "ro\n"} {
+	for file, want := range map[string]string{"user": "admin", "greeting": "hello", "labels": `app="data"`, "sub": "hello", "env": "hello\n", "ro": "ro\n", "sgid": "2000\n"} {
 		if got := read(file); got != want {
 			t.Errorf("/out/%s = %q, want %q", file, got, want)
 		}
@@ -136,6 +148,15 @@ while true; do cat /c/greeting > /out/live.tmp && mv /out/live.tmp /out/live; sl
 	}
 	if hosts := read("hosts"); !strings.HasPrefix(hosts, "# Kubernetes-managed hosts file (host network).\n") {
 		t.Errorf("/etc/hosts: %q", hosts)
+	}
+
+	scratch := filepath.Join(podRoot, string(created.UID), "volumes", "kubernetes.io~empty-dir", "scratch", "f")
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "uid 1000 wrote to the emptyDir", func() bool {
+		_, err := os.Stat(scratch)
+		return err == nil
+	})
+	if info, err := os.Stat(scratch); err != nil || info.Sys().(*syscall.Stat_t).Gid != uint32(fsGroup) {
+		t.Errorf("file made by uid 1000 in the emptyDir: %v, want group %d", err, fsGroup)
 	}
 
 	// A ConfigMap update reaches the mounted file through the watch.

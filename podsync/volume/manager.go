@@ -522,9 +522,13 @@ func (m *Manager) setUpVolumes(ctx context.Context, e *podEntry, refreshOnly boo
 func (m *Manager) setUpVolume(ctx context.Context, pod *corev1.Pod, path string, v *corev1.Volume, tmpfs bool) error {
 	var payload map[string]File
 	var err error
+	gid := int64(-1)
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil && *sc.FSGroup >= 0 {
+		gid = *sc.FSGroup
+	}
 	switch {
 	case v.EmptyDir != nil:
-		return mountTmpfs(path, m.memoryVolumeSize(pod, v.EmptyDir))
+		return mountTmpfs(path, m.memoryVolumeSize(pod, v.EmptyDir), gid)
 	case v.Secret != nil:
 		s := v.Secret
 		payload, err = m.secretPayload(pod, s.SecretName, s.Items, s.DefaultMode, s.Optional != nil && *s.Optional)
@@ -545,11 +549,19 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *corev1.Pod, path string,
 		}
 	}
 	if tmpfs {
-		if err := mountTmpfs(path, 0); err != nil {
+		if err := mountTmpfs(path, 0, -1); err != nil {
 			return err
 		}
 	}
-	_, err = writeAtomic(m.clock, path, payload)
+	if gid >= 0 {
+		// The kubelet's ownership of a read-only volume: group fsGroup,
+		// group read on every file.
+		for p, f := range payload {
+			f.Mode |= 0o440
+			payload[p] = f
+		}
+	}
+	_, err = writeAtomicGroup(m.clock, path, payload, gid)
 	return err
 }
 

@@ -30,7 +30,7 @@ func isMountPoint(dir string) (bool, error) {
 // mountTmpfs mounts a tmpfs at dir (made if missing) unless one is there
 // already. size 0: no size option (half the node's memory, the kernel's
 // default).
-func mountTmpfs(dir string, size int64) error {
+func mountTmpfs(dir string, size int64, gid int64) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
@@ -44,6 +44,15 @@ func mountTmpfs(dir string, size int64) error {
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mounting tmpfs at %s: %w", dir, err)
+	}
+	if gid >= 0 {
+		// The kubelet's ownership of a writable volume with fsGroup.
+		if err := os.Lchown(dir, -1, int(gid)); err != nil {
+			return fmt.Errorf("tmpfs at %s: fsGroup %d: %w", dir, gid, err)
+		}
+		if err := os.Chmod(dir, 0o777|os.ModeSetgid); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@
 // and file it made. make demo runs pods on it.
 //
 //	go run ./internal/containerdtest/localcontainerd -dir /tmp/nodekit-demo
+//	go run ./internal/containerdtest/localcontainerd -major 2   # containerd 2 from `make testbin`
 //
 // Once ready it prints one line on stdout:
 //
@@ -26,19 +27,20 @@ import (
 
 func main() {
 	dir := flag.String("dir", "", "directory to create the instance's directory in (default: the temporary directory)")
+	major := flag.Int("major", 1, "1: the host's containerd 1.x; 2: containerd 2 from the test binaries (make testbin)")
 	flag.Parse()
-	if err := run(*dir); err != nil {
+	if err := run(*dir, *major); err != nil {
 		fmt.Fprintln(os.Stderr, "localcontainerd:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string) error {
+func run(dir string, major int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	c, err := containerdtest.Start(startCtx, containerdtest.Options{Dir: dir})
+	c, err := containerdtest.Start(startCtx, containerdtest.Options{Dir: dir, Major: major})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 // Command localcluster starts a local kube-apiserver and etcd (the same
 // control plane the tests use), writes kubeconfig files for an admin and for
-// node identities into a directory, and runs until SIGINT or SIGTERM.
+// node identities and the client CA (ca.crt, an agent's --client-ca-file)
+// into a directory, and runs until SIGINT or SIGTERM.
 //
 //	go run ./internal/controlplane/localcluster -dir /tmp/nodekit-demo -node demo-node
 //
@@ -62,6 +63,15 @@ func run(dir, nodes, kubeletCA string) error {
 		}
 	}()
 	if err := controlplane.WriteKubeconfig(cp.AdminConfig(), filepath.Join(dir, "admin.kubeconfig")); err != nil {
+		return err
+	}
+	// The CA of every client certificate, the API server's towards node
+	// APIs too: an agent's --client-ca-file.
+	ca, err := os.ReadFile(cp.ClientCAFile())
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o644); err != nil {
 		return err
 	}
 	for _, name := range strings.Split(nodes, ",") {

@@ -1,0 +1,151 @@
+package nodeapi
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/backoff"
+)
+
+// CertificateSigningRequestInterface creates and reads
+// CertificateSigningRequests (certificates.k8s.io/v1). Its methods are
+// client-go's, so clientset.CertificatesV1().CertificateSigningRequests()
+// is one.
+type CertificateSigningRequestInterface interface {
+	Create(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*certificatesv1.CertificateSigningRequest, error)
+}
+
+// Defaults and bounds of ServingCSROptions.PollInterval.
+const (
+	DefaultCSRPollInterval = time.Second
+	MinCSRPollInterval     = 10 * time.Millisecond
+	MaxCSRPollInterval     = time.Minute
+)
+
+// ServingCSROptions configure RequestServingCertificate.
+type ServingCSROptions struct {
+	// CSRs creates the request and reads it back, as the node (the Node
+	// authorizer lets a node create and read its requests). Required.
+	CSRs CertificateSigningRequestInterface
+	// NodeName makes the subject: CN system:node:<NodeName>, O
+	// system:nodes, as the kubernetes.io/kubelet-serving signer requires.
+	// Required.
+	NodeName string
+	// Hostnames and IPs are the certificate's names (the Node's
+	// addresses); at least one is required.
+	Hostnames []string
+	IPs       []net.IP
+	// PollInterval is how often the request is read until it is issued.
+	// Default DefaultCSRPollInterval (1s), between MinCSRPollInterval and
+	// MaxCSRPollInterval.
+	PollInterval time.Duration
+	// Clock paces the polls. Default clock.RealClock{}.
+	Clock clock.Clock
+}
+
+// ErrCSRDenied is wrapped by RequestServingCertificate's error when the
+// request was denied or failed.
+var ErrCSRDenied = errors.New("certificate signing request denied or failed")
+
+// RequestServingCertificate asks the API server for a serving certificate
+// as kubelet's serverTLSBootstrap does: a new ECDSA P-256 key, a
+// CertificateSigningRequest for signer kubernetes.io/kubelet-serving with
+// usages digital signature and server auth, then the request read every
+// PollInterval until the signer has issued the certificate (someone must
+// approve it first: nothing in the cluster approves kubelet-serving
+// requests by default). It returns the certificate (PEM, as issued) and
+// its key (PEM); an error wrapping ErrCSRDenied when the request is denied
+// or failed, or ctx's error when ctx ends first.
+func RequestServingCertificate(ctx context.Context, opts ServingCSROptions) (certPEM, keyPEM []byte, err error) {
+	switch {
+	case opts.CSRs == nil:
+		return nil, nil, errors.New("nodeapi: ServingCSROptions.CSRs is required")
+	case opts.NodeName == "":
+		return nil, nil, errors.New("nodeapi: ServingCSROptions.NodeName is required")
+	case len(opts.Hostnames) == 0 && len(opts.IPs) == 0:
+		return nil, nil, errors.New("nodeapi: ServingCSROptions: no Hostnames or IPs to name in the certificate")
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = DefaultCSRPollInterval
+	}
+	if err := backoff.Check("nodeapi: ServingCSROptions.PollInterval", opts.PollInterval, MinCSRPollInterval, MaxCSRPollInterval); err != nil {
+		return nil, nil, err
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:     pkix.Name{CommonName: "system:node:" + opts.NodeName, Organization: []string{"system:nodes"}},
+		DNSNames:    opts.Hostnames,
+		IPAddresses: opts.IPs,
+	}, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodeapi: certificate request: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	csr, err := opts.CSRs.Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeletServingSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodeapi: creating the serving certificate's request: %w", err)
+	}
+	name := csr.Name
+	klog.FromContext(ctx).Info("Node API: requested a serving certificate; waiting for approval and issue", "csr", name)
+	for {
+		for _, c := range csr.Status.Conditions {
+			if (c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed) && c.Status == corev1.ConditionTrue {
+				return nil, nil, fmt.Errorf("nodeapi: %w: %s %s: %s: %s", ErrCSRDenied, name, c.Type, c.Reason, c.Message)
+			}
+		}
+		if len(csr.Status.Certificate) > 0 {
+			if _, err := tls.X509KeyPair(csr.Status.Certificate, keyPEM); err != nil {
+				return nil, nil, fmt.Errorf("nodeapi: the certificate issued for %s: %w", name, err)
+			}
+			klog.FromContext(ctx).Info("Node API: serving certificate issued", "csr", name)
+			return csr.Status.Certificate, keyPEM, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("nodeapi: waiting for %s: %w", name, ctx.Err())
+		case <-opts.Clock.After(opts.PollInterval):
+		}
+		got, err := opts.CSRs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			// Transient (the API server restarting): read it again at
+			// the next poll.
+			klog.FromContext(ctx).V(2).Info("Node API: reading the serving certificate's request", "csr", name, "err", err)
+			continue
+		}
+		csr = got
+	}
+}
