@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,6 +54,16 @@ func TestAgentMetricsServerOnContainerd(t *testing.T) {
 		// A denial is not kept past the grant below for kubelet's 30s.
 		"--authorization-webhook-cache-unauthorized-ttl=1s")...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	// metrics-server verifies the agent's self-signed certificate, which
+	// the agent writes as it starts.
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the agent's serving certificate", func() bool {
+		_, err := os.Stat(filepath.Join(certDir, "kubelet.crt"))
+		return err == nil
+	})
+	ms := controlplane.NeedMetricsServer(t, cp, controlplane.MetricsServerOptions{
+		KubeletCAFile:      filepath.Join(certDir, "kubelet.crt"),
+		WithoutNodeMetrics: true,
+	})
 	createHostPod(ctx, t, admin, c, node, "busy", busyLoop)
 	testenv.Eventually(t, 2*time.Minute, 100*time.Millisecond, "the pod Running", func() bool {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "busy", metav1.GetOptions{})
@@ -66,10 +77,6 @@ func TestAgentMetricsServerOnContainerd(t *testing.T) {
 		t.Fatalf("daemonEndpoints port %s, want %s", got, port)
 	}
 
-	ms := controlplane.NeedMetricsServer(t, cp, controlplane.MetricsServerOptions{
-		KubeletCAFile:      filepath.Join(certDir, "kubelet.crt"),
-		WithoutNodeMetrics: true,
-	})
 	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "metrics-server's scrape forbidden in the agent's log", func() bool {
 		return forbiddenLine(p.log.String(), controlplane.MetricsServerUser, "metrics") != ""
 	})
