@@ -5,9 +5,9 @@
 # their ratio (nodekit/kubelet). internal/sidebyside's package documentation
 # says what is measured and how, and what is cleaned up after each node.
 #
-#   hack/bench-vs-kubelet.sh                 # the full run: about 30 minutes
+#   hack/bench-vs-kubelet.sh                 # the full run: about 40 minutes
 #   BENCH_PODS=5 MEASURE_IDLE=5s MEASURE_WINDOW=10s BENCH_READY_RUNS=1 \
-#     hack/bench-vs-kubelet.sh               # a smoke run: 2-3 minutes
+#     hack/bench-vs-kubelet.sh               # a smoke run: 3-5 minutes
 #
 # (The smoke run's windows are too short for its idle figures to mean
 # anything; it checks that everything runs and is cleaned up. The kubelet's

@@ -14,6 +14,12 @@
 # line through kube-apiserver and the agent's node API, and the API pod is
 # then deleted.
 #
+# The agent serves kubelet's node API (DEMO_PORT), and the real
+# metrics-server (started by the local control plane once the agent's
+# self-signed certificate exists, registered as the metrics API) scrapes it
+# every 15 s: the demo prints `kubectl top node` and, with pods,
+# `kubectl top pod`.
+#
 # Environment:
 #   KUBEBUILDER_ASSETS  directory with kube-apiserver, etcd and kubectl
 #                       (default: what hack/testbin.sh builds or finds)
@@ -124,8 +130,9 @@ build() {
 }
 
 start_cluster() {
-  log "starting etcd and kube-apiserver"
-  start_bg cluster "$dir/bin/localcluster" -dir "$dir" -node "$DEMO_NODE"
+  log "starting etcd and kube-apiserver (and metrics-server once the agent's certificate exists)"
+  start_bg cluster "$dir/bin/localcluster" -dir "$dir" -node "$DEMO_NODE" \
+    -metrics-server-kubelet-ca "$dir/pki/kubelet.crt"
   if ! wait_for 180 "control plane" grep -q '^ready ' "$dir/cluster.log"; then
     tail -n 20 "$dir/cluster.log" >&2
     die "the control plane did not start within 180 s (log: $dir/cluster.log)"
@@ -239,6 +246,74 @@ show() {
   echo
 }
 
+# metrics_server_up: the local control plane has said whether metrics-server
+# started; ms_state is then ready, unavailable (no binary) or failed.
+ms_state=""
+metrics_server_up() {
+  local line
+  line=$(grep -m1 '^metrics-server \(ready\|unavailable\|failed\)' "$dir/cluster.log") || return 1
+  case "$line" in
+    "metrics-server ready"*) ms_state=ready ;;
+    "metrics-server unavailable"*) ms_state=unavailable ;;
+    *) ms_state=failed ;;
+  esac
+}
+
+# top_node, top_pods NAME...: kubectl top has a line for the node, for each
+# pod (each try waits a second more when not: kubectl is not free).
+top_node() { kubectl top node "$DEMO_NODE" >/dev/null 2>&1 || { sleep 1; false; }; }
+top_pods() {
+  local listed p
+  listed=$(kubectl top pod --no-headers 2>/dev/null | awk '{ print $1 }')
+  for p in "$@"; do
+    grep -qx "$p" <<<"$listed" || { sleep 1; return 1; }
+  done
+}
+
+# shown_top: whether show_top printed the node's line already.
+shown_top=0
+
+# show_top [POD...]: kubectl top node, once metrics-server has two scrapes
+# of the node (15 s apart), and kubectl top pod (the default namespace's
+# pods) once the pods given are in it.
+show_top() {
+  if [ -z "$ms_state" ]; then
+    wait_for 90 "metrics-server" metrics_server_up ||
+      die "metrics-server not started within 90 s (log: $dir/cluster.log)"
+    case "$ms_state" in
+      unavailable)
+        echo "== kubectl top: no metrics-server in $KUBEBUILDER_ASSETS (make testbin builds it)"
+        echo ;;
+      failed)
+        echo "== kubectl top: metrics-server did not start:"
+        grep -A 12 '^metrics-server failed' "$dir/cluster.log" | cut -c1-200
+        echo ;;
+    esac
+  fi
+  [ "$ms_state" = ready ] || return 0
+  if [ "$shown_top" = 0 ]; then
+    local t=$SECONDS
+    if ! wait_for 60 "node metrics" top_node; then
+      kubectl top node "$DEMO_NODE" >&2 || true
+      die "no node metrics within 60 s of waiting (metrics-server scrapes every 15 s; agent log: $dir/agent.log)"
+    fi
+    echo "== kubectl top node (metrics-server scraping the agent's /metrics/resource every 15 s; waited $((SECONDS - t)) s)"
+    kubectl top node "$DEMO_NODE"
+    echo
+    shown_top=1
+  fi
+  if [ $# -gt 0 ]; then
+    local t=$SECONDS
+    if ! wait_for 60 "pod metrics" top_pods "$@"; then
+      kubectl top pod >&2 || true
+      die "no metrics of pods $* within 60 s (agent log: $dir/agent.log)"
+    fi
+    echo "== kubectl top pod (waited $((SECONDS - t)) s)"
+    kubectl top pod
+    echo
+  fi
+}
+
 # pod_ready NAME: the pod is Running and Ready.
 pod_ready() {
   [ "$(kubectl get pod "$1" -o jsonpath='{.status.phase}/{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = Running/True ]
@@ -324,6 +399,7 @@ EOF
   echo "== kubectl logs demo-web (read by kube-apiserver from the agent's node API)"
   kubectl logs demo-web
   echo
+  show_top demo-web "demo-static-$DEMO_NODE"
   echo "== kubectl delete pod demo-web"
   t=$SECONDS
   kubectl delete pod demo-web --wait=true --timeout=60s
@@ -347,6 +423,7 @@ main() {
   ready=$(awk -v s="$agent_start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
   log "node $DEMO_NODE Ready (seen by kubectl ${ready}s after the agent started; $((SECONDS - t0))s since make demo began)"
   show
+  show_top
   show_pods
   echo "Point kubectl at the demo cluster:"
   echo "  export KUBECONFIG=$dir/admin.kubeconfig"

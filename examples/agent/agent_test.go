@@ -99,6 +99,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--kubeconfig=k", "--node-status-update-frequency=-1s"}, "--node-status-update-frequency"},
 		{[]string{"--kubeconfig=k", "--max-pods=-1"}, "--max-pods"},
 		{[]string{"--kubeconfig=k", "--memory-limit=lots"}, "--memory-limit"},
+		{[]string{"--kubeconfig=k", "--authorization-webhook-cache-unauthorized-ttl=-1s"}, "--authorization-webhook-cache-unauthorized-ttl"},
+		{[]string{"--kubeconfig=k", "--authorization-webhook-cache-authorized-ttl=2h"}, "--authorization-webhook-cache-authorized-ttl"},
 		{[]string{"--rotate-server-certificates"}, "--rotate-server-certificates needs --kubeconfig"},
 		{[]string{"--kubeconfig=k", "--rotate-server-certificates", "--tls-cert-file=c", "--tls-private-key-file=k"}, "--rotate-server-certificates and --tls-cert-file"},
 		{[]string{"--kubeconfig=k", "extra"}, "unexpected arguments"},

@@ -40,7 +40,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(containerdtest.MainBoth(func() int {
-		code := controlplane.Main(m, &cp)
+		code := controlplane.MainWith(m, &cp, controlplane.Options{Aggregator: true})
 		if binDir != "" {
 			os.RemoveAll(binDir)
 		}

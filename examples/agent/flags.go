@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/podsync/logrotate"
+	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/status"
 )
 
@@ -61,7 +62,10 @@ type config struct {
 	tokenWebhook  bool
 	anonymousAuth bool
 	authzMode     string
-	nodeAPIOff    string // why the node API is not served though --port asked for it
+	// How long the node API keeps SubjectAccessReview answers; 0: not
+	// kept.
+	authzAllowedTTL, authzDeniedTTL time.Duration
+	nodeAPIOff                      string // why the node API is not served though --port asked for it
 
 	// Node-pressure eviction and image garbage collection.
 	evictionHard        map[string]string
@@ -192,6 +196,8 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.BoolVar(&c.tokenWebhook, "authentication-token-webhook", true, "Authenticate node API bearer tokens with the API server's TokenReview (needs --kubeconfig).")
 	fs.BoolVar(&c.anonymousAuth, "anonymous-auth", false, "Serve node API requests without credentials as system:anonymous (still authorized).")
 	fs.StringVar(&c.authzMode, "authorization-mode", "", "Node API authorization: Webhook (SubjectAccessReview as the node) or AlwaysAllow. Default Webhook with --kubeconfig, AlwaysAllow without.")
+	fs.DurationVar(&c.authzAllowedTTL, "authorization-webhook-cache-authorized-ttl", nodeapi.DefaultAuthorizedCacheTTL, "How long an allowing SubjectAccessReview answer is reused (Webhook mode). 0: not kept; at most 1h.")
+	fs.DurationVar(&c.authzDeniedTTL, "authorization-webhook-cache-unauthorized-ttl", nodeapi.DefaultUnauthorizedCacheTTL, "How long a denying SubjectAccessReview answer is reused (Webhook mode). 0: not kept; at most 1h.")
 	fs.StringVar(&evHard, "eviction-hard", "", "Hard eviction thresholds, signal<quantity or signal<percent% separated by commas (memory.available<100Mi,nodefs.available<10%). Default kubelet's: memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%,imagefs.inodesFree<5%.")
 	fs.StringVar(&evSoft, "eviction-soft", "", "Soft eviction thresholds, as --eviction-hard; each needs --eviction-soft-grace-period.")
 	fs.StringVar(&evSoftGrace, "eviction-soft-grace-period", "", "Grace period of each soft threshold: signal=duration separated by commas.")
@@ -371,6 +377,14 @@ func (c *config) parseServerFlags(address string) error {
 	case authzAlwaysAllow:
 	default:
 		return fmt.Errorf("--authorization-mode %q: want %s or %s", c.authzMode, authzWebhook, authzAlwaysAllow)
+	}
+	for _, ttl := range []struct {
+		flag string
+		v    time.Duration
+	}{{"authorization-webhook-cache-authorized-ttl", c.authzAllowedTTL}, {"authorization-webhook-cache-unauthorized-ttl", c.authzDeniedTTL}} {
+		if ttl.v < 0 || ttl.v > nodeapi.MaxCacheTTL {
+			return fmt.Errorf("--%s %v must be between 0 and %v", ttl.flag, ttl.v, nodeapi.MaxCacheTTL)
+		}
 	}
 	if c.kubeconfig == "" {
 		c.tokenWebhook = false // no API server to review tokens

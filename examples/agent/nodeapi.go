@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,6 +50,7 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 	}
 	if cfg.authzMode == authzWebhook {
 		auth.SubjectAccessReviews = a.client.SubjectAccessReviews()
+		auth.AuthorizedCacheTTL, auth.UnauthorizedCacheTTL = cacheTTL(cfg.authzAllowedTTL), cacheTTL(cfg.authzDeniedTTL)
 	} else {
 		auth.AlwaysAllow = true
 	}
@@ -75,6 +77,15 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 		return srv.Run(ctx, ln)
 	}})
 	return nil
+}
+
+// cacheTTL maps a flag's cache TTL (0: not kept) to nodeapi's (negative:
+// not kept; 0 is the default).
+func cacheTTL(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // Latest is the pod half's last usage sample (nodeapi.Stats), nil until

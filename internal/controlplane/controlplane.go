@@ -20,6 +20,13 @@
 // cache outside the source tree (make testbin). They are found through
 // KUBEBUILDER_ASSETS, or else in the cache directory that the script's inputs
 // name.
+//
+// With Options.Aggregator the API server also runs the aggregation layer
+// (a front-proxy CA of its own, a proxy client certificate, and routing to
+// an APIService's Service endpoints, so no kube-proxy is needed), and
+// StartMetricsServer runs the real metrics-server as a host process on
+// 127.0.0.1, registered as v1beta1.metrics.k8s.io, so that `kubectl top`
+// reads what it scrapes from the nodes.
 package controlplane
 
 import (
@@ -72,6 +79,12 @@ type Options struct {
 	// ExtraAPIServerArgs are added to kube-apiserver's flags (name without
 	// dashes, value).
 	ExtraAPIServerArgs map[string]string
+	// Aggregator turns on the aggregation layer's front proxy (a
+	// request-header CA and a proxy client certificate) with routing to
+	// the endpoints of an APIService's Service, so that aggregated API
+	// servers such as metrics-server (StartMetricsServer) can serve.
+	// Default false.
+	Aggregator bool
 }
 
 // BinaryDir returns the directory holding kube-apiserver, etcd and kubectl:
@@ -269,6 +282,11 @@ func (cp *ControlPlane) start(ctx context.Context, binDir string, opts Options) 
 		return err
 	}
 	maps.Copy(flags, kubeletFlags)
+	if opts.Aggregator {
+		if err := cp.aggregatorFlags(flags); err != nil {
+			return err
+		}
+	}
 	for k, v := range opts.ExtraAPIServerArgs {
 		flags[k] = v
 	}

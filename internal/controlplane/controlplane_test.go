@@ -20,7 +20,9 @@ import (
 
 var cp *controlplane.ControlPlane
 
-func TestMain(m *testing.M) { os.Exit(controlplane.Main(m, &cp)) }
+func TestMain(m *testing.M) {
+	os.Exit(controlplane.MainWith(m, &cp, controlplane.Options{Aggregator: true}))
+}
 
 // The node identity may write its own Node, its status and its Lease, and is
 // forbidden from touching another node: the Node authorizer and

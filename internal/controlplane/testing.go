@@ -20,13 +20,19 @@ var why string
 // when the binaries are missing, *out stays nil and tests that call Need skip
 // (under NODEKIT_REQUIRE_ALL=1 missing binaries fail the run instead).
 func Main(m *testing.M, out **ControlPlane) int {
+	return MainWith(m, out, Options{})
+}
+
+// MainWith is Main with the control plane's Options (Aggregator, for a
+// package whose tests start metrics-server).
+func MainWith(m *testing.M, out **ControlPlane, opts Options) int {
 	flag.Parse()
 	if testing.Short() {
 		why = "control plane not started in -short mode"
 		return m.Run()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cp, err := Start(ctx, Options{})
+	cp, err := Start(ctx, opts)
 	cancel()
 	switch {
 	case errors.Is(err, ErrUnavailable):

@@ -9,7 +9,8 @@
 //
 //   - The test control plane (internal/controlplane) with an audit log at
 //     Metadata level for group system:nodes, from which the requests of one
-//     node identity are counted.
+//     node identity are counted, and the aggregation layer on, for
+//     metrics-server.
 //   - One containerd (internal/containerdtest) with the loopback-only CNI
 //     configuration, so the runtime reports NetworkReady. Every workload pod
 //     uses the host network: pod networking is containerd's and CNI's work,
@@ -25,7 +26,11 @@
 // The kubelet is $KUBEBUILDER_ASSETS/kubelet (hack/testbin.sh builds
 // v1.37.2), run with a KubeletConfiguration written to the node's directory.
 // The agent is built from ./examples/agent and run with its equivalent
-// flags.
+// flags. Both serve the node API on a free port at the node IP, with bearer
+// tokens reviewed by TokenReview and requests authorized by
+// SubjectAccessReview (kubelet's authentication.webhook and Webhook
+// authorization; the agent's defaults with a kubeconfig), and a
+// self-signed serving certificate.
 //
 // # What is measured, the same way for both
 //
@@ -36,6 +41,15 @@
 //     process, not of its children) over MEASURE_WINDOW (5m) idle, and the
 //     node's API requests (audit log) and bytes each way (proxy) over that
 //     window, extrapolated to an hour.
+//   - CPU over MEASURE_WINDOW, still idle, while the real metrics-server
+//     ($KUBEBUILDER_ASSETS/metrics-server, v0.8.0, through
+//     internal/controlplane's StartMetricsServer) scrapes the node's
+//     /metrics/resource every 15s with its ServiceAccount token (unverified
+//     TLS for both: the kubelet's self-signed certificate names only its
+//     host name). The window starts once the metrics API has the node (two
+//     scrapes) and the node's metrics must still be fresh at its end;
+//     metrics-server is stopped after it. The row says n/a when
+//     metrics-server is not available.
 //   - BENCH_PODS (30) pods one at a time: create, Running and Ready, delete
 //     with grace 30 (the container exits on TERM at once), gone from the
 //     API. Start latency of each, and the node's requests and bytes per

@@ -127,10 +127,10 @@ authentication:
   anonymous:
     enabled: false
   webhook:
-    enabled: false
+    enabled: true
 authorization:
-  mode: AlwaysAllow
-address: 127.0.0.1
+  mode: Webhook
+address: %q
 port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -147,7 +147,7 @@ evictionHard:
   nodefs.inodesFree: 1%%
   imagefs.available: 1%%
 resolvConf: ""
-`, b.c.Endpoint, b.c.CgroupRoot, freePort(b.t), freePort(b.t), n.static, n.logDir, filepath.Join(n.dir, "volume-plugins"))
+`, b.c.Endpoint, b.c.CgroupRoot, b.nodeIP, freePort(b.t), freePort(b.t), n.static, n.logDir, filepath.Join(n.dir, "volume-plugins"))
 	path := filepath.Join(n.dir, "kubelet-config.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		b.t.Fatal(err)
@@ -178,7 +178,11 @@ func (n *node) agentArgs(kubeconfig string) []string {
 		"--pod-manifest-path=" + n.static,
 		"--resolv-conf=",
 		"--listen=127.0.0.1:" + strconv.Itoa(freePort(b.t)),
-		"--port=" + strconv.Itoa(freePort(b.t)), // the node API, as the kubelet serves its own
+		// The node API, as the kubelet serves its own: at the node IP,
+		// which metrics-server dials, with token review and webhook
+		// authorization (the agent's defaults with a kubeconfig).
+		"--address=" + b.nodeIP,
+		"--port=" + strconv.Itoa(freePort(b.t)),
 		"--cert-dir=" + filepath.Join(n.dir, "pki"),
 		// The kubelet's thresholds: the shared disk must not evict.
 		"--image-gc-high-threshold=100", "--image-gc-low-threshold=99",

@@ -49,6 +49,8 @@ type result struct {
 	readyAll                    []time.Duration
 	rssIdle, rssPods            int64
 	cpuIdle, cpuPods            float64 // % of one core
+	cpuScraped                  float64 // % of one core, idle, scraped by metrics-server
+	scrapedWindow               time.Duration
 	reqHour, sentHour, recvHour float64
 	reqPod, sentPod, recvPod    float64
 	seq, par                    []time.Duration
@@ -105,7 +107,7 @@ func TestSideBySide(t *testing.T) {
 			}
 		}
 	}
-	perNode := b.idle + 2*b.window + time.Duration(b.readyRuns)*time.Minute + 15*time.Minute
+	perNode := b.idle + 3*b.window + time.Duration(b.readyRuns)*time.Minute + 15*time.Minute
 	// An interrupt ends the run through the context, so the clean-ups run.
 	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -159,7 +161,7 @@ func (b *bench) setUp() {
 		t.Fatalf("building the agent: %v\n%s", err, out)
 	}
 
-	cp, err := controlplane.Start(b.ctx, controlplane.Options{AssetsDir: assets, ExtraAPIServerArgs: map[string]string{
+	cp, err := controlplane.Start(b.ctx, controlplane.Options{AssetsDir: assets, Aggregator: true, ExtraAPIServerArgs: map[string]string{
 		"audit-policy-file": policy,
 		"audit-log-path":    b.auditLog,
 		"audit-log-format":  "json",
@@ -257,6 +259,10 @@ func (b *bench) run(kind string) *result {
 	r.recvHour = float64(f1.recv-f0.recv) * hour
 	r.idleDetail = formatDetail(detail, hour)
 	report("%s: idle requests per hour by verb and resource: %s", kind, r.idleDetail)
+
+	// Idle again, scraped by metrics-server every 15s.
+	b.phase(kind, "idle, scraped by metrics-server")
+	r.cpuScraped, r.scrapedWindow = b.scraped(kind, n)
 
 	// One at a time, with the requests and bytes per lifecycle.
 	b.phase(kind, "pods one at a time")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
 )
 
@@ -28,6 +29,7 @@ func (b *bench) table(kinds []string, res map[string]*result) string {
 		{fmt.Sprintf("VmRSS idle, after %v", b.idle), "MiB", 1, func(r *result) float64 { return float64(r.rssIdle) / (1 << 20) }},
 		{fmt.Sprintf("VmRSS with %d probed pods, after %v", n, b.window), "MiB", 1, func(r *result) float64 { return float64(r.rssPods) / (1 << 20) }},
 		{fmt.Sprintf("CPU idle, over %v", b.window), "% of a core", 3, func(r *result) float64 { return r.cpuIdle }},
+		{fmt.Sprintf("CPU idle, scraped by metrics-server every %v, over %v", controlplane.DefaultMetricResolution, b.window), "% of a core", 3, func(r *result) float64 { return r.cpuScraped }},
 		{fmt.Sprintf("CPU with %d probed pods, over %v", n, b.window), "% of a core", 3, func(r *result) float64 { return r.cpuPods }},
 		{"API requests per idle hour", "requests", 0, func(r *result) float64 { return r.reqHour }},
 		{"API bytes sent per idle hour", "KiB", 1, func(r *result) float64 { return r.sentHour / 1024 }},
@@ -72,10 +74,14 @@ func (b *bench) table(kinds []string, res map[string]*result) string {
 		for _, k := range kinds {
 			v := rw.get(res[k])
 			vals = append(vals, v)
+			if v < 0 { // not measured
+				sb.WriteString(" n/a |")
+				continue
+			}
 			fmt.Fprintf(&sb, " %.*f |", rw.digits, v)
 		}
 		if both {
-			if vals[0] != 0 {
+			if vals[0] > 0 && vals[1] >= 0 {
 				fmt.Fprintf(&sb, " %.2f |", vals[1]/vals[0])
 			} else {
 				sb.WriteString(" – |")
@@ -88,8 +94,8 @@ func (b *bench) table(kinds []string, res map[string]*result) string {
 		r := res[k]
 		fmt.Fprintf(&sb, "BENCH %s: load average %s before, %s after; start to Ready %v\n", k, r.loadBefore, r.loadAfter, roundAll(r.readyAll))
 		fmt.Fprintf(&sb, "BENCH %s: CPU of waited-for children: %.3f%% idle, %.3f%% with pods\n", k, r.idleChildCPU, r.podsChildCPU)
-		fmt.Fprintf(&sb, "BENCH %s: idle window %v, pods window %v, one-at-a-time span %v\n", k,
-			r.idleWindow.Round(time.Second), r.podsWindow.Round(time.Second), r.lifecycleSpan.Round(time.Second))
+		fmt.Fprintf(&sb, "BENCH %s: idle window %v, scraped window %v, pods window %v, one-at-a-time span %v\n", k,
+			r.idleWindow.Round(time.Second), r.scrapedWindow.Round(time.Second), r.podsWindow.Round(time.Second), r.lifecycleSpan.Round(time.Second))
 		for _, note := range r.notes {
 			fmt.Fprintf(&sb, "BENCH %s: note: %s\n", k, note)
 		}

@@ -5,11 +5,19 @@
 //
 //	go run ./internal/controlplane/localcluster -dir /tmp/nodekit-demo -node demo-node
 //
-// It prints "ready" on stdout once the files are written.
+// It prints "ready" on stdout once the files are written. With
+// -metrics-server-kubelet-ca it also runs metrics-server (the control plane
+// then has the aggregation layer on): once that file (a node's serving
+// certificate, or the CA that signed it) exists, metrics-server starts with
+// it and registers as the metrics API, and "metrics-server ready" (or
+// "metrics-server failed: <error>", or "metrics-server unavailable:
+// <error>" when the binary is missing) is printed.
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -25,14 +33,15 @@ import (
 func main() {
 	dir := flag.String("dir", "", "directory for the kubeconfig files (required)")
 	nodes := flag.String("node", "", "comma-separated node names to write node-<name>.kubeconfig for")
+	kubeletCA := flag.String("metrics-server-kubelet-ca", "", "run metrics-server, verifying the nodes' serving certificates with this file once it exists")
 	flag.Parse()
-	if err := run(*dir, *nodes); err != nil {
+	if err := run(*dir, *nodes, *kubeletCA); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, nodes string) error {
+func run(dir, nodes, kubeletCA string) error {
 	if dir == "" {
 		return fmt.Errorf("-dir is required")
 	}
@@ -43,7 +52,7 @@ func run(dir, nodes string) error {
 	defer stop()
 
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	cp, err := controlplane.Start(startCtx, controlplane.Options{})
+	cp, err := controlplane.Start(startCtx, controlplane.Options{Aggregator: kubeletCA != ""})
 	cancel()
 	if err != nil {
 		return err
@@ -78,6 +87,43 @@ func run(dir, nodes string) error {
 		}
 	}
 	fmt.Println("ready", cp.Host())
+	if kubeletCA != "" {
+		ms, err := startMetricsServer(ctx, cp, kubeletCA)
+		switch {
+		case errors.Is(err, controlplane.ErrUnavailable):
+			fmt.Println("metrics-server unavailable:", err)
+		case err != nil:
+			fmt.Println("metrics-server failed:", err)
+		case ms != nil:
+			defer func() {
+				if err := ms.Stop(); err != nil {
+					fmt.Fprintln(os.Stderr, "localcluster: stopping metrics-server:", err)
+				}
+			}()
+			fmt.Println("metrics-server ready on port", ms.Port())
+		}
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// startMetricsServer waits until the file kubeletCA holds a whole
+// certificate (the node writes it at its start), then starts
+// metrics-server with it. It returns nil, nil when ctx ends first.
+func startMetricsServer(ctx context.Context, cp *controlplane.ControlPlane, kubeletCA string) (*controlplane.MetricsServer, error) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if data, err := os.ReadFile(kubeletCA); err == nil && bytes.Contains(data, []byte("-----END CERTIFICATE-----")) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-tick.C:
+		}
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return cp.StartMetricsServer(startCtx, controlplane.MetricsServerOptions{KubeletCAFile: kubeletCA})
 }

@@ -1,0 +1,92 @@
+package sidebyside
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/testenv"
+)
+
+// nodeMetrics is the part of a metrics.k8s.io/v1beta1 NodeMetrics the
+// phase reads.
+type nodeMetrics struct {
+	Timestamp time.Time         `json:"timestamp"`
+	Usage     map[string]string `json:"usage"`
+}
+
+// scraped measures the node's CPU over the window while the real
+// metrics-server scrapes it every DefaultMetricResolution (15s), with no
+// pods: metrics-server starts, the phase waits until the metrics API has
+// the node (two scrapes), samples, waits the window, samples again,
+// checks that the node's metrics are still fresh (the scrapes went on),
+// and stops metrics-server. It returns the CPU in % of one core and the
+// window, or -1 when metrics-server is not available (controlplane's
+// ErrUnavailable).
+func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration) {
+	t := b.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	// Unverified TLS to the nodes, for both alike: the kubelet's
+	// self-signed certificate names only its host name, not the
+	// InternalIP that metrics-server dials. Both still authenticate its
+	// token (TokenReview) and authorize nodes/metrics (SubjectAccessReview).
+	ms, err := b.cp.StartMetricsServer(ctx, controlplane.MetricsServerOptions{})
+	if errors.Is(err, controlplane.ErrUnavailable) {
+		// The row says n/a, and the notes why.
+		report("%s: no metrics-server phase: %v", kind, err)
+		return -1, 0
+	}
+	if err != nil {
+		t.Fatalf("%s: starting metrics-server: %v", kind, err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if t.Failed() {
+			t.Logf("metrics-server's log ends with:\n%s", ms.LogTail(4096))
+		}
+		if err := ms.Stop(); err != nil {
+			t.Errorf("stopping metrics-server: %v", err)
+		}
+	}
+	defer stop()
+	var first nodeMetrics
+	testenv.Eventually(t, 2*time.Minute, time.Second, kind+" node in the metrics API", func() bool {
+		b.alive()
+		m, ok := b.nodeMetrics(ctx, n.name)
+		first = m
+		return ok
+	})
+	report("%s: metrics-server: first node metrics %v", kind, first.Usage)
+	f0 := b.sample(n)
+	b.pause(b.window)
+	n.alive()
+	f1 := b.sample(n)
+	cpu, _ = cpuPercent(f0, f1)
+	last, ok := b.nodeMetrics(ctx, n.name)
+	if !ok || time.Since(last.Timestamp) > 3*controlplane.DefaultMetricResolution {
+		t.Fatalf("%s: the node's metrics are not fresh after the window (found %v, timestamp %v): metrics-server stopped scraping it",
+			kind, ok, last.Timestamp)
+	}
+	report("%s: metrics-server: last node metrics %v at %v", kind, last.Usage, last.Timestamp.Format(time.RFC3339))
+	stop()
+	return cpu, f1.at.Sub(f0.at)
+}
+
+// nodeMetrics reads the node's metrics through the API server.
+func (b *bench) nodeMetrics(ctx context.Context, name string) (nodeMetrics, bool) {
+	var m nodeMetrics
+	raw, err := b.admin.Discovery().RESTClient().Get().AbsPath(fmt.Sprintf("/apis/metrics.k8s.io/v1beta1/nodes/%s", name)).DoRaw(ctx)
+	if err != nil || json.Unmarshal(raw, &m) != nil {
+		return m, false
+	}
+	return m, m.Usage["cpu"] != "" && m.Usage["memory"] != ""
+}
