@@ -8,6 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mod="$root/internal/testbin"
 version=v1.37.2
+metrics_server=v0.8.0
 major=1
 minor=37
 
@@ -45,7 +46,10 @@ start=$SECONDS
   go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
   go build -trimpath -ldflags "$ldflags" -o "$tmp/kubelet" k8s.io/kubernetes/cmd/kubelet
   go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
-  go build -trimpath -ldflags "-s -w" -o "$tmp/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server
+  # metrics-server with the versions its own module pins: built against the
+  # control plane's k8s.io libraries its OpenAPI model names do not match
+  # and it stops at start ("cannot find model definition ... NodeMetrics").
+  GOFLAGS= GOBIN="$tmp" go install -trimpath -ldflags "-s -w" sigs.k8s.io/metrics-server/cmd/metrics-server@$metrics_server
   # containerd 2 without the snapshotters and plugins that need cgo or kernel
   # features these machines lack; the shim must be static to run from any dir.
   go build -trimpath -tags "no_btrfs no_zfs no_devmapper no_erofs" -ldflags "-s -w" -o "$tmp/containerd" github.com/containerd/containerd/v2/cmd/containerd
