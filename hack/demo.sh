@@ -122,7 +122,9 @@ build() {
     KUBEBUILDER_ASSETS=$("$root/hack/testbin.sh")
   fi
   export KUBEBUILDER_ASSETS
-  export PATH="$KUBEBUILDER_ASSETS:$PATH"
+  # After the system's: the test binaries hold containerd 2, and the
+  # demo's private containerd is the system's 1.6.
+  export PATH="$PATH:$KUBEBUILDER_ASSETS"
   log "building the agent and the local control plane"
   (cd "$root" &&
     CGO_ENABLED=0 go build -tags grpcnotrace -o "$dir/bin/agent" ./examples/agent &&
