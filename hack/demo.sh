@@ -122,9 +122,10 @@ build() {
     KUBEBUILDER_ASSETS=$("$root/hack/testbin.sh")
   fi
   export KUBEBUILDER_ASSETS
-  # After the system's: the test binaries hold containerd 2, and the
-  # demo's private containerd is the system's 1.6.
-  export PATH="$PATH:$KUBEBUILDER_ASSETS"
+  # kubectl is the test binaries' (the same version as the control plane);
+  # they are not put on PATH, where their containerd 2 would shadow the
+  # system's 1.6 that the demo's private containerd runs.
+  kubectl() { "$KUBEBUILDER_ASSETS/kubectl" "$@"; }
   log "building the agent and the local control plane"
   (cd "$root" &&
     CGO_ENABLED=0 go build -tags grpcnotrace -o "$dir/bin/agent" ./examples/agent &&
