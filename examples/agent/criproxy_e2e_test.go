@@ -72,28 +72,17 @@ func TestAgentOnFailingRuntime(t *testing.T) {
 	p := startAgent(t, node, args...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
-	zero := int64(0)
-	mkPod := func(name string, pull corev1.PullPolicy) {
-		t.Helper()
-		_, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, DNSPolicy: corev1.DNSDefault, TerminationGracePeriodSeconds: &zero,
-				Containers: []corev1.Container{{Name: "app", Image: c.BusyboxImage, ImagePullPolicy: pull,
-					Command: []string{"sh", "-c", sleeper}}}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = admin.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		})
-	}
-	names := []string{"faulty-a", "faulty-b", "faulty-c"}
 	created := time.Now()
-	for _, n := range names {
-		mkPod(n, corev1.PullNever)
+	names := createPods(ctx, t, admin, c, node, "faulty", 3)
+	pull := faultPod(node, "faulty-pull", c.BusyboxImage)
+	pull.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, pull, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	mkPod("faulty-pull", corev1.PullAlways)
+	zero := int64(0)
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Pods("default").Delete(context.Background(), pull.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
 
 	running := func(name string) bool {
 		got, err := admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})

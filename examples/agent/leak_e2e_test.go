@@ -114,19 +114,7 @@ func TestAgentLeaksNothingOverPodCycles(t *testing.T) {
 	zero := int64(0)
 	runRound := func(round int) {
 		t.Helper()
-		names := make([]string, batch)
-		for i := range names {
-			names[i] = fmt.Sprintf("leak-%d-%d", round, i)
-			_, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: "default"},
-				Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, DNSPolicy: corev1.DNSDefault, TerminationGracePeriodSeconds: &zero,
-					Containers: []corev1.Container{{Name: "app", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
-						Command: []string{"sh", "-c", sleeper}}}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatalf("round %d: create %s: %v", round, names[i], err)
-			}
-		}
+		names := createPods(ctx, t, admin, c, node, fmt.Sprintf("leak-%d", round), batch)
 		testenv.Eventually(t, time.Minute, 100*time.Millisecond, fmt.Sprintf("round %d: %d pods Running", round, batch), func() bool {
 			pods, err := admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 			if err != nil {

@@ -84,19 +84,7 @@ func measureEventsOn(t *testing.T, cp *controlplane.ControlPlane, c *containerdt
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
 	zero := int64(0)
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s-%03d", node, i)
-		_, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Namespace: "default"},
-			Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, DNSPolicy: corev1.DNSDefault, TerminationGracePeriodSeconds: &zero,
-				Containers: []corev1.Container{{Name: "app", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
-					Command: []string{"sh", "-c", sleeper}}}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	names := createPods(ctx, t, admin, c, node, node, n)
 	deleteAll := func() {
 		for _, name := range names {
 			_ = admin.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})

@@ -249,15 +249,8 @@ func prerequisites(opts *Options) (binaries, error) {
 	look("ctr", &b.ctr)
 	look("runc", &b.runc)
 	look("go", &b.goTool)
-	if opts.BusyboxPath == "" {
-		opts.BusyboxPath = defaultBusybox()
-	}
-	if st, err := os.Stat(opts.BusyboxPath); opts.BusyboxPath == "" || err != nil || st.Mode()&0o111 == 0 {
-		where := opts.BusyboxPath
-		if where == "" {
-			where = filepath.Join(cacheDir(), "busybox", "*", "busybox")
-		}
-		missing = append(missing, "a static busybox at "+where)
+	if m := busybox(opts); m != "" {
+		missing = append(missing, m)
 	}
 	b.busybox = opts.BusyboxPath
 	if len(missing) > 0 {
@@ -265,6 +258,22 @@ func prerequisites(opts *Options) (binaries, error) {
 			ErrUnavailable, strings.Join(missing, ", "))
 	}
 	return b, nil
+}
+
+// busybox sets opts.BusyboxPath to the default when it is empty and says
+// what is missing, "" when the busybox is there.
+func busybox(opts *Options) string {
+	if opts.BusyboxPath == "" {
+		opts.BusyboxPath = defaultBusybox()
+	}
+	if opts.BusyboxPath != "" && executable(opts.BusyboxPath) {
+		return ""
+	}
+	where := opts.BusyboxPath
+	if where == "" {
+		where = filepath.Join(cacheDir(), "busybox", "*", "busybox")
+	}
+	return "a static busybox at " + where
 }
 
 // lookPath finds a program on PATH or in the sbin directories, which a

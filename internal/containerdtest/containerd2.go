@@ -60,15 +60,8 @@ func prerequisites2(opts *Options) (binaries, error) {
 	}
 	look("runc", &b.runc)
 	look("go", &b.goTool)
-	if opts.BusyboxPath == "" {
-		opts.BusyboxPath = defaultBusybox()
-	}
-	if opts.BusyboxPath == "" || !executable(opts.BusyboxPath) {
-		where := opts.BusyboxPath
-		if where == "" {
-			where = filepath.Join(cacheDir(), "busybox", "*", "busybox")
-		}
-		missing = append(missing, "a static busybox at "+where)
+	if m := busybox(opts); m != "" {
+		missing = append(missing, m)
 	}
 	b.busybox = opts.BusyboxPath
 	if len(missing) > 0 {
