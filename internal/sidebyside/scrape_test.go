@@ -71,10 +71,23 @@ func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration
 	n.alive()
 	f1 := b.sample(n)
 	cpu, _ = cpuPercent(f0, f1)
-	last, ok := b.nodeMetrics(ctx, n.name)
-	if !ok || time.Since(last.Timestamp) > 3*controlplane.DefaultMetricResolution {
-		t.Fatalf("%s: the node's metrics are not fresh after the window (found %v, timestamp %v): metrics-server stopped scraping it",
-			kind, ok, last.Timestamp)
+	// A node is missing from the metrics API after a scrape that did not
+	// give metrics-server a newer sample of it (kubelet's cAdvisor samples
+	// on its own period), so one read is not enough: metrics-server must
+	// have a fresh sample within three scrape periods.
+	var last nodeMetrics
+	fresh := func() bool {
+		m, ok := b.nodeMetrics(ctx, n.name)
+		last = m
+		return ok && time.Since(m.Timestamp) <= 3*controlplane.DefaultMetricResolution
+	}
+	deadline := time.Now().Add(3 * controlplane.DefaultMetricResolution)
+	for !fresh() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no fresh node metrics within %v after the window (last %v at %v): metrics-server stopped scraping it",
+				kind, 3*controlplane.DefaultMetricResolution, last.Usage, last.Timestamp)
+		}
+		b.pause(time.Second)
 	}
 	report("%s: metrics-server: last node metrics %v at %v", kind, last.Usage, last.Timestamp.Format(time.RFC3339))
 	stop()
