@@ -25,7 +25,7 @@ type nodeMetrics struct {
 // checks that the node's metrics are still fresh (the scrapes went on),
 // and stops metrics-server. It returns the CPU in % of one core and the
 // window, or -1 when metrics-server is not available (controlplane's
-// ErrUnavailable).
+// ErrUnavailable) or the node's metrics were not fresh after the window.
 func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration) {
 	t := b.t
 	t.Helper()
@@ -84,8 +84,14 @@ func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration
 	deadline := time.Now().Add(3 * controlplane.DefaultMetricResolution)
 	for !fresh() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: no fresh node metrics within %v after the window (last %v at %v): metrics-server stopped scraping it",
-				kind, 3*controlplane.DefaultMetricResolution, last.Usage, last.Timestamp)
+			// Seen with kubelet on these machines: its node leaves the
+			// metrics API during the window with no scrape error in
+			// metrics-server's log. Without proof that the scrapes went
+			// on, the row says n/a rather than a figure.
+			report("%s: no figure for the scraped window: no fresh node metrics within %v after it (last %v at %v); metrics-server's log ends with:\n%s",
+				kind, 3*controlplane.DefaultMetricResolution, last.Usage, last.Timestamp, ms.LogTail(1024))
+			stop()
+			return -1, 0
 		}
 		b.pause(time.Second)
 	}
