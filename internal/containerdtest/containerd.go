@@ -236,28 +236,41 @@ func prerequisites(opts *Options) (binaries, error) {
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (running as uid "+fmt.Sprint(os.Geteuid())+")")
 	}
-	look := func(name string, dst *string) {
-		p, err := lookPath(name)
-		if err != nil {
-			missing = append(missing, name)
-			return
-		}
-		*dst = p
-	}
-	look("containerd", &b.containerd)
-	look("containerd-shim-runc-v2", &b.shim)
-	look("ctr", &b.ctr)
-	look("runc", &b.runc)
-	look("go", &b.goTool)
-	if m := busybox(opts); m != "" {
-		missing = append(missing, m)
-	}
-	b.busybox = opts.BusyboxPath
+	missing = b.look(missing, "containerd", &b.containerd)
+	missing = b.look(missing, "containerd-shim-runc-v2", &b.shim)
+	missing = b.hostTools(opts, missing)
 	if len(missing) > 0 {
 		return b, fmt.Errorf("%w: missing %s; `make containerd` (hack/containerd-deps.sh, as root) provides them",
 			ErrUnavailable, strings.Join(missing, ", "))
 	}
 	return b, nil
+}
+
+// look sets *dst to the program name found by lookPath, or adds name to
+// missing.
+func (b *binaries) look(missing []string, name string, dst *string) []string {
+	p, err := lookPath(name)
+	if err != nil {
+		return append(missing, name)
+	}
+	*dst = p
+	return missing
+}
+
+// hostTools finds what both containerd versions take from the machine:
+// ctr (unless already set), runc, go and the static busybox; it returns
+// missing with what is not there added.
+func (b *binaries) hostTools(opts *Options, missing []string) []string {
+	if b.ctr == "" {
+		missing = b.look(missing, "ctr", &b.ctr)
+	}
+	missing = b.look(missing, "runc", &b.runc)
+	missing = b.look(missing, "go", &b.goTool)
+	if m := busybox(opts); m != "" {
+		missing = append(missing, m)
+	}
+	b.busybox = opts.BusyboxPath
+	return missing
 }
 
 // busybox sets opts.BusyboxPath to the default when it is empty and says

@@ -47,23 +47,7 @@ func prerequisites2(opts *Options) (binaries, error) {
 			b.ctr = p
 		}
 	}
-	look := func(name string, dst *string) {
-		p, err := lookPath(name)
-		if err != nil {
-			missing = append(missing, name)
-			return
-		}
-		*dst = p
-	}
-	if b.ctr == "" {
-		look("ctr", &b.ctr)
-	}
-	look("runc", &b.runc)
-	look("go", &b.goTool)
-	if m := busybox(opts); m != "" {
-		missing = append(missing, m)
-	}
-	b.busybox = opts.BusyboxPath
+	missing = b.hostTools(opts, missing)
 	if len(missing) > 0 {
 		return b, fmt.Errorf("%w: containerd 2: missing %s; `make testbin` (hack/testbin.sh) builds containerd 2 and its shim, `make containerd` (hack/containerd-deps.sh, as root) provides runc, ctr and busybox",
 			ErrUnavailable, strings.Join(missing, ", "))
