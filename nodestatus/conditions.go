@@ -127,20 +127,21 @@ func findCondition(node *corev1.Node, t corev1.NodeConditionType) corev1.Conditi
 	return ""
 }
 
-// RuntimeDownAfter is how long the Ready setter waits, after the last time
-// the runtime's status check succeeded with RuntimeReady true, before it
-// reports "container runtime is down", as kubelet does (its
-// maxWaitForContainerRuntime).
-const RuntimeDownAfter = 30 * time.Second
+// DefaultRuntimeDownAfter is Options.RuntimeDownAfter's default: how long
+// the Ready setter waits, after the last time the runtime's status check
+// succeeded with RuntimeReady true, before it reports "container runtime is
+// down", kubelet's fixed maxWaitForContainerRuntime.
+const DefaultRuntimeDownAfter = 30 * time.Second
 
 // ready owns the Ready condition; it runs after the setters whose results it
 // reads (capacity). Like kubelet's runtime state, it remembers the last good
 // runtime status check: a failed check keeps what the last answer said, and
-// only when no check has been good for RuntimeDownAfter is the runtime down.
+// only when no check has been good for downAfter is the runtime down.
 type ready struct {
 	src          *sources
 	clock        clock.PassiveClock
 	healthChecks []HealthCheck
+	downAfter    time.Duration
 
 	mu         sync.Mutex
 	lastGood   time.Time // last status check that said RuntimeReady; zero: none yet
@@ -173,7 +174,7 @@ func (r *ready) runtimeErrors(ctx context.Context, now time.Time) (runtimeErrs, 
 	switch {
 	case r.lastGood.IsZero():
 		runtimeErrs = append(runtimeErrs, errors.New("container runtime status check may not have completed yet"))
-	case !r.lastGood.Add(RuntimeDownAfter).After(now):
+	case !r.lastGood.Add(r.downAfter).After(now):
 		runtimeErrs = append(runtimeErrs, errors.New("container runtime is down"))
 	}
 	for _, hc := range r.healthChecks {

@@ -78,7 +78,7 @@
 //     False, KubeletNotReady, with kubelet's message: the runtime's trouble
 //     ("container runtime status check may not have completed yet" before
 //     the first good status check, "container runtime is down" when no
-//     check has been good for RuntimeDownAfter (30s), "<check> is not
+//     check has been good for Options.RuntimeDownAfter (30s), "<check> is not
 //     healthy: ...",
 //     "container runtime not ready: RuntimeReady=false reason:... message:..."),
 //     the network's ("container runtime network not ready: ..."), and
@@ -121,7 +121,7 @@
 // RuntimeHandlers and NodeFeatures then read the source and never call
 // Runtime.Status; a good answer is dated by its observation, so a source
 // that stops observing makes the node NotReady ("container runtime is
-// down") RuntimeDownAfter after its last good observation. Without it each
+// down") Options.RuntimeDownAfter after its last good observation. Without it each
 // pass asks Runtime.Status, as before.
 //
 // Within one Setters.SetStatus call the host and each runtime method are

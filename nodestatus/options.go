@@ -148,6 +148,11 @@ type Options struct {
 	MaxNamesPerImage int
 	// HealthChecks make the node NotReady while one fails. Default none.
 	HealthChecks []HealthCheck
+	// RuntimeDownAfter is how long after the runtime's last good status
+	// check Ready reports "container runtime is down". Default
+	// DefaultRuntimeDownAfter (30s, kubelet's, which it does not let one
+	// change); at least 1s, at most 1h.
+	RuntimeDownAfter time.Duration
 	// VolumesInUse, when set, supplies status.volumesInUse. Default nil: the
 	// field is left as it is.
 	VolumesInUse func() []corev1.UniqueVolumeName
@@ -202,7 +207,7 @@ func DefaultSetters(opts Options) (Setters, error) {
 		mk(SetterMemoryPressure, pressure(&memoryPressure)),
 		mk(SetterDiskPressure, pressure(&diskPressure)),
 		mk(SetterPIDPressure, pressure(&pidPressure)),
-		mk(SetterReady, &ready{src: src, clock: o.Clock, healthChecks: o.HealthChecks}),
+		mk(SetterReady, &ready{src: src, clock: o.Clock, healthChecks: o.HealthChecks, downAfter: o.RuntimeDownAfter}),
 		mk(SetterVolumesInUse, volumesInUse(o.VolumesInUse)),
 	), nil
 }
@@ -237,6 +242,12 @@ func (opts Options) complete() (Options, error) {
 		o.PressureTransitionPeriod = DefaultPressureTransitionPeriod
 	case o.PressureTransitionPeriod < time.Second || o.PressureTransitionPeriod > time.Hour:
 		return o, fmt.Errorf("nodestatus: Options.PressureTransitionPeriod must be between 1s and 1h, not %v", o.PressureTransitionPeriod)
+	}
+	switch {
+	case o.RuntimeDownAfter == 0:
+		o.RuntimeDownAfter = DefaultRuntimeDownAfter
+	case o.RuntimeDownAfter < time.Second || o.RuntimeDownAfter > time.Hour:
+		return o, fmt.Errorf("nodestatus: Options.RuntimeDownAfter must be between 1s and 1h, not %v", o.RuntimeDownAfter)
 	}
 	if o.KubeletVersion == "" {
 		o.KubeletVersion = DefaultKubeletVersion

@@ -133,6 +133,8 @@ func TestOptionsErrorsNameTheField(t *testing.T) {
 		{"PodsPerCore", func(o *nodestatus.Options) { o.PodsPerCore = -1 }},
 		{"PressureTransitionPeriod", func(o *nodestatus.Options) { o.PressureTransitionPeriod = 10 }},
 		{"PressureTransitionPeriod", func(o *nodestatus.Options) { o.PressureTransitionPeriod = 2 * time.Hour }},
+		{"RuntimeDownAfter", func(o *nodestatus.Options) { o.RuntimeDownAfter = time.Millisecond }},
+		{"RuntimeDownAfter", func(o *nodestatus.Options) { o.RuntimeDownAfter = 2 * time.Hour }},
 		{"KubeletPort", func(o *nodestatus.Options) { o.KubeletPort = 70000 }},
 		{"MaxImages", func(o *nodestatus.Options) { o.MaxImages = -2 }},
 		{"MaxNamesPerImage", func(o *nodestatus.Options) { o.MaxNamesPerImage = -1 }},
@@ -660,6 +662,21 @@ func TestReady(t *testing.T) {
 		f.mustPass(t)
 		if c := cond(t, f.node, corev1.NodeReady); c.Status != corev1.ConditionTrue {
 			t.Fatalf("ready once the runtime answers again: %s %q", c.Status, c.Message)
+		}
+	})
+	t.Run("runtime down after Options.RuntimeDownAfter", func(t *testing.T) {
+		f := newFixture(t, func(o *nodestatus.Options) { o.RuntimeDownAfter = 5 * time.Second })
+		f.mustPass(t)
+		f.rt.SetErrors(nil, errors.New("connection refused"), nil)
+		f.clock.Step(4 * time.Second)
+		_ = f.pass(t)
+		if c := cond(t, f.node, corev1.NodeReady); c.Status != corev1.ConditionTrue {
+			t.Fatalf("ready 4s after the last good check: %s %q, want still True", c.Status, c.Message)
+		}
+		f.clock.Step(time.Second)
+		_ = f.pass(t)
+		if c := cond(t, f.node, corev1.NodeReady); c.Status != corev1.ConditionFalse || c.Message != "container runtime is down" {
+			t.Fatalf("ready 5s after the last good check: %s %q, want False \"container runtime is down\"", c.Status, c.Message)
 		}
 	})
 

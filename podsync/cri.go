@@ -614,7 +614,7 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 			res.RequeueWithin(c.pullBackOffLeft(pod, spec))
 		}
 	}
-	c.gc(ctx, observed)
+	c.gc(ctx, observed, a.CreateSandbox)
 	return res, firstErr
 }
 
@@ -997,8 +997,10 @@ var _ PodCleaner = (*CRI)(nil)
 // gc removes exited containers but the newest exited one of each name (the
 // last state of its successor), as the kubelet's container GC keeps one dead
 // container per container, and sandboxes that are not ready, not the newest,
-// and hold no container.
-func (c *CRI) gc(ctx context.Context, observed *PodState) {
+// and hold no container. With replaced (a new sandbox was just created), no
+// observed sandbox is the newest any more: a not-ready one (say, one caught
+// half-made by an agent that was killed) goes at once, not a resync later.
+func (c *CRI) gc(ctx context.Context, observed *PodState, replaced bool) {
 	if observed == nil {
 		return
 	}
@@ -1019,7 +1021,7 @@ func (c *CRI) gc(ctx context.Context, observed *PodState) {
 		used[ct.SandboxID] = true
 	}
 	for i, sb := range observed.Sandboxes {
-		if i > 0 && !sb.Ready() && !used[sb.ID] {
+		if (i > 0 || replaced) && !sb.Ready() && !used[sb.ID] {
 			_ = c.rt.RemovePodSandbox(ctx, sb.ID)
 		}
 	}

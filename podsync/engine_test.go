@@ -415,6 +415,32 @@ func TestRemovedPodCleanedInOneSync(t *testing.T) {
 	}
 }
 
+// A sandbox left not ready and empty (a killed agent's, caught half-made) is
+// replaced, and removed in the same sync rather than a resync later.
+func TestHalfMadeSandboxReplacedAndRemoved(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	old, err := h.rt.RunPodSandbox(h.ctx, h.cri.b.sandboxConfig(pod, 0), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.StopPodSandbox(h.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.steps(1)
+	sbs, err := h.rt.ListPodSandbox(h.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sbs) != 1 || sbs[0].Id == old || sbs[0].State != runtimeapi.PodSandboxState_SANDBOX_READY || sbs[0].Metadata.Attempt != 1 {
+		t.Fatalf("sandboxes %v; want one, ready, attempt 1, not %s", sbs, old)
+	}
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+		t.Errorf("%d running containers; want 1", n)
+	}
+}
+
 // A pod's log directory outlives its containers while a source has the pod
 // (a completed pod's logs stay readable) and goes once the pod is removed.
 func TestRemovedPodLogsRemoved(t *testing.T) {

@@ -204,6 +204,8 @@ func newSetters(cfg *config, name string, rt nodestatus.RuntimeInfo, status node
 		PodsPerCore:    cfg.podsPerCore,
 		SystemReserved: cfg.systemReserved,
 		KubeReserved:   cfg.kubeReserved,
+
+		RuntimeDownAfter: cfg.runtimeDownAfter,
 	})
 	if err != nil {
 		return nil, err

@@ -96,6 +96,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--kubeconfig=k", "--system-reserved=cpu=lots"}, "--system-reserved"},
 		{[]string{"--kubeconfig=k", "--kube-reserved=memory=-1Gi"}, "--kube-reserved"},
 		{[]string{"--kubeconfig=k", "--node-lease-duration-seconds=0"}, "--node-lease-duration-seconds"},
+		{[]string{"--runtime-down-after=100ms"}, "--runtime-down-after"},
 		{[]string{"--kubeconfig=k", "--node-status-update-frequency=-1s"}, "--node-status-update-frequency"},
 		{[]string{"--kubeconfig=k", "--max-pods=-1"}, "--max-pods"},
 		{[]string{"--kubeconfig=k", "--memory-limit=lots"}, "--memory-limit"},

@@ -26,7 +26,6 @@ import (
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
-	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -177,6 +176,39 @@ func describeCRI(s map[string]*criPod) string {
 // else.
 func checkOnePerPod(t *testing.T, s map[string]*criPod, want map[string]types.UID) {
 	t.Helper()
+	for _, p := range onePerPodProblems(s, want) {
+		t.Error(p)
+	}
+}
+
+// waitOnePerPod waits up to a minute for the runtime to hold what
+// checkOnePerPod wants: a sandbox that a killed agent left half-made is
+// replaced by a new one and removed by the sync that replaced it.
+func waitOnePerPod(ctx context.Context, t *testing.T, rt *runtime.Client, want map[string]types.UID) {
+	t.Helper()
+	var problems []string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		problems = onePerPodProblems(criState(ctx, t, rt), want)
+		if len(problems) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+func onePerPodProblems(s map[string]*criPod, want map[string]types.UID) []string {
+	var out []string
 	byUID := map[string]string{}
 	for name, uid := range want {
 		byUID[string(uid)] = name
@@ -185,18 +217,20 @@ func checkOnePerPod(t *testing.T, s map[string]*criPod, want map[string]types.UI
 		name, ok := byUID[uid]
 		switch {
 		case !ok:
-			t.Errorf("runtime holds pod %s (uid %s) that should not run: %v %v", p.name, uid, p.sandboxes, p.containers)
+			out = append(out, fmt.Sprintf("runtime holds pod %s (uid %s) that should not run: %v %v", p.name, uid, p.sandboxes, p.containers))
 		case len(p.sandboxes) != 1 || !strings.HasSuffix(p.sandboxes[0], " "+runtimeapi.PodSandboxState_SANDBOX_READY.String()):
-			t.Errorf("pod %s: sandboxes %v; want exactly one, ready", name, p.sandboxes)
+			out = append(out, fmt.Sprintf("pod %s: sandboxes %v; want exactly one, ready", name, p.sandboxes))
 		case len(p.containers) != 1 || !strings.Contains(p.containers[0], " "+runtimeapi.ContainerState_CONTAINER_RUNNING.String()+" "):
-			t.Errorf("pod %s: containers %v; want exactly one, running", name, p.containers)
+			out = append(out, fmt.Sprintf("pod %s: containers %v; want exactly one, running", name, p.containers))
 		}
 	}
 	for uid, name := range byUID {
 		if s[uid] == nil {
-			t.Errorf("pod %s (uid %s) has nothing in the runtime", name, uid)
+			out = append(out, fmt.Sprintf("pod %s (uid %s) has nothing in the runtime", name, uid))
 		}
 	}
+	sort.Strings(out)
+	return out
 }
 
 // podRecorder watches every update of the pods bound to a node (an
@@ -381,9 +415,10 @@ func deleteAndDrain(ctx context.Context, t *testing.T, admin kubernetes.Interfac
 	})
 }
 
-// containerdDownFor is how long containerd stays down: past the time after
-// which the node reports the runtime down.
-const containerdDownFor = nodestatus.RuntimeDownAfter
+// runtimeDownAfter is the agent's --runtime-down-after in the containerd
+// restart test: the node reports the runtime down this long after its last
+// good status check (kubelet's 30s would only make the test longer).
+const runtimeDownAfter = 5 * time.Second
 
 // containerd is stopped under an agent that runs 10 pods, once with
 // SIGTERM (a clean shutdown, as for an upgrade) and once with SIGKILL (a
@@ -410,6 +445,7 @@ func TestAgentSurvivesContainerdRestart(t *testing.T) {
 		// Every pod is synced again every 5s, so that after containerd
 		// is back each pod is synced on the runtime's new state.
 		"--sync-frequency=5s",
+		fmt.Sprintf("--runtime-down-after=%v", runtimeDownAfter),
 	)...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
@@ -446,7 +482,7 @@ func TestAgentSurvivesContainerdRestart(t *testing.T) {
 					}
 				}
 			}()
-			notReady := waitNode(ctx, t, admin, node, down, containerdDownFor+time.Minute, func(n *corev1.Node) bool {
+			notReady := waitNode(ctx, t, admin, node, down, runtimeDownAfter+time.Minute, func(n *corev1.Node) bool {
 				return readyCondition(n).Status == corev1.ConditionFalse
 			})
 			t.Logf("node NotReady %v after containerd was stopped: %s", time.Since(down).Round(time.Millisecond), describeNode(notReady))
@@ -639,7 +675,7 @@ func TestAgentKilledMidway(t *testing.T) {
 	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the new agent synced the 21 pods", func() bool {
 		return syncCount(p, "create") >= 21
 	})
-	checkOnePerPod(t, criState(ctx, t, rt), uids)
+	waitOnePerPod(ctx, t, rt, uids)
 	after := runningOf(t, rt, names)
 	for id := range atKill {
 		if !after[id] {
@@ -843,7 +879,7 @@ func TestAgentAPIServerDown(t *testing.T) {
 			uids[pod.Name] = pod.UID
 		}
 	}
-	checkOnePerPod(t, criState(ctx, t, rt), uids)
+	waitOnePerPod(ctx, t, rt, uids)
 	if got := runningOf(t, rt, names); !maps.Equal(got, apiRunning) {
 		t.Errorf("API pods' running containers after the outage %v; want %v", got, apiRunning)
 	}

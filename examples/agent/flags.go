@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
+	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/podsync/logrotate"
@@ -45,6 +46,7 @@ type config struct {
 	providerID            string
 	systemReserved        corev1.ResourceList
 	kubeReserved          corev1.ResourceList
+	runtimeDownAfter      time.Duration
 	diskUsagePath         string
 	diskUsageThreshold    float64
 	diskUsageResource     string
@@ -181,6 +183,7 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.StringVar(&c.providerID, "provider-id", "", "spec.providerID of the node when it registers.")
 	fs.StringVar(&sysRes, "system-reserved", "", "Resources reserved for the system, for example cpu=500m,memory=1Gi.")
 	fs.StringVar(&kubeRes, "kube-reserved", "", "Resources reserved for Kubernetes daemons, for example cpu=100m,memory=256Mi.")
+	fs.DurationVar(&c.runtimeDownAfter, "runtime-down-after", nodestatus.DefaultRuntimeDownAfter, "How long after the runtime's last good status check the node reports \"container runtime is down\" (kubelet's is fixed at 30s); between 1s and 1h.")
 	fs.StringVar(&c.diskUsagePath, "disk-usage-path", "/", "Directory whose file system the custom DiskUsageHigh condition reports on. Empty: no such condition.")
 	fs.Float64Var(&c.diskUsageThreshold, "disk-usage-threshold", 90, "Usage in percent at or above which DiskUsageHigh is True.")
 	fs.StringVar(&c.diskUsageResource, "disk-usage-resource", "", "Extended resource name (for example example.com/scratch) under which to also report the file system's size. Empty: none.")
@@ -319,6 +322,9 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	c.leaseDuration = time.Duration(leaseSeconds) * time.Second
 	if c.statusUpdateFrequency < 0 || c.statusReportFrequency < 0 {
 		return nil, fmt.Errorf("--node-status-update-frequency and --node-status-report-frequency must not be negative")
+	}
+	if c.runtimeDownAfter < time.Second || c.runtimeDownAfter > time.Hour {
+		return nil, fmt.Errorf("--runtime-down-after %v must be between 1s and 1h", c.runtimeDownAfter)
 	}
 	if c.maxPods < 0 {
 		return nil, fmt.Errorf("--max-pods %d must not be negative", c.maxPods)
