@@ -3,10 +3,14 @@ package podsource
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -31,9 +35,19 @@ type APIOptions struct {
 	Pods APIPodClient
 	// NodeName is this node's name. Required.
 	NodeName string
+	// MaxRetryWait bounds the wait between two attempts to list again
+	// after the watch or a list failed: waits grow from 0.8s, doubling, to
+	// between two thirds of it and all of it. Default DefaultMaxRetryWait
+	// (10s); at least 1s, at most 10m. kubelet keeps client-go's (30s,
+	// jittered up to 60s), so after an API server outage it may see a pod
+	// deleted meanwhile, and stop it, a minute late.
+	MaxRetryWait time.Duration
 	// Clock drives the reflector's back-off. Default the real clock.
 	Clock clock.Clock
 }
+
+// DefaultMaxRetryWait is APIOptions.MaxRetryWait's default.
+const DefaultMaxRetryWait = 10 * time.Second
 
 // API is the source of pods bound to this node in the API server: a
 // client-go reflector listing and watching pods with the field selector
@@ -47,6 +61,7 @@ type APIOptions struct {
 type API struct {
 	pods     APIPodClient
 	nodeName string
+	maxWait  time.Duration
 	clock    clock.Clock
 }
 
@@ -58,10 +73,16 @@ func NewAPI(opts APIOptions) (*API, error) {
 	if err := checkNodeName("APIOptions", &opts.NodeName); err != nil {
 		return nil, err
 	}
+	switch {
+	case opts.MaxRetryWait == 0:
+		opts.MaxRetryWait = DefaultMaxRetryWait
+	case opts.MaxRetryWait < time.Second || opts.MaxRetryWait > 10*time.Minute:
+		return nil, fmt.Errorf("podsource: APIOptions.MaxRetryWait must be between 1s and 10m, not %v", opts.MaxRetryWait)
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &API{pods: opts.Pods, nodeName: opts.NodeName, clock: opts.Clock}, nil
+	return &API{pods: opts.Pods, nodeName: opts.NodeName, maxWait: opts.MaxRetryWait, clock: opts.Clock}, nil
 }
 
 // Name returns APISource.
@@ -85,10 +106,20 @@ func (a *API) Run(ctx context.Context, updates chan<- Update) error {
 		_ = send(ctx, updates, Update{Op: OpSet, Source: APISource, Pods: set})
 	}
 	store := cache.NewUndeltaStore(push, cache.MetaNamespaceKeyFunc)
+	// Jitter adds up to half of a wait: the cap is two thirds of maxWait.
+	const first = 800 * time.Millisecond
+	capWait := a.maxWait * 2 / 3
 	r := cache.NewReflectorWithOptions(lw, &v1.Pod{}, store, cache.ReflectorOptions{
 		Name:   "podsource-api",
 		Logger: &logger,
 		Clock:  a.clock,
+		Backoff: &wait.Backoff{
+			Duration: min(first, capWait),
+			Factor:   2,
+			Jitter:   0.5,
+			Cap:      capWait,
+			Steps:    math.MaxInt32,
+		},
 	})
 	r.RunWithContext(ctx)
 	return nil

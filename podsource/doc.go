@@ -86,7 +86,7 @@
 //
 // # Nothing good is lost
 //
-// Two deliberate differences from kubelet:
+// Three deliberate differences from kubelet:
 //
 //   - A manifest file that was valid and becomes unreadable or invalid (a
 //     half-written file, a bad edit) keeps the pod from its last valid
@@ -103,6 +103,10 @@
 //     for fetch failures; nodekit also for undecodable and invalid bodies).
 //     Until the first good answer nothing is sent, so the source is not
 //     counted as seen. An empty 200 body is an empty set, as in kubelet.
+//   - The API source lists again at most APIOptions.MaxRetryWait (10s)
+//     after a failure, where kubelet keeps client-go's back-off (up to a
+//     minute): after an API server outage a pod deleted meanwhile is
+//     stopped within seconds of the server's return.
 //
 // # Mirror pods
 //
