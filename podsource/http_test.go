@@ -149,7 +149,7 @@ func TestHTTPSource(t *testing.T) {
 	}{
 		{http.StatusNotFound, "", "404 Not Found"},
 		{http.StatusOK, podList("a", "B"), `items[1].metadata.name: Invalid value: "B-n1"`},
-		{http.StatusOK, "<html>", "not an object"},
+		{http.StatusOK, "<!DOCTYPE html>\n<html><body>Sign in</body></html>", `not an object (a Pod or a PodList) but a single value; it begins "<!DOCTYPE html>"`},
 	} {
 		srv.serve(bad.status, bad.body, false)
 		tick()

@@ -224,9 +224,26 @@ func toJSON(data []byte, origin Origin) (js []byte, err error) {
 		return nil, origin.errorf("empty manifest")
 	}
 	if js[0] != '{' {
-		return nil, origin.errorf("not an object")
+		what := "a single value"
+		if js[0] == '[' {
+			what = "a list"
+		}
+		return nil, origin.errorf("not an object (a Pod or a PodList) but %s; it begins %q", what, beginning(data))
 	}
 	return js, nil
+}
+
+// beginning is data's first non-blank line, cut to 40 bytes: enough to
+// tell an HTML page or a log from a manifest in an error message.
+func beginning(data []byte) string {
+	line := bytes.TrimSpace(data)
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = bytes.TrimSpace(line[:i])
+	}
+	if len(line) > 40 {
+		return string(line[:40]) + "..."
+	}
+	return string(line)
 }
 
 // expandedSize counts the size of data's first document with every alias

@@ -195,7 +195,7 @@ func TestDecodeManifestErrors(t *testing.T) {
 		{"wrong apiVersion", strings.Replace(webYAML, "apiVersion: v1", "apiVersion: apps/v1", 1), `apiVersion "apps/v1": want "v1"`},
 		{"not yaml", "{{{", "not YAML or JSON"},
 		{"empty", "", "empty manifest"},
-		{"a list", "- a\n- b\n", "not an object"},
+		{"a list", "- a\n- b\n", `not an object (a Pod or a PodList) but a list; it begins "- a"`},
 		{"wrong type", pod("  containers: 3\n"), "decoding Pod"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Defaults and bounds of Options, the kubelet's.
@@ -114,6 +115,9 @@ func (m *Manager) SyncOnce(ctx context.Context) error {
 			break
 		}
 		st, err := m.o.Runtime.ContainerStatus(ctx, c.Id, false)
+		if runtime.IsNotFound(err) {
+			continue // removed since the list
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("logrotate: container %s: %w", c.Id, err))
 			continue
@@ -126,7 +130,7 @@ func (m *Manager) SyncOnce(ctx context.Context) error {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Rotated, and the runtime did not reopen it yet: ask again.
-			if err := m.o.Runtime.ReopenContainerLog(ctx, c.Id); err != nil {
+			if err := m.o.Runtime.ReopenContainerLog(ctx, c.Id); err != nil && !runtime.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("logrotate: container %s: reopening %s: %w", c.Id, path, err))
 			}
 			continue
@@ -161,8 +165,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// rotate makes room for one more rotated file, compresses the rotated files
-// but the newest, then renames the log and has the runtime reopen it.
+// rotate makes room for one more rotated file, renames the log and has the
+// runtime reopen it, then compresses the rotated files but the one just
+// made. (kubelet compresses first, so a container writing fast fills its
+// log a while longer: compressing a big file takes seconds.)
 func (m *Manager) rotate(ctx context.Context, id, path string) error {
 	rotated, err := m.cleanup(path)
 	if err != nil {
@@ -178,13 +184,6 @@ func (m *Manager) rotate(ctx context.Context, id, path string) error {
 		}
 		rotated = rotated[excess:]
 	}
-	for _, f := range rotated {
-		if !strings.HasSuffix(f, compressSuffix) {
-			if err := compress(f); err != nil {
-				return err
-			}
-		}
-	}
 	dst := path + "." + m.o.Clock.Now().Format(TimestampFormat)
 	if _, err := os.Stat(dst); err == nil {
 		// Rotated twice within a second: keep the earlier file.
@@ -193,12 +192,22 @@ func (m *Manager) rotate(ctx context.Context, id, path string) error {
 	if err := os.Rename(path, dst); err != nil {
 		return err
 	}
-	if err := m.o.Runtime.ReopenContainerLog(ctx, id); err != nil {
+	switch err := m.o.Runtime.ReopenContainerLog(ctx, id); {
+	case runtime.IsNotFound(err):
+		// The container is gone: nothing writes the log any more.
+	case err != nil:
 		// The runtime still writes to the renamed file: give it its name back.
 		if rerr := os.Rename(dst, path); rerr != nil {
 			return errors.Join(fmt.Errorf("reopening %s: %w", path, err), rerr)
 		}
 		return fmt.Errorf("reopening %s: %w", path, err)
+	}
+	for _, f := range rotated {
+		if !strings.HasSuffix(f, compressSuffix) {
+			if err := compress(f); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -255,7 +264,8 @@ func compress(f string) error {
 	if err != nil {
 		return err
 	}
-	zw := gzip.NewWriter(out)
+	// The fastest level: a log is text, and the agent's CPU is the node's.
+	zw, _ := gzip.NewWriterLevel(out, gzip.BestSpeed)
 	_, err = io.Copy(zw, in)
 	err = errors.Join(err, zw.Close(), out.Close())
 	if err == nil {

@@ -8,11 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -212,3 +215,76 @@ func TestOptions(t *testing.T) {
 		}
 	}
 }
+
+// reopenWatcher calls onReopen before passing ReopenContainerLog on, and
+// answers ContainerStatus for gone with NotFound.
+type reopenWatcher struct {
+	*runtimetest.Runtime
+	onReopen func()
+	gone     string
+}
+
+func (r *reopenWatcher) ReopenContainerLog(ctx context.Context, id string) error {
+	if r.onReopen != nil {
+		r.onReopen()
+	}
+	return r.Runtime.ReopenContainerLog(ctx, id)
+}
+
+func (r *reopenWatcher) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
+	if id == r.gone {
+		return nil, grpcstatus.Errorf(codes.NotFound, "container %q: not found", id)
+	}
+	return r.Runtime.ContainerStatus(ctx, id, verbose)
+}
+
+// The log is renamed and reopened before the older rotated file is
+// compressed: a fast writer starts a new file at once, not after the
+// compression.
+func TestRotationReopensBeforeCompressing(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(t0)
+	fake := runtimetest.New(runtimetest.Options{Clock: clk})
+	dir := t.TempDir()
+	_, path := running(t, fake, dir, "app")
+	var atReopen [][]string
+	rt := &reopenWatcher{Runtime: fake}
+	rt.onReopen = func() { atReopen = append(atReopen, files(t, path)) }
+	m, err := New(Options{Runtime: rt, MaxSize: 1024, MaxFiles: 4, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		write(t, path, 2048, 'x')
+		if err := m.SyncOnce(ctx); err != nil {
+			t.Fatalf("rotation %d: %v", i+1, err)
+		}
+		clk.Step(time.Second)
+	}
+	first := "." + t0.Format(TimestampFormat)
+	second := "." + t0.Add(time.Second).Format(TimestampFormat)
+	if want := [][]string{{first}, {first, second}}; len(atReopen) != 2 || !slices.Equal(atReopen[0], want[0]) || !slices.Equal(atReopen[1], want[1]) {
+		t.Errorf("rotated files at each reopen %q; want %q (the older one not yet compressed)", atReopen, want)
+	}
+	if got, want := files(t, path), []string{first + ".gz", second}; !slices.Equal(got, want) {
+		t.Errorf("rotated files after %q; want %q", got, want)
+	}
+}
+
+// A container removed between the list and its status is skipped, not an
+// error.
+func TestContainerGoneIsSkipped(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	fake := runtimetest.New(runtimetest.Options{Clock: clk})
+	dir := t.TempDir()
+	id, path := running(t, fake, dir, "app")
+	write(t, path, 2048, 'x')
+	m, err := New(Options{Runtime: &reopenWatcher{Runtime: fake, gone: id}, MaxSize: 1024, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncOnce(context.Background()); err != nil {
+		t.Errorf("SyncOnce: %v; want nil for a container that is gone", err)
+	}
+}
+
