@@ -1000,9 +1000,9 @@ var _ PodCleaner = (*CRI)(nil)
 // and hold no container. With replaced (a new sandbox was just created), no
 // observed sandbox is the newest any more: a not-ready one (say, one caught
 // half-made by an agent that was killed) goes at once, not a resync later.
-func (c *CRI) gc(ctx context.Context, observed *PodState, replaced bool) {
+func (c *CRI) gc(ctx context.Context, observed *PodState, replaced bool) (removed int) {
 	if observed == nil {
-		return
+		return 0
 	}
 	count := map[string]int{}
 	seen := map[string]bool{}
@@ -1015,16 +1015,49 @@ func (c *CRI) gc(ctx context.Context, observed *PodState, replaced bool) {
 		}
 		stale := ct.State == runtimeapi.ContainerState_CONTAINER_CREATED && !newest // created, never started, superseded
 		if stale || (count[ct.Name] > 1 && ct.Exited()) {
-			_ = c.rt.RemoveContainer(ctx, ct.ID)
+			if c.rt.RemoveContainer(ctx, ct.ID) == nil {
+				removed++
+			}
 			continue
 		}
 		used[ct.SandboxID] = true
 	}
 	for i, sb := range observed.Sandboxes {
 		if (i > 0 || replaced) && !sb.Ready() && !used[sb.ID] {
-			_ = c.rt.RemovePodSandbox(ctx, sb.ID)
+			if c.rt.RemovePodSandbox(ctx, sb.ID) == nil {
+				removed++
+			}
 		}
 	}
+	return removed
+}
+
+// RemoveDeadContainers collects every pod in the runtime at once, as a
+// sync collects its own pod: exited containers but the newest of each
+// name, created containers a newer one superseded, and sandboxes that are
+// not ready, not the newest and hold no container. It returns how many it
+// removed. It is the eviction manager's dead-container reclaimer under
+// disk pressure (kubelet's DeleteAllUnusedContainers); a pod's containers
+// go with it when it ends, so what it finds is what pods left since their
+// last sync, or an agent before this one.
+func (c *CRI) RemoveDeadContainers(ctx context.Context) (int, error) {
+	sbs, err := c.rt.ListPodSandbox(ctx, nil)
+	if err != nil {
+		return 0, c.opError("list_podsandbox", err)
+	}
+	ctrs, err := c.rt.ListContainers(ctx, nil)
+	if err != nil {
+		return 0, c.opError("list_containers", err)
+	}
+	pods, err := c.assemble(ctx, sbs, ctrs, false)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, st := range pods {
+		removed += c.gc(ctx, st, false)
+	}
+	return removed, nil
 }
 
 // SyncTerminatingPod stops the pod's containers within gracePeriod and its

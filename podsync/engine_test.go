@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -438,6 +439,60 @@ func TestHalfMadeSandboxReplacedAndRemoved(t *testing.T) {
 	}
 	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
 		t.Errorf("%d running containers; want 1", n)
+	}
+}
+
+// RemoveDeadContainers collects every pod at once, as a sync collects its
+// own: of a container's exited instances only the newest stays, running
+// containers stay, and a pod no sync has looked at since is collected too.
+func TestRemoveDeadContainers(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.add(pod)
+	running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(running) != 1 {
+		t.Fatalf("%d running containers", len(running))
+	}
+	// Three exited instances of the container, as a pod leaves them when
+	// it is not synced between restarts (or an agent before this one).
+	st, err := h.rt.ContainerStatus(h.ctx, running[0].Id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead []string
+	for i := range 3 {
+		h.clock.Step(time.Second)
+		cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "a", Attempt: uint32(i + 1)},
+			Image: st.Status.Image, Labels: st.Status.Labels, Annotations: st.Status.Annotations, LogPath: fmt.Sprintf("a/%d.log", i+1)}
+		id, err := h.rt.CreateContainer(h.ctx, running[0].PodSandboxId, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.rt.StartContainer(h.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.rt.Exit(id, 1); err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, id)
+	}
+	n, err := h.cri.RemoveDeadContainers(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("removed %d; want 2 (the older exited instances)", n)
+	}
+	var left []string
+	cs, _ := h.rt.ListContainers(h.ctx, nil)
+	for _, c := range cs {
+		left = append(left, c.Id)
+	}
+	slices.Sort(left)
+	want := []string{running[0].Id, dead[2]}
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Errorf("containers left %v; want the running one and the newest exited one %v", left, want)
 	}
 }
 

@@ -60,11 +60,12 @@ var errNoSample = errors.New("no usage sample yet")
 
 // newEviction builds kubelet's eviction manager on the usage collector's
 // samples, the pod workers (p.engine, stored before the manager runs: its
-// killer and its active pods) and image garbage collection, and the image
+// killer and its active pods), dead-container and image garbage
+// collection, and the image
 // GC that runs on its own period. admit is the admitter the engine gets:
 // the eviction manager's (pods refused under pressure) before the
 // predicates.
-func (p *podHalf) newEviction(rt runtime.Runtime, collector *usage.Collector, predicates admission.Admitter) (*eviction.Manager, *eviction.ImageGC, admission.Admitter, error) {
+func (p *podHalf) newEviction(rt runtime.Runtime, cri *podsync.CRI, collector *usage.Collector, predicates admission.Admitter) (*eviction.Manager, *eviction.ImageGC, admission.Admitter, error) {
 	cfg := p.cfg
 	imageFS := func(context.Context) (*eviction.FsStats, error) {
 		s := collector.Latest()
@@ -113,7 +114,11 @@ func (p *podHalf) newEviction(rt runtime.Runtime, collector *usage.Collector, pr
 			l, ok := e.PodLifecycle(pod.UID)
 			return !ok || l == podsync.Done
 		},
-		Reclaimers:               []eviction.Reclaimer{gc},
+		// Dead containers first, then images, as kubelet reclaims.
+		Reclaimers: []eviction.Reclaimer{eviction.ReclaimerFunc(func(ctx context.Context, _ eviction.Signal) (uint64, error) {
+			_, err := cri.RemoveDeadContainers(ctx)
+			return 0, err // the manager observes the node again
+		}), gc},
 		EvictionHard:             cfg.evictionHard,
 		EvictionSoft:             cfg.evictionSoft,
 		EvictionSoftGracePeriod:  cfg.evictionSoftGrace,

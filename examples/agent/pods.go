@@ -233,7 +233,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 		return err
 	}
 	p.writer.Store(writer)
-	evictions, imageGC, admitAll, err := p.newEviction(rt, collector, admit)
+	evictions, imageGC, admitAll, err := p.newEviction(rt, cri, collector, admit)
 	if err != nil {
 		return err
 	}

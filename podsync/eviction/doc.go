@@ -151,8 +151,9 @@
 //     threshold notifications: memory is checked every Period only.
 //   - No per-pod local-storage limit evictions (emptyDir sizeLimit,
 //     ephemeral-storage limits), no split containerfs signals, no
-//     dead-container reclaimer of its own (podsync removes a pod's
-//     containers when it ends). Preempting pods to admit a critical one is
+//     dead-container reclaimer of its own: podsync.CRI.RemoveDeadContainers
+//     is one (examples/agent runs it before ImageGC, as kubelet runs its
+//     container GC before its image GC). Preempting pods to admit a critical one is
 //     podsync/admission's (Predicates) and the Engine's.
 //   - The pressure conditions are listed in a fixed order (kubelet's comes
 //     from a map), which shows in the admission message.

@@ -287,4 +287,3 @@ func TestContainerGoneIsSkipped(t *testing.T) {
 		t.Errorf("SyncOnce: %v; want nil for a container that is gone", err)
 	}
 }
-
