@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -993,6 +994,42 @@ func (c *CRI) CleanupPod(_ context.Context, pod *corev1.Pod) error {
 }
 
 var _ PodCleaner = (*CRI)(nil)
+
+// PodVolumeDirs returns the pod's volumes kept on the node's disk, by
+// volume name: the directories <PodRoot>/<uid>/volumes/<plugin>/<name>
+// that are not in memory (tmpfs: memory-backed emptyDirs, and what PodData
+// keeps in memory). nodestatus/usage measures them as the pod's volumes
+// (usage.Options.PodVolumeDirs), for the eviction manager's emptyDir
+// sizeLimit and ephemeral-storage limits.
+func (c *CRI) PodVolumeDirs(uid string) map[string]string {
+	if uid == "" || strings.ContainsAny(uid, `/\`) || uid == "." || uid == ".." {
+		return nil
+	}
+	base := filepath.Join(c.b.podRoot, uid, "volumes")
+	plugins, err := os.ReadDir(base)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, pl := range plugins {
+		if !pl.IsDir() {
+			continue
+		}
+		vols, err := os.ReadDir(filepath.Join(base, pl.Name()))
+		if err != nil {
+			continue
+		}
+		for _, v := range vols {
+			dir := filepath.Join(base, pl.Name(), v.Name())
+			var st unix.Statfs_t
+			if !v.IsDir() || unix.Statfs(dir, &st) != nil || st.Type == unix.TMPFS_MAGIC {
+				continue
+			}
+			out[v.Name()] = dir
+		}
+	}
+	return out
+}
 
 // gc removes exited containers but the newest exited one of each name (the
 // last state of its successor), as the kubelet's container GC keeps one dead

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -623,5 +624,36 @@ func TestEngineStartsCreatedContainer(t *testing.T) {
 				t.Errorf("container statuses %+v; want one running, restartCount 0", st.ContainerStatuses)
 			}
 		})
+	}
+}
+
+// PodVolumeDirs lists a pod's volume directories by name, whatever the
+// plugin, and nothing for a UID that could leave PodRoot.
+func TestPodVolumeDirs(t *testing.T) {
+	root := t.TempDir()
+	c, err := NewCRI(CRIOptions{Runtime: runtimetest.New(runtimetest.Options{}), PodLogRoot: root + "/logs", PodRoot: root + "/pods", ResolvConf: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := filepath.Join(root, "pods", "uid-a", "volumes")
+	for _, d := range []string{"kubernetes.io~empty-dir/scratch", "kubernetes.io~configmap/cfg"} {
+		if err := os.MkdirAll(filepath.Join(vols, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(vols, "kubernetes.io~empty-dir", "stray"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"scratch": filepath.Join(vols, "kubernetes.io~empty-dir", "scratch"),
+		"cfg":     filepath.Join(vols, "kubernetes.io~configmap", "cfg"),
+	}
+	if got := c.PodVolumeDirs("uid-a"); !maps.Equal(got, want) {
+		t.Errorf("PodVolumeDirs(uid-a) = %v; want %v", got, want)
+	}
+	for _, uid := range []string{"", "..", "../pods/uid-a", "uid-b"} {
+		if got := c.PodVolumeDirs(uid); len(got) != 0 {
+			t.Errorf("PodVolumeDirs(%q) = %v; want none", uid, got)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -91,4 +92,70 @@ func createHostPod(ctx context.Context, t *testing.T, admin kubernetes.Interface
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Pods over their local storage limits are evicted, with kubelet's
+// messages, while the node is under no pressure: one whose container
+// writes 4 MiB of logs against an ephemeral-storage limit of 1Mi, one that
+// writes 4 MiB into an emptyDir with a sizeLimit of 1Mi. A pod within its
+// limits runs on.
+func TestAgentEvictsOverLocalStorageLimitsOnContainerd(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	c := containerdtest.Need(t, ctrd)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rt := criClient(t, c)
+	admin := cp.AdminClient()
+	const node = "e2e-local-storage"
+	startAgent(t, node, podArgs(t, c, t.TempDir())...)
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+
+	const write4MiB = "head -c 4194304 /dev/zero | tr '\\0' x | fold -w 1000"
+	limit := func(q string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse(q)}}
+	}
+	oneMi := resource.MustParse("1Mi")
+	pods := []*corev1.Pod{
+		faultPod(node, "log-over", c.BusyboxImage),
+		faultPod(node, "dir-over", c.BusyboxImage),
+		faultPod(node, "within", c.BusyboxImage),
+	}
+	pods[0].Spec.Containers[0].Resources = limit("1Mi")
+	pods[0].Spec.Containers[0].Command = []string{"sh", "-c", write4MiB + "; " + sleeper}
+	pods[1].Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &oneMi}}}}
+	pods[1].Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	pods[1].Spec.Containers[0].Command = []string{"sh", "-c", write4MiB + " > /scratch/data; " + sleeper}
+	pods[2].Spec.Containers[0].Resources = limit("100Mi")
+	pods[2].Spec.Containers[0].Command = []string{"sh", "-c", "echo small; " + sleeper}
+	zero := int64(0)
+	for _, p := range pods {
+		if _, err := admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = admin.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		})
+	}
+	want := map[string]string{
+		"log-over": "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. ",
+		"dir-over": `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `,
+	}
+	for name, msg := range want {
+		testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, name+" Failed, Evicted: "+msg, func() bool {
+			p, err := admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted" && p.Status.Message == msg
+		})
+		testenv.Eventually(t, time.Minute, 100*time.Millisecond, name+" stopped in containerd", func() bool {
+			return !runningContainer(rt, name)
+		})
+	}
+	if !runningReady(ctx, admin, node, []string{"within"}) || !runningContainer(rt, "within") {
+		t.Errorf("the pod within its limits does not run")
+	}
+	for _, p := range pods {
+		if err := admin.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty", func() bool { return runtimeEmpty(rt) })
 }

@@ -219,7 +219,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 	}
 	p.status.cri.Store(cri)
 	collector, err := usage.New(usage.Options{NodeName: p.name, Runtime: rt, Clock: p.clock,
-		RootDir: p.cfg.rootDir, PodLogRoot: p.cfg.podLogRoot, PodCgroupDirs: cri.PodCgroupDirs})
+		RootDir: p.cfg.rootDir, PodLogRoot: p.cfg.podLogRoot, PodCgroupDirs: cri.PodCgroupDirs, PodVolumeDirs: cri.PodVolumeDirs})
 	if err != nil {
 		return fmt.Errorf("usage: %w", err)
 	}

@@ -36,7 +36,9 @@
 // ListPodSandboxStats; a runtime that answers Unimplemented is not asked
 // again, and its pods are read from their cgroup (Options.PodCgroupDirs,
 // cgroup v1 or v2 files), or, without one, summed over their containers.
-// A pod's ephemeral storage is its containers' writable layers and logs.
+// A pod's volumes on disk (Options.PodVolumeDirs) are its VolumeStats, each
+// the size of its directory; its ephemeral storage is its containers'
+// writable layers and logs and those volumes.
 //
 // Rates (usageNanoCores) are computed between two samples of the same
 // cumulative counter on the times the counter was read (a runtime's own
@@ -47,7 +49,8 @@
 //
 // Options.Interval (default 10s, cAdvisor's housekeeping interval). A sample
 // costs a handful of file reads for the node, five CRI calls, and a
-// directory walk per container's logs; Latest is an atomic load.
+// directory walk per container's logs and per volume on disk; Latest is an
+// atomic load.
 //
 // # Why files and not cAdvisor or containerd's cgroups package
 //

@@ -67,6 +67,12 @@ type Options struct {
 	// not report sandbox stats. Nil: such pods' figures are the sums of their
 	// containers'. podsync.CRI's PodCgroupDirs is one.
 	PodCgroupDirs func(podUID string) []string
+	// PodVolumeDirs returns a pod's volumes kept on the node's disk, by
+	// volume name (emptyDir not backed by memory, configMap, downward API,
+	// ...), whose sizes are the pod's VolumeStats and count in its
+	// ephemeral storage. Nil: pods have no VolumeStats. podsync.CRI's
+	// PodVolumeDirs is one.
+	PodVolumeDirs func(podUID string) map[string]string
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -189,6 +189,28 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 				ps.Memory = memory(now, sum, 0)
 			}
 		}
+		if c.opts.PodVolumeDirs != nil {
+			vols := c.opts.PodVolumeDirs(md.GetUid())
+			names := make([]string, 0, len(vols))
+			for name := range vols {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			for _, name := range names {
+				used, inodes, err := dirUsage(vols[name])
+				if err != nil || inodes == 0 { // no directory: not set up, or gone
+					continue
+				}
+				fs := statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: u64p(used), InodesUsed: u64p(inodes)}
+				if haveNodeFs {
+					fs.CapacityBytes, fs.AvailableBytes = u64p(nodeFs.capacity), u64p(nodeFs.available)
+					fs.Inodes, fs.InodesFree = u64p(nodeFs.inodes), u64p(nodeFs.inodesFree)
+				}
+				ps.VolumeStats = append(ps.VolumeStats, statsapi.VolumeStats{Name: name, FsStats: fs})
+				ephemeral += used
+				ephemeralInodes += inodes
+			}
+		}
 		if len(ctrs) > 0 {
 			fs := &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: u64p(ephemeral), InodesUsed: u64p(ephemeralInodes)}
 			if haveNodeFs {

@@ -2,8 +2,10 @@ package usage_test
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -256,5 +258,44 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A pod's volumes on disk (Options.PodVolumeDirs) are its VolumeStats and
+// count in its ephemeral storage.
+func TestPodVolumeStats(t *testing.T) {
+	root := t.TempDir()
+	testenv.WriteTree(t, root, merge(procFiles, v1Files))
+	vols := t.TempDir()
+	testenv.WriteTree(t, vols, map[string]string{
+		"scratch/a":     strings.Repeat("x", 3000),
+		"scratch/sub/b": strings.Repeat("y", 1000),
+		"config/key":    "value",
+	})
+	clk := clocktesting.NewFakeClock(t0)
+	f := runtimetest.New(runtimetest.Options{Clock: clk})
+	runPod(t, f, "ns", "a", "uid-a", "c")
+	c := newCollector(t, clk, root, func(o *usage.Options) {
+		o.Runtime = f
+		o.PodVolumeDirs = func(uid string) map[string]string {
+			if uid != "uid-a" {
+				return nil
+			}
+			return map[string]string{"scratch": filepath.Join(vols, "scratch"), "config": filepath.Join(vols, "config"), "gone": filepath.Join(vols, "gone")}
+		}
+	})
+	if err := c.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := findPod(c.Latest().Summary, "a")
+	got := map[string]uint64{}
+	for _, v := range p.VolumeStats {
+		got[v.Name] = val(v.UsedBytes)
+	}
+	if want := map[string]uint64{"scratch": 4000, "config": 5}; !maps.Equal(got, want) {
+		t.Errorf("volume stats %v; want %v (a volume whose directory is gone has none)", got, want)
+	}
+	if e := val(p.EphemeralStorage.UsedBytes); e < 4005 {
+		t.Errorf("ephemeral storage %d bytes; want at least the volumes' 4005", e)
 	}
 }

@@ -78,16 +78,29 @@
 //     transition period (so a soft threshold reports pressure at once,
 //     before its grace period, as kubelet's does). The readers (State,
 //     IsUnder*Pressure, ConditionSetter, Admit) see them at once.
-//  3. The thresholds met for their grace period drive evictions, memory
+//  3. Local storage limits (unless Options.IgnoreLocalStorageLimits, which
+//     is kubelet's localStorageCapacityIsolation: false): every active pod
+//     with an emptyDir over its sizeLimit, else over the sum of its
+//     containers' ephemeral-storage limits (writable layers, logs and
+//     local volumes: PodUsage), else with a container over its own (its
+//     logs, and its writable layer unless the image file system is
+//     dedicated) is evicted at once, grace period 1s, with kubelet's
+//     message ("Usage of EmptyDir volume "scratch" exceeds the limit
+//     "100Mi". ", "Pod ephemeral local storage usage exceeds the total
+//     limit of containers 20Mi. ", "Container app exceeded its local
+//     ephemeral storage limit "20Mi". ") and, as kubelet, no
+//     DisruptionTarget condition; critical pods are not. A sync that
+//     evicts for a limit does nothing more.
+//  4. The thresholds met for their grace period drive evictions, memory
 //     signals first. Nothing more happens when none is, or when the
 //     snapshot's Time equals the last one's (stale stats).
-//  4. A Warning EvictionThresholdMet event ("Attempting to reclaim
+//  5. A Warning EvictionThresholdMet event ("Attempting to reclaim
 //     memory") on the node.
-//  5. For a disk signal, the Reclaimers run (not for nodefs signals when
+//  6. For a disk signal, the Reclaimers run (not for nodefs signals when
 //     the image file system is dedicated: image and container GC free
 //     only that one), then the node is observed again;
 //     when no threshold is met with its minimum reclaim, the sync ends.
-//  6. The active pods are ranked (Rank) and the first that is not critical
+//  7. The active pods are ranked (Rank) and the first that is not critical
 //     (static, mirror, or priority ≥ 2000000000) is evicted: at most one
 //     pod per sync. Its Killer gets phase Failed, reason Evicted, kubelet's
 //     message ("The node was low on resource: memory. Threshold quantity:
@@ -147,14 +160,15 @@
 //   - Stats come from the Observer (FromSummary of nodestatus/usage's
 //     samples, for one): nodestatus/usage reports no system containers, so
 //     allocatableMemory.available is not observed from it, and pods' local
-//     volumes count only when the Summary has them. There are no memcg
+//     volumes count only when the Summary has them (usage.Options.PodVolumeDirs). There are no memcg
 //     threshold notifications: memory is checked every Period only.
-//   - No per-pod local-storage limit evictions (emptyDir sizeLimit,
-//     ephemeral-storage limits), no split containerfs signals, no
-//     dead-container reclaimer of its own: podsync.CRI.RemoveDeadContainers
-//     is one (examples/agent runs it before ImageGC, as kubelet runs its
-//     container GC before its image GC). Preempting pods to admit a critical one is
-//     podsync/admission's (Predicates) and the Engine's.
+//   - No split containerfs signals, and no dead-container reclaimer of its
+//     own: podsync.CRI.RemoveDeadContainers is one (examples/agent runs it
+//     before ImageGC, as kubelet runs its container GC before its image
+//     GC). Preempting pods to admit a critical one is podsync/admission's
+//     (Predicates) and the Engine's.
+//   - A pod's limit is the sum of its containers' (kubelet's PodLimits,
+//     from k8s.io/component-helpers), read from the pod as admitted.
 //   - The pressure conditions are listed in a fixed order (kubelet's comes
 //     from a map), which shows in the admission message.
 //   - Snapshot.Time is one time for all signals; kubelet tracks each

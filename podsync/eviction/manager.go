@@ -102,6 +102,12 @@ type Options struct {
 	// 30s and then syncs at once, as kubelet does. Default nil: Run waits
 	// Period.
 	PodCleanedUp func(pod *corev1.Pod) bool
+	// IgnoreLocalStorageLimits turns off the evictions for local storage
+	// limits (kubelet's localStorageCapacityIsolation: false): an emptyDir
+	// over its sizeLimit, a container over its ephemeral-storage limit, a
+	// pod over the sum of its containers'. Default false: they are
+	// evicted, as by kubelet.
+	IgnoreLocalStorageLimits bool
 
 	// Clock is the time source. Default the real clock.
 	Clock clock.WithTicker
@@ -349,7 +355,7 @@ func (m *Manager) waitCleanup(ctx context.Context, pod *corev1.Pod) bool {
 func (m *Manager) sync(ctx context.Context) (*corev1.Pod, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.thresholds) == 0 {
+	if len(m.thresholds) == 0 && m.o.IgnoreLocalStorageLimits {
 		return nil, nil
 	}
 	log := klog.FromContext(ctx)
@@ -407,6 +413,14 @@ func (m *Manager) sync(ctx context.Context) (*corev1.Pod, error) {
 		metTs[j] = m.thresholds[i]
 	}
 	m.state.Store(&State{Conditions: conds, Met: metTs, Synced: now})
+
+	// Local storage limits come first; a sync that evicts for them does
+	// nothing else.
+	if !m.o.IgnoreLocalStorageLimits {
+		if evicted, err := m.localStorageEviction(ctx, pods, snap); evicted != nil || err != nil {
+			return evicted, err
+		}
+	}
 
 	stale := !snap.Time.IsZero() && snap.Time.Equal(m.lastStats)
 	m.lastStats = snap.Time

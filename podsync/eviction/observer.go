@@ -92,6 +92,9 @@ type PodUsage struct {
 	// RootfsInodes, LogsInodes and VolumeInodes are the inodes they use,
 	// for the inodesFree signals.
 	RootfsInodes, LogsInodes, VolumeInodes uint64
+	// Volumes is the bytes each local volume (not a persistent volume
+	// claim) uses, by volume name, for emptyDir sizeLimits.
+	Volumes map[string]uint64
 	// Processes is the number of processes in the pod, for pid.available.
 	Processes uint64
 	// Containers is the usage of the pod's regular containers, for the

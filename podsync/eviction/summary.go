@@ -124,6 +124,14 @@ func podUsage(p *statsapi.PodStats) PodUsage {
 	} else {
 		u.MemoryWorkingSetBytes = containersWS
 	}
+	for i := range p.VolumeStats {
+		if v := &p.VolumeStats[i]; v.PVCRef == nil && v.UsedBytes != nil {
+			if u.Volumes == nil {
+				u.Volumes = map[string]uint64{}
+			}
+			u.Volumes[v.Name] = *v.UsedBytes
+		}
+	}
 	if e := p.EphemeralStorage; e != nil && (e.UsedBytes != nil || e.InodesUsed != nil) {
 		if e.UsedBytes != nil {
 			u.VolumeBytes = sub(*e.UsedBytes, u.RootfsBytes+u.LogsBytes)

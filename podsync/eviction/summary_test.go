@@ -58,6 +58,7 @@ func TestFromSummary(t *testing.T) {
 		UID: "uid-web", MemoryWorkingSetBytes: 300 * Mi,
 		RootfsBytes: 15 * Mi, LogsBytes: 3 * Mi, VolumeBytes: 100 * Mi,
 		RootfsInodes: 15, LogsInodes: 3, VolumeInodes: 30,
+		Volumes:   map[string]uint64{"cache": 100 * Mi}, // not the claim's
 		Processes: 12,
 		Containers: []eviction.ContainerUsage{
 			{Name: "app", MemoryWorkingSetBytes: 200 * Mi, RootfsBytes: 10 * Mi, LogsBytes: 1 * Mi},
@@ -119,7 +120,7 @@ func TestFromSummary(t *testing.T) {
 				{UID: "bare"},
 				// The pod's working set is its containers'; volumes
 				// without EphemeralStorage are the VolumeStats.
-				{UID: "containers-only", MemoryWorkingSetBytes: 10, LogsBytes: 4, LogsInodes: 1, VolumeBytes: 20, VolumeInodes: 2,
+				{UID: "containers-only", MemoryWorkingSetBytes: 10, LogsBytes: 4, LogsInodes: 1, VolumeBytes: 20, VolumeInodes: 2, Volumes: map[string]uint64{"v": 20},
 					Containers: []eviction.ContainerUsage{{Name: "a", MemoryWorkingSetBytes: 7}, {Name: "b", MemoryWorkingSetBytes: 3, LogsBytes: 4}}},
 			},
 		}},
