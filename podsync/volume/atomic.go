@@ -19,6 +19,9 @@ import (
 type File struct {
 	Data []byte
 	Mode fs.FileMode
+	// Owner, when set, is the user that owns the file (the pod's common
+	// runAsUser, for its service-account tokens); nil: the writer's.
+	Owner *int64
 }
 
 // Names of the atomic writer's own entries in a volume directory.
@@ -243,7 +246,7 @@ func sameContent(ts string, payload map[string]File, gid int64) (bool, map[strin
 			same = false
 			return nil
 		}
-		if st, ok := info.Sys().(*syscall.Stat_t); gid >= 0 && ok && int64(st.Gid) != gid {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && (gid >= 0 && int64(st.Gid) != gid || f.Owner != nil && int64(st.Uid) != *f.Owner) {
 			same = false
 			return nil
 		}
@@ -292,6 +295,11 @@ func writeFiles(ts string, payload map[string]File) error {
 		}
 		if err := os.Chmod(full, f.Mode.Perm()); err != nil {
 			return err
+		}
+		if f.Owner != nil {
+			if err := os.Lchown(full, int(*f.Owner), -1); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -164,8 +164,10 @@
 //     group read, their directories and memory emptyDirs the group and the
 //     set-group-ID bit (podsync does the same for emptyDirs on disk).
 //     fsGroupChangePolicy makes no difference here: these volumes are
-//     written afresh. No runAsUser ownership of token files and no SELinux
-//     labels.
+//     written afresh. A projected service-account token is owned by the
+//     user every container runs as, when they all run as one (the
+//     kubelet's FsUserFrom), and is 0600 when it has such an owner or the
+//     pod an fsGroup (0640 with the group then). No SELinux labels.
 //   - Projected clusterTrustBundle and podCertificate sources, and CSI,
 //     persistent and other network volumes, are not served (podsync reports
 //     them as CreateContainerConfigError).

@@ -523,8 +523,8 @@ func (m *Manager) setUpVolume(ctx context.Context, pod *corev1.Pod, path string,
 	var payload map[string]File
 	var err error
 	gid := int64(-1)
-	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil && *sc.FSGroup >= 0 {
-		gid = *sc.FSGroup
+	if hasFSGroup(pod) {
+		gid = *pod.Spec.SecurityContext.FSGroup
 	}
 	switch {
 	case v.EmptyDir != nil:

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -679,4 +680,59 @@ func TestTokenRequestsPerDay(t *testing.T) {
 		t.Errorf("%d refreshes in 24h, want 30 (31 with the jitter)", n)
 	}
 	t.Logf("token requests in a simulated day: %d (1 + %d refreshes)", api.count(), api.count()-1)
+}
+
+// A token is owned by the user all the pod's containers run as, mode
+// 0600; with an fsGroup it is 0640 with that group; with containers of
+// different users, or one without a user, it keeps the volume's mode and
+// the writer's ownership, as the kubelet writes it.
+func TestProjectedTokenOwnership(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		name     string
+		mod      func(p *corev1.Pod)
+		uid, gid uint32
+		mode     os.FileMode
+	}{
+		{"no user", func(*corev1.Pod) {}, 0, 0, 0o644},
+		{"pod user", func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(1000))}
+		}, 1000, 0, 0o600},
+		{"container users agree", func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(1000))}
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", SecurityContext: &corev1.SecurityContext{RunAsUser: ptr(int64(1000))}}}
+		}, 1000, 0, 0o600},
+		{"container users differ", func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(1000))}
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", SecurityContext: &corev1.SecurityContext{RunAsUser: ptr(int64(2000))}}}
+		}, 0, 0, 0o644},
+		{"fsGroup", func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr(int64(3000))}
+		}, 0, 3000, 0o640},
+		{"user and fsGroup", func(p *corev1.Pod) {
+			p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(1000)), FSGroup: ptr(int64(3000))}
+		}, 1000, 3000, 0o640},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixtureWith(t, nil, func(f *fixture) { f.tokenAPI(func(s int64) time.Duration { return time.Duration(s) * time.Second }) },
+				configMap("kube-root-ca.crt", map[string]string{"ca.crt": "CA"}))
+			pod := newPod("web", kubeAPIAccess(ptr(int64(3600)), ""))
+			tc.mod(pod)
+			if err := f.setUp(pod); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(f.dir(pod), "volumes", PluginProjected, "kube-api-access")
+			fi, err := os.Stat(filepath.Join(dir, "token"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			if st.Uid != tc.uid || st.Gid != tc.gid || fi.Mode().Perm() != tc.mode {
+				t.Errorf("token: uid %d gid %d mode %v; want %d %d %v", st.Uid, st.Gid, fi.Mode().Perm(), tc.uid, tc.gid, tc.mode)
+			}
+			if fi, err := os.Stat(filepath.Join(dir, "ca.crt")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+				t.Errorf("ca.crt: %v %v; want owned by the writer", fi, err)
+			}
+		})
+	}
 }

@@ -212,8 +212,15 @@ func (m *Manager) projectedPayload(ctx context.Context, pod *corev1.Pod, v *core
 			if terr != nil {
 				return nil, terr
 			}
+			// As the kubelet: a token is owned by the user every container
+			// runs as, if they all run as one, and is 0600 when it has an
+			// owner or the pod an fsGroup (group read is added for that).
 			mode := fileMode(nil, v.DefaultMode)
-			part = map[string]File{src.ServiceAccountToken.Path: {Data: []byte(tr.Status.Token), Mode: mode}}
+			owner := fsUser(pod)
+			if owner != nil || hasFSGroup(pod) {
+				mode = 0o600
+			}
+			part = map[string]File{src.ServiceAccountToken.Path: {Data: []byte(tr.Status.Token), Mode: mode, Owner: owner}}
 		default:
 			return nil, fmt.Errorf("projected source %d: only secret, configMap, downwardAPI and serviceAccountToken are supported", i)
 		}
@@ -237,4 +244,48 @@ func (m *Manager) projectedPayload(ctx context.Context, pod *corev1.Pod, v *core
 		}
 	}
 	return out, nil
+}
+
+// fsUser is the kubelet's FsUserFrom: the user every container of the pod
+// (init, regular and ephemeral) runs as, from its own securityContext or
+// the pod's, when they all name one and the same; nil otherwise.
+func fsUser(pod *corev1.Pod) *int64 {
+	var user *int64
+	consistent := true
+	visit := func(sc *corev1.SecurityContext) {
+		var u *int64
+		if sc != nil && sc.RunAsUser != nil {
+			u = sc.RunAsUser
+		} else if psc := pod.Spec.SecurityContext; psc != nil {
+			u = psc.RunAsUser
+		}
+		switch {
+		case u == nil:
+			consistent = false
+		case user == nil:
+			user = u
+		case *user != *u:
+			consistent = false
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		visit(pod.Spec.InitContainers[i].SecurityContext)
+	}
+	for i := range pod.Spec.Containers {
+		visit(pod.Spec.Containers[i].SecurityContext)
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		visit(pod.Spec.EphemeralContainers[i].SecurityContext)
+	}
+	if !consistent || user == nil {
+		return nil
+	}
+	v := *user
+	return &v
+}
+
+// hasFSGroup reports whether the pod sets an fsGroup.
+func hasFSGroup(pod *corev1.Pod) bool {
+	sc := pod.Spec.SecurityContext
+	return sc != nil && sc.FSGroup != nil && *sc.FSGroup >= 0
 }
