@@ -34,7 +34,7 @@ var (
 // so that a busy port is an error at start.
 func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 	ho := nodeapi.Options{PodLogRoot: cfg.podLogRoot, Clock: clk,
-		Metrics: a.metricsHandler()}
+		Metrics: a.metricsHandler(), Registerer: a.registry}
 	if a.pods != nil {
 		ps := nodeapi.PodStates{Pods: a.pods.runningPods, State: a.pods.podState}
 		ho.Stats, ho.Pods = a.pods, a.pods.runningPods

@@ -50,6 +50,12 @@
 //     CPU and memory samples carry the time they were read, which
 //     metrics-server uses for its rates.
 //   - /metrics: the agent's own metrics, Options.Metrics (404 without).
+//
+// With Options.Registerer every request is counted in
+// kubelet_http_requests_total{method, path, server_type, long_running} as
+// kubelet counts its node API's (path: healthz, pods, stats, metrics,
+// metrics/resource, containerLogs, exec, attach, portForward, run, or
+// other), so that a client can tell how often it was scraped.
 //   - /healthz: "ok", or 500 with Options.Healthz's error.
 //   - /pods: a v1 PodList of Options.Pods.
 //   - /containerLogs/<namespace>/<pod>/<container>: the container's CRI log

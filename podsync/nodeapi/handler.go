@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/promutil"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 )
 
@@ -52,6 +55,11 @@ type Options struct {
 	// Metrics serves /metrics, the agent's own metrics (kubelet serves its
 	// registry there; authorized as nodes/metrics). Nil: 404.
 	Metrics http.Handler
+	// Registerer receives kubelet_http_requests_total{method, path,
+	// server_type, long_running}, the requests the handler served, as
+	// kubelet counts its node API's (path: the first element, or
+	// metrics/<name>, of the known paths; other: the rest). Default none.
+	Registerer prometheus.Registerer
 	// Healthz reports the agent's health for /healthz: nil is healthy.
 	// Nil: always healthy.
 	Healthz func(ctx context.Context) error
@@ -104,7 +112,8 @@ func (o Options) withDefaults() (Options, error) {
 // /exec/, /attach/, /portForward/ and /run/. It does no authentication or
 // authorization: wrap it.
 type Handler struct {
-	opts Options
+	opts     Options
+	requests *prometheus.CounterVec // nil: not counted
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -115,12 +124,55 @@ func New(opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nodeapi: %w", err)
 	}
-	return &Handler{opts: opts}, nil
+	h := &Handler{opts: opts}
+	if opts.Registerer != nil {
+		requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: "kubelet", Name: "http_requests_total",
+			Help: "HTTP requests the node API received, by method, path, server type and whether long-running.",
+		}, []string{"method", "path", "server_type", "long_running"})
+		if h.requests, err = promutil.Register(opts.Registerer, requests); err != nil {
+			return nil, fmt.Errorf("nodeapi: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// The paths and methods kubelet_http_requests_total names; others count
+// as "other", as kubelet buckets them.
+var (
+	requestPaths = map[string]bool{"healthz": true, "pods": true, "stats": true, "metrics": true, "metrics/resource": true,
+		"containerLogs": true, "exec": true, "attach": true, "portForward": true, "run": true}
+	requestMethods = map[string]bool{http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+		http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true, http.MethodConnect: true, http.MethodTrace: true}
+	// kubelet's long-running paths, spelled as it spells them: its
+	// portForward requests count as not long-running.
+	longRunningPaths = map[string]bool{"exec": true, "attach": true, "portforward": true, "debug": true}
+)
+
+// requestLabels are a request's kubelet_http_requests_total labels.
+func requestLabels(method, path string) []string {
+	parts := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 3)
+	root := parts[0]
+	if root == "metrics" && len(parts) > 1 {
+		root += "/" + parts[1]
+	}
+	if !requestPaths[root] {
+		root = "other"
+	}
+	if !requestMethods[method] {
+		method = "other"
+	}
+	// The handler is served behind authentication: kubelet's readwrite
+	// server.
+	return []string{method, root, "readwrite", strconv.FormatBool(longRunningPaths[root])}
 }
 
 // ServeHTTP routes a request to one of the node API paths.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
+	if h.requests != nil {
+		h.requests.WithLabelValues(requestLabels(r.Method, p)...).Inc()
+	}
 	switch {
 	case p == "/healthz":
 		h.healthz(w, r)

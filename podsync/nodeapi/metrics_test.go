@@ -1,12 +1,14 @@
 package nodeapi_test
 
 import (
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -159,5 +161,46 @@ func TestOwnMetrics(t *testing.T) {
 	}
 	if w := get(newHandler(t, nodeapi.Options{}), "/metrics"); w.Code != http.StatusNotFound {
 		t.Errorf("GET /metrics without Options.Metrics = %d, want 404", w.Code)
+	}
+}
+
+// kubelet_http_requests_total counts the handler's requests by method,
+// path (the first element, or metrics/<name>; "other" for the rest) and
+// long-running, as kubelet counts its node API's.
+func TestRequestCounter(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := nodeapi.New(nodeapi.Options{PodLogRoot: t.TempDir(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/metrics/resource"}, {"GET", "/metrics/resource"}, {"GET", "/healthz"},
+		{"POST", "/exec/ns/pod/c?command=true"}, {"GET", "/nope/x"}, {"BREW", "/pods"},
+	} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(r.method, r.path, nil))
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "kubelet_http_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			l := labels(m)
+			got[l["method"]+" "+l["path"]+" "+l["server_type"]+" "+l["long_running"]] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"GET metrics/resource readwrite false": 2,
+		"GET healthz readwrite false":          1,
+		"POST exec readwrite true":             1,
+		"GET other readwrite false":            1,
+		"other pods readwrite false":           1,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("kubelet_http_requests_total %v; want %v", got, want)
 	}
 }
