@@ -47,9 +47,13 @@
 //     /metrics/resource every 15s with its ServiceAccount token (unverified
 //     TLS for both: the kubelet's self-signed certificate names only its
 //     host name). The window starts once the metrics API has the node (two
-//     scrapes) and the node's metrics must still be fresh at its end;
-//     metrics-server is stopped after it. The row says n/a when
-//     metrics-server is not available.
+//     scrapes); the node's own kubelet_http_requests_total{path=
+//     "metrics/resource"}, read through the API server's node proxy before
+//     and after, must show all but one of the window's scrapes, or the
+//     node's metrics must still be fresh at its end (kubelet's node has
+//     been seen to leave the metrics API while scraped); metrics-server is
+//     stopped after it. The row says n/a when metrics-server is not
+//     available or neither holds.
 //   - BENCH_PODS (30) pods one at a time: create, Running and Ready, delete
 //     with grace 30 (the container exits on TERM at once), gone from the
 //     API. Start latency of each, and the node's requests and bytes per

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nodekit/nodekit/internal/controlplane"
@@ -66,11 +68,18 @@ func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration
 		return ok
 	})
 	report("%s: metrics-server: first node metrics %v", kind, first.Usage)
+	s0 := b.scrapes(ctx, n.name)
 	f0 := b.sample(n)
 	b.pause(b.window)
 	n.alive()
 	f1 := b.sample(n)
+	s1 := b.scrapes(ctx, n.name)
 	cpu, _ = cpuPercent(f0, f1)
+	// The node's own count of /metrics/resource requests says whether
+	// the scrapes went on: all but one of the window's.
+	want := float64(f1.at.Sub(f0.at)/controlplane.DefaultMetricResolution) - 1
+	scraped := s0 >= 0 && s1 >= 0 && s1-s0 >= want
+	report("%s: metrics-server: %v scrapes of /metrics/resource in the window (kubelet_http_requests_total), want at least %v", kind, s1-s0, want)
 	// A node is missing from the metrics API after a scrape that did not
 	// give metrics-server a newer sample of it (kubelet's cAdvisor samples
 	// on its own period), so one read is not enough: metrics-server must
@@ -83,6 +92,14 @@ func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration
 	}
 	deadline := time.Now().Add(3 * controlplane.DefaultMetricResolution)
 	for !fresh() {
+		if time.Now().After(deadline) && scraped {
+			// The node left the metrics API, yet it was scraped all
+			// along: the figure stands.
+			report("%s: no fresh node metrics in the metrics API after the window (last %v at %v), though the node was scraped; metrics-server's log ends with:\n%s",
+				kind, last.Usage, last.Timestamp, ms.LogTail(1024))
+			stop()
+			return cpu, f1.at.Sub(f0.at)
+		}
 		if time.Now().After(deadline) {
 			// Seen with kubelet on these machines: its node leaves the
 			// metrics API during the window with no scrape error in
@@ -108,4 +125,28 @@ func (b *bench) nodeMetrics(ctx context.Context, name string) (nodeMetrics, bool
 		return m, false
 	}
 	return m, m.Usage["cpu"] != "" && m.Usage["memory"] != ""
+}
+
+// scrapes reads the node's count of /metrics/resource requests,
+// kubelet_http_requests_total{path="metrics/resource"} on its /metrics
+// through the API server's node proxy, or -1 when it cannot.
+func (b *bench) scrapes(ctx context.Context, name string) float64 {
+	raw, err := b.admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", name, "proxy", "metrics").DoRaw(ctx)
+	if err != nil {
+		report("reading %s's /metrics through the API server: %v", name, err)
+		return -1
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "kubelet_http_requests_total{") || !strings.Contains(line, `path="metrics/resource"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		total += v
+	}
+	return total
 }
