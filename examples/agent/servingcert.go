@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/podsync/nodeapi"
@@ -27,9 +26,10 @@ const servingStoreFile = "kubelet-server-current.pem"
 // --cert-dir when it is still valid; else it serves none (handshakes fail,
 // as kubelet's do) until a component has requested one from the API server
 // as the node, someone has approved the request and the signer has issued
-// it. The certificate is not renewed before it expires: a restart after
-// that requests a new one. A denied request is logged and not made again
-// until a restart.
+// it. The certificate is renewed between 70% and 90% of its validity, as
+// kubelet renews its own (nodeapi.RenewServingCertificate); a request that
+// fails or is denied is made again after a back-off, the old certificate
+// served meanwhile.
 func (a *agent) bootstrapServing(cfg *config, clk clock.WithTicker) (func() *tls.Certificate, error) {
 	if a.client == nil {
 		return nil, errors.New("needs --kubeconfig")
@@ -37,12 +37,8 @@ func (a *agent) bootstrapServing(cfg *config, clk clock.WithTicker) (func() *tls
 	var cur atomic.Pointer[tls.Certificate]
 	store := filepath.Join(cfg.certDir, servingStoreFile)
 	if b, err := os.ReadFile(store); err == nil {
-		if c, err := tls.X509KeyPair(b, b); err == nil {
-			if leaf, err := x509.ParseCertificate(c.Certificate[0]); err == nil && clk.Now().Before(leaf.NotAfter) {
-				c.Leaf = leaf
-				cur.Store(&c)
-				return cur.Load, nil
-			}
+		if c, err := keyPair(b, b); err == nil && clk.Now().Before(c.Leaf.NotAfter) {
+			cur.Store(c)
 		}
 	}
 	ips := cfg.nodeIPs
@@ -51,23 +47,16 @@ func (a *agent) bootstrapServing(cfg *config, clk clock.WithTicker) (func() *tls
 			ips = []net.IP{ip}
 		}
 	}
-	csrs := a.client.CertificateSigningRequests()
-	a.components = append(a.components, component{name: "serving certificate request", run: func(ctx context.Context) error {
-		certPEM, keyPEM, err := nodeapi.RequestServingCertificate(ctx, nodeapi.ServingCSROptions{
-			CSRs: csrs, NodeName: a.name, Hostnames: []string{a.name}, IPs: ips, Clock: clk,
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if !errors.Is(err, nodeapi.ErrCSRDenied) {
-				return err
-			}
-			klog.FromContext(ctx).Error(err, "The node API has no serving certificate; restart the agent to request another")
-			<-ctx.Done()
-			return nil
+	opts := nodeapi.ServingCSROptions{CSRs: a.client.CertificateSigningRequests(), NodeName: a.name,
+		Hostnames: []string{a.name}, IPs: ips, Clock: clk}
+	current := func() *x509.Certificate {
+		if c := cur.Load(); c != nil {
+			return c.Leaf
 		}
-		c, err := tls.X509KeyPair(certPEM, keyPEM)
+		return nil
+	}
+	install := func(certPEM, keyPEM []byte) error {
+		c, err := keyPair(certPEM, keyPEM)
 		if err != nil {
 			return err
 		}
@@ -77,9 +66,25 @@ func (a *agent) bootstrapServing(cfg *config, clk clock.WithTicker) (func() *tls
 		if err := os.WriteFile(store, append(append([]byte{}, certPEM...), keyPEM...), 0o600); err != nil {
 			return fmt.Errorf("keeping the serving certificate: %w", err)
 		}
-		cur.Store(&c)
-		<-ctx.Done()
+		cur.Store(c)
 		return nil
+	}
+	a.components = append(a.components, component{name: "serving certificate", run: func(ctx context.Context) error {
+		return nodeapi.RenewServingCertificate(ctx, opts, current, install)
 	}})
 	return cur.Load, nil
+}
+
+// keyPair parses a certificate and its key (PEM) with its leaf.
+func keyPair(certPEM, keyPEM []byte) (*tls.Certificate, error) {
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	if c.Leaf == nil {
+		if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return nil, err
+		}
+	}
+	return &c, nil
 }

@@ -50,8 +50,7 @@
 //     scrapes); the node's own kubelet_http_requests_total{path=
 //     "metrics/resource"}, read through the API server's node proxy before
 //     and after, must show all but one of the window's scrapes, or the
-//     node's metrics must still be fresh at its end (kubelet's node has
-//     been seen to leave the metrics API while scraped); metrics-server is
+//     node's metrics must still be fresh at its end; metrics-server is
 //     stopped after it. The row says n/a when metrics-server is not
 //     available or neither holds.
 //   - BENCH_PODS (30) pods one at a time: create, Running and Ready, delete

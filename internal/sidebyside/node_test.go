@@ -128,6 +128,8 @@ authentication:
     enabled: false
   webhook:
     enabled: true
+  x509:
+    clientCAFile: %q
 authorization:
   mode: Webhook
 address: %q
@@ -147,7 +149,7 @@ evictionHard:
   nodefs.inodesFree: 1%%
   imagefs.available: 1%%
 resolvConf: ""
-`, b.c.Endpoint, b.c.CgroupRoot, b.nodeIP, freePort(b.t), freePort(b.t), n.static, n.logDir, filepath.Join(n.dir, "volume-plugins"))
+`, b.c.Endpoint, b.c.CgroupRoot, b.cp.ClientCAFile(), b.nodeIP, freePort(b.t), freePort(b.t), n.static, n.logDir, filepath.Join(n.dir, "volume-plugins"))
 	path := filepath.Join(n.dir, "kubelet-config.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		b.t.Fatal(err)
@@ -184,6 +186,9 @@ func (n *node) agentArgs(kubeconfig string) []string {
 		"--address=" + b.nodeIP,
 		"--port=" + strconv.Itoa(freePort(b.t)),
 		"--cert-dir=" + filepath.Join(n.dir, "pki"),
+		// Both trust the API server's client certificate, for the
+		// node proxy (the scraped window reads /metrics through it).
+		"--client-ca-file=" + b.cp.ClientCAFile(),
 		// The kubelet's thresholds: the shared disk must not evict.
 		"--image-gc-high-threshold=100", "--image-gc-low-threshold=99",
 		"--eviction-hard=memory.available<1Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%",

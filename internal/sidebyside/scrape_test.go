@@ -73,6 +73,11 @@ func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration
 	b.pause(b.window)
 	n.alive()
 	f1 := b.sample(n)
+	// The start-up context has run out over the window: the reads after
+	// it get their own (with the start-up one they all failed, and the
+	// row said n/a for every node).
+	ctx, cancel = context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
 	s1 := b.scrapes(ctx, n.name)
 	cpu, _ = cpuPercent(f0, f1)
 	// The node's own count of /metrics/resource requests says whether
@@ -93,18 +98,16 @@ func (b *bench) scraped(kind string, n *node) (cpu float64, window time.Duration
 	deadline := time.Now().Add(3 * controlplane.DefaultMetricResolution)
 	for !fresh() {
 		if time.Now().After(deadline) && scraped {
-			// The node left the metrics API, yet it was scraped all
-			// along: the figure stands.
+			// Not in the metrics API now, yet scraped all along: the
+			// figure stands.
 			report("%s: no fresh node metrics in the metrics API after the window (last %v at %v), though the node was scraped; metrics-server's log ends with:\n%s",
 				kind, last.Usage, last.Timestamp, ms.LogTail(1024))
 			stop()
 			return cpu, f1.at.Sub(f0.at)
 		}
 		if time.Now().After(deadline) {
-			// Seen with kubelet on these machines: its node leaves the
-			// metrics API during the window with no scrape error in
-			// metrics-server's log. Without proof that the scrapes went
-			// on, the row says n/a rather than a figure.
+			// Without proof that the scrapes went on, the row says n/a
+			// rather than a figure.
 			report("%s: no figure for the scraped window: no fresh node metrics within %v after it (last %v at %v); metrics-server's log ends with:\n%s",
 				kind, 3*controlplane.DefaultMetricResolution, last.Usage, last.Timestamp, ms.LogTail(1024))
 			stop()

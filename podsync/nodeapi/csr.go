@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"time"
 
@@ -56,8 +57,12 @@ type ServingCSROptions struct {
 	// Default DefaultCSRPollInterval (1s), between MinCSRPollInterval and
 	// MaxCSRPollInterval.
 	PollInterval time.Duration
-	// Clock paces the polls. Default clock.RealClock{}.
+	// Clock paces the polls, and RenewServingCertificate's waits. Default
+	// clock.RealClock{}.
 	Clock clock.Clock
+	// Rand returns a number in [0, 1): RenewServingCertificate draws each
+	// certificate's renewal point with it. Default math/rand/v2's Float64.
+	Rand func() float64
 }
 
 // ErrCSRDenied is wrapped by RequestServingCertificate's error when the
@@ -147,5 +152,66 @@ func RequestServingCertificate(ctx context.Context, opts ServingCSROptions) (cer
 			continue
 		}
 		csr = got
+	}
+}
+
+// Waits of RenewServingCertificate after a failed request: doubling from
+// the first to the last.
+const (
+	RenewRetryFirst = time.Second
+	RenewRetryMax   = 5 * time.Minute
+)
+
+// RenewServingCertificate keeps the node API's serving certificate
+// current, as kubelet's certificate manager does under serverTLSBootstrap,
+// until ctx ends (it then returns nil). When current returns nil it
+// requests a certificate at once (RequestServingCertificate with opts);
+// else once the certificate reaches a point drawn between 70% and 90% of
+// its validity (opts.Rand). A certificate it gets goes to install, which
+// keeps and serves it. A request that fails or is denied is made again
+// after a wait that doubles from RenewRetryFirst to RenewRetryMax, while
+// the certificate current returns, if any, is served on.
+func RenewServingCertificate(ctx context.Context, opts ServingCSROptions, current func() *x509.Certificate, install func(certPEM, keyPEM []byte) error) error {
+	if current == nil || install == nil {
+		return errors.New("nodeapi: RenewServingCertificate needs current and install")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = mathrand.Float64
+	}
+	log := klog.FromContext(ctx)
+	var retry time.Duration // 0: no failure since the last certificate
+	for {
+		wait := retry
+		if c := current(); c != nil && retry == 0 {
+			life := c.NotAfter.Sub(c.NotBefore)
+			at := c.NotBefore.Add(time.Duration(float64(life) * (0.7 + 0.2*opts.Rand())))
+			log.Info("Node API: serving certificate renewal scheduled", "at", at, "expires", c.NotAfter)
+			wait = at.Sub(opts.Clock.Now())
+		}
+		if wait > 0 {
+			t := opts.Clock.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C():
+			}
+		}
+		certPEM, keyPEM, err := RequestServingCertificate(ctx, opts)
+		if err == nil {
+			err = install(certPEM, keyPEM)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			retry = min(max(2*retry, RenewRetryFirst), RenewRetryMax)
+			log.Error(err, "Node API: no new serving certificate; requesting one again later", "in", retry)
+			continue
+		}
+		retry = 0
 	}
 }

@@ -150,6 +150,10 @@
 // approves kubelet-serving requests by default: an operator or an
 // approver does. ServerOptions.Certificate serves such a pair once there
 // is one; until then handshakes fail, as kubelet's do.
+// RenewServingCertificate keeps it current as kubelet's certificate
+// manager does: a new request at once without a certificate, else at a
+// point drawn between 70% and 90% of its validity; a failed or denied
+// request is made again after 1s, doubling to 5m.
 //
 // Auth does what kubelet's filter does, in kubelet's order:
 //
@@ -230,9 +234,7 @@
 // # Limits
 //
 // Auth: no front-proxy (request header) authentication; a serving
-// certificate from a CSR is requested once, not renewed before it expires
-// (kubelet rotates it at 70-90% of its life), and its request is polled,
-// not watched; no metrics
+// certificate's request is polled, not watched; no metrics
 // of reviews or decisions. Handler: no /stats/ container queries,
 // /metrics/cadvisor or /metrics/probes. Streaming: WebSocket clients are
 // proxied to the runtime as they come, which serves the channel.k8s.io
