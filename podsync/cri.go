@@ -728,6 +728,13 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 // hook. On failure it returns the waiting reason and message.
 func (c *CRI) runContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, id string, ips podIPs) (string, string, error) {
 	if err := c.rt.StartContainer(ctx, id); err != nil {
+		// Started already: by a sync that saw it created before its start
+		// was observed (container events can lag), or by the call of an
+		// agent before this one. Not a failure to report: the container
+		// runs, and saying it waits would take the pod back to Pending.
+		if st, serr := c.rt.ContainerStatus(ctx, id, false); serr == nil && st.GetStatus().GetStartedAt() != 0 {
+			return "", "", nil
+		}
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonRunContainerError, err.Error(), c.opError("start_container", err)
 	}

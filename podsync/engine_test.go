@@ -497,6 +497,37 @@ func TestRemoveDeadContainers(t *testing.T) {
 	}
 }
 
+// A sync that sees a container created, when it has started since (its
+// observation lagged, as container events can), finds it running when its
+// start fails: no error, and the container is not reported waiting (the
+// pod would go back to Pending).
+func TestStaleCreatedContainerAlreadyStarted(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.add(pod)
+	states, err := h.cri.Relist(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := states[pod.UID]
+	if stale == nil || len(stale.Containers) != 1 || !stale.Containers[0].Running() {
+		t.Fatalf("relisted %+v; want one running container", stale)
+	}
+	ct := *stale.Containers[0]
+	ct.State, ct.StartedAt = runtimeapi.ContainerState_CONTAINER_CREATED, time.Time{}
+	stale.Containers[0] = &ct
+	res, err := h.cri.SyncPod(h.ctx, pod, stale)
+	if err != nil {
+		t.Fatalf("SyncPod on a stale view: %v", err)
+	}
+	if w, ok := res.Waiting["a"]; ok {
+		t.Errorf("container a reported waiting (%s: %s); it runs", w.Reason, w.Message)
+	}
+	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+		t.Errorf("%d running containers; want the one", n)
+	}
+}
+
 // A pod's log directory outlives its containers while a source has the pod
 // (a completed pod's logs stay readable) and goes once the pod is removed.
 func TestRemovedPodLogsRemoved(t *testing.T) {
