@@ -5,7 +5,7 @@
 # their ratio (nodekit/kubelet). internal/sidebyside's package documentation
 # says what is measured and how, and what is cleaned up after each node.
 #
-#   hack/bench-vs-kubelet.sh                 # the full run: about 40 minutes
+#   hack/bench-vs-kubelet.sh                 # the full run: about 50 minutes
 #   BENCH_PODS=5 MEASURE_IDLE=5s MEASURE_WINDOW=10s BENCH_READY_RUNS=1 \
 #     hack/bench-vs-kubelet.sh               # a smoke run: 3-5 minutes
 #
