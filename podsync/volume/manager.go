@@ -211,14 +211,21 @@ func (m *Manager) Run(ctx context.Context) error {
 	}()
 	logger := klog.FromContext(ctx)
 	for {
-		wait, err := m.SyncOnce(ctx)
+		next, err := m.syncOnce(ctx)
 		if err != nil {
 			logger.V(2).Info("Refreshing pod volumes failed", "err", err)
 		}
 		var timer clock.Timer
 		var tc <-chan time.Time
-		if wait >= 0 {
-			timer = m.clock.NewTimer(wait)
+		if !next.IsZero() {
+			// Timed from now, not from when the sync began: the clock
+			// may have moved on while it ran. If it reached next while
+			// the timer was being made, the timer may be late: sync now.
+			timer = m.clock.NewTimer(max(next.Sub(m.clock.Now()), 0))
+			if !m.clock.Now().Before(next) {
+				timer.Stop()
+				continue
+			}
 			tc = timer.C()
 		}
 		select {
@@ -241,6 +248,16 @@ func (m *Manager) Run(ctx context.Context) error {
 // returns how long until the next token refresh (negative: none is
 // scheduled).
 func (m *Manager) SyncOnce(ctx context.Context) (time.Duration, error) {
+	next, err := m.syncOnce(ctx)
+	if next.IsZero() {
+		return -1, err
+	}
+	return max(next.Sub(m.clock.Now()), 0), err
+}
+
+// syncOnce is SyncOnce; it returns when the next token refresh is due
+// (zero: none is scheduled).
+func (m *Manager) syncOnce(ctx context.Context) (time.Time, error) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	var due []*podEntry
@@ -271,13 +288,11 @@ func (m *Manager) SyncOnce(ctx context.Context) (time.Duration, error) {
 			m.onChange(uid)
 		}
 	}
-	next := time.Duration(-1)
+	var next time.Time
 	m.mu.Lock()
 	for uid := range m.pods {
-		if at := m.tokens.next(uid); !at.IsZero() {
-			if d := max(at.Sub(m.clock.Now()), 0); next < 0 || d < next {
-				next = d
-			}
+		if at := m.tokens.next(uid); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
 		}
 	}
 	m.mu.Unlock()
