@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/mountinfo"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
@@ -40,8 +41,10 @@ func readCgroup(t *testing.T, cg, controller, file string) string {
 	return ""
 }
 
-func TestE2EPodCgroups(t *testing.T) {
-	c, e := e2eSetup(t)
+func TestE2EPodCgroups(t *testing.T) { onBothRuntimes(t, testE2EPodCgroups) }
+
+func testE2EPodCgroups(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
 	ms, err := cgroupMounts(mountinfo.Self)
 	if err != nil {
 		t.Fatal(err)

@@ -119,17 +119,26 @@ func e2ePod(c *containerdtest.Containerd, name string, policy corev1.RestartPoli
 
 const sleeper = "trap 'exit 0' TERM; sleep 3600 & wait"
 
-func e2eSetup(t *testing.T) (*containerdtest.Containerd, *e2e) {
-	c := containerdtest.Need(t, ctrd)
+// onBothRuntimes runs test on the host's containerd 1.x and then on
+// containerd 2 (one after the other: the goroutine leak checks see the
+// whole process).
+func onBothRuntimes(t *testing.T, test func(t *testing.T, c *containerdtest.Containerd)) {
+	t.Run("containerd1", func(t *testing.T) { test(t, containerdtest.Need(t, ctrd)) })
+	t.Run("containerd2", func(t *testing.T) { test(t, containerdtest.Need2(t, ctrd2)) })
+}
+
+func e2eSetup(t *testing.T, c *containerdtest.Containerd) *e2e {
 	t.Cleanup(leakcheck.Check(t)) // runs after e.stop
 
 	e := startE2E(t, c, t.TempDir())
 	t.Cleanup(e.stop)
-	return c, e
+	return e
 }
 
-func TestE2EPodRunning(t *testing.T) {
-	c, e := e2eSetup(t)
+func TestE2EPodRunning(t *testing.T) { onBothRuntimes(t, testE2EPodRunning) }
+
+func testE2EPodRunning(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
 	pod := e2ePod(c, "running", corev1.RestartPolicyAlways, "sh", "-c", sleeper)
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 	s := e.waitStatus(pod, "Running and Ready", func(s corev1.PodStatus) bool {
@@ -145,8 +154,10 @@ func TestE2EPodRunning(t *testing.T) {
 	e.remove(pod)
 }
 
-func TestE2ECrashLoop(t *testing.T) {
-	c, e := e2eSetup(t)
+func TestE2ECrashLoop(t *testing.T) { onBothRuntimes(t, testE2ECrashLoop) }
+
+func testE2ECrashLoop(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
 	pod := e2ePod(c, "crash", corev1.RestartPolicyAlways, "sh", "-c", "exit 1")
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 	sawBackOff := false
@@ -166,8 +177,10 @@ func TestE2ECrashLoop(t *testing.T) {
 	e.remove(pod)
 }
 
-func TestE2EInitContainerFirst(t *testing.T) {
-	c, e := e2eSetup(t)
+func TestE2EInitContainerFirst(t *testing.T) { onBothRuntimes(t, testE2EInitContainerFirst) }
+
+func testE2EInitContainerFirst(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
 	pod := e2ePod(c, "init", corev1.RestartPolicyAlways, "sh", "-c", "test -f /data/ready && "+sleeper)
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	mount := []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
@@ -184,8 +197,10 @@ func TestE2EInitContainerFirst(t *testing.T) {
 	e.remove(pod)
 }
 
-func TestE2EImageChangeRecreates(t *testing.T) {
-	c, e := e2eSetup(t)
+func TestE2EImageChangeRecreates(t *testing.T) { onBothRuntimes(t, testE2EImageChangeRecreates) }
+
+func testE2EImageChangeRecreates(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
 	pod := e2ePod(c, "image", corev1.RestartPolicyAlways, "sh", "-c", sleeper)
 	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "side", Image: c.BusyboxImage, ImagePullPolicy: corev1.PullNever,
 		Command: []string{"sh", "-c", sleeper}})
@@ -205,8 +220,10 @@ func TestE2EImageChangeRecreates(t *testing.T) {
 	e.remove(upd)
 }
 
-func TestE2EGracefulStopRunsPreStop(t *testing.T) {
-	c, e := e2eSetup(t)
+func TestE2EGracefulStopRunsPreStop(t *testing.T) { onBothRuntimes(t, testE2EGracefulStopRunsPreStop) }
+
+func testE2EGracefulStopRunsPreStop(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
 	dir := t.TempDir()
 	dirType := corev1.HostPathDirectory
 	pod := e2ePod(c, "prestop", corev1.RestartPolicyAlways, "sh", "-c", sleeper)
@@ -232,8 +249,10 @@ func TestE2EGracefulStopRunsPreStop(t *testing.T) {
 	}
 }
 
-func TestE2ERestartNever(t *testing.T) {
-	c, e := e2eSetup(t)
+func TestE2ERestartNever(t *testing.T) { onBothRuntimes(t, testE2ERestartNever) }
+
+func testE2ERestartNever(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
 	failed := e2ePod(c, "never-failed", corev1.RestartPolicyNever, "sh", "-c", "echo boom > /dev/termination-log; exit 3")
 	ok := e2ePod(c, "never-ok", corev1.RestartPolicyNever, "true")
 	logs := e2ePod(c, "never-logs", corev1.RestartPolicyNever, "sh", "-c", "echo first; echo last words; exit 4")
@@ -256,8 +275,9 @@ func TestE2ERestartNever(t *testing.T) {
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{failed, ok, logs}})
 }
 
-func TestE2EAdoption(t *testing.T) {
-	c := containerdtest.Need(t, ctrd)
+func TestE2EAdoption(t *testing.T) { onBothRuntimes(t, testE2EAdoption) }
+
+func testE2EAdoption(t *testing.T, c *containerdtest.Containerd) {
 	defer leakcheck.Check(t)()
 	podRoot := t.TempDir()
 	e := startE2E(t, c, podRoot)
@@ -285,7 +305,10 @@ func TestE2EAdoption(t *testing.T) {
 // no source knows is stopped and removed once the sources are ready; one
 // without them is never touched.
 func TestE2EOrphansKilledForeignKept(t *testing.T) {
-	c := containerdtest.Need(t, ctrd)
+	onBothRuntimes(t, testE2EOrphansKilledForeignKept)
+}
+
+func testE2EOrphansKilledForeignKept(t *testing.T, c *containerdtest.Containerd) {
 	defer leakcheck.Check(t)()
 	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
 	if err != nil {

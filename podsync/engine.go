@@ -213,15 +213,16 @@ type Engine struct {
 	sem     chan struct{}
 	wake    chan struct{}
 
-	mu         sync.Mutex
-	workers    map[types.UID]*worker
-	due        timerheap.Heap[types.UID]
-	cache      map[types.UID]*PodState
-	nextRelist time.Time
-	relistNow  bool
-	relistErr  error           // the last relist's: syncs wait while the backend cannot be observed
-	handled    map[string]bool // sources an update was handled from
-	cleanups   []*corev1.Pod   // forgotten pods for the PodCleaner (Run's loop)
+	mu            sync.Mutex
+	workers       map[types.UID]*worker
+	due           timerheap.Heap[types.UID]
+	cache         map[types.UID]*PodState
+	nextRelist    time.Time
+	relistNow     bool
+	relistErr     error           // the last relist's: syncs wait while the backend cannot be observed
+	handled       map[string]bool // sources an update was handled from
+	orphansSought bool            // a relist looked for orphans with the sources ready
+	cleanups      []*corev1.Pod   // forgotten pods for the PodCleaner (Run's loop)
 
 	// The Relister's events (Run only; events.go).
 	ev           evState
@@ -575,6 +576,7 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error)
 	}
 	e.cache = pods
 	if e.sourcesReadyLocked() {
+		e.orphansSought = true
 		for uid, st := range pods {
 			if _, ok := e.workers[uid]; !ok {
 				e.orphanLocked(uid, st, now)

@@ -94,6 +94,13 @@ type eventHarness struct {
 // newEventHarness starts the engine after setup (if any) prepared the fake.
 func newEventHarness(t *testing.T, events bool, setup ...func(*runtimetest.Runtime)) *eventHarness {
 	t.Helper()
+	return newEventHarnessWith(t, events, nil, setup...)
+}
+
+// newEventHarnessWith is newEventHarness with the engine's Options changed
+// by opts (when not nil).
+func newEventHarnessWith(t *testing.T, events bool, opts func(*Options), setup ...func(*runtimetest.Runtime)) *eventHarness {
+	t.Helper()
 	h := &eventHarness{harness: newHarness(t), logs: &logLines{}}
 	h.rt.SetContainerEvents(events)
 	for _, f := range setup {
@@ -101,7 +108,11 @@ func newEventHarness(t *testing.T, events bool, setup ...func(*runtimetest.Runti
 	}
 	h.rl = &countingRelister{CRI: h.cri}
 	var err error
-	h.eng, err = New(Options{Syncer: h.cri, Relister: h.rl, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	o := Options{Syncer: h.cri, Relister: h.rl, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}}
+	if opts != nil {
+		opts(&o)
+	}
+	h.eng, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +230,39 @@ func TestEngineEventsRestartAtOnce(t *testing.T) {
 	}
 	if n := h.logs.count("Container events in use"); n != 1 {
 		t.Errorf("%d logs of events in use, want 1: %v", n, h.logs.lines)
+	}
+}
+
+// With events, sources that become ready after the last relist have their
+// orphans found at the next health check (1s), not at the next full relist
+// (300s): a sandbox that no source knows is stopped and removed.
+func TestEngineEventsOrphansOnceSourcesReady(t *testing.T) {
+	defer leakcheck.Check(t)()
+	var ready atomic.Bool
+	var orphan string
+	h := newEventHarnessWith(t, true, func(o *Options) { o.SourcesReady = ready.Load }, func(rt *runtimetest.Runtime) {
+		labels := map[string]string{LabelPodUID: "uid-orphan", LabelPodName: "orphan", LabelPodNamespace: "default"}
+		var err error
+		orphan, err = rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: "orphan", Namespace: "default", Uid: "uid-orphan"}, Labels: labels}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer h.stop()
+	h.runningPod()
+	if h.eng.State("uid-orphan") == nil {
+		t.Fatal("the orphan's sandbox not observed")
+	}
+	relists := h.rl.relists.Load()
+	ready.Store(true)
+	h.step(time.Second)
+	h.eventually("the orphan's sandbox removed", func() bool {
+		_, err := h.rt.PodSandboxStatus(context.Background(), orphan, false)
+		return err != nil
+	})
+	if n := h.rl.relists.Load() - relists; n != 1 {
+		t.Errorf("%d full relists once the sources were ready, want 1", n)
 	}
 }
 

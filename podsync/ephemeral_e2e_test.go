@@ -6,14 +6,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/podsource"
 )
 
 // An ephemeral container added to a running pod starts once, in the pod's
 // sandbox, sharing its target's process namespace, and reports its own
 // status; the app container is left as it was.
-func TestE2EEphemeralContainer(t *testing.T) {
-	c, e := e2eSetup(t)
+func TestE2EEphemeralContainer(t *testing.T) { onBothRuntimes(t, testE2EEphemeralContainer) }
+
+func testE2EEphemeralContainer(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
 	pod := e2ePod(c, "ephemeral", corev1.RestartPolicyAlways, "sh", "-c", sleeper)
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 	s := e.waitStatus(pod, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })

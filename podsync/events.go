@@ -264,7 +264,8 @@ func (e *Engine) observePodLocked(uid types.UID, st *PodState, now time.Time) (j
 	return j, publish
 }
 
-// check asks the backend's health between relists; a failure relists at once.
+// check asks the backend's health between relists; a failure, or sources
+// ready since the last relist, relists at once.
 func (e *Engine) check(ctx context.Context) {
 	var err error
 	if hc, ok := e.o.Relister.(HealthChecker); ok {
@@ -272,7 +273,10 @@ func (e *Engine) check(ctx context.Context) {
 	}
 	e.mu.Lock()
 	e.nextCheck = e.o.Clock.Now().Add(e.o.RelistPeriod)
-	if err != nil {
+	// A failure relists at once; so do sources that became ready since
+	// the last relist, which finds the orphans (the events name only the
+	// pods that change, and the next full relist may be minutes away).
+	if err != nil || !e.orphansSought && e.sourcesReadyLocked() {
 		e.relistNow = true
 	}
 	e.mu.Unlock()

@@ -82,10 +82,11 @@ func bridgeNetwork(t *testing.T, c *containerdtest.Containerd) *net.IPNet {
 
 // A pod on the pod network gets its own address from the bridge network;
 // the generated status shows the sandbox's IP.
-func TestE2EPodNetworkBridge(t *testing.T) {
-	c := containerdtest.Need(t, ctrd)
+func TestE2EPodNetworkBridge(t *testing.T) { onBothRuntimes(t, testE2EPodNetworkBridge) }
+
+func testE2EPodNetworkBridge(t *testing.T, c *containerdtest.Containerd) {
 	subnet := bridgeNetwork(t, c)
-	_, e := e2eSetup(t)
+	e := e2eSetup(t, c)
 	pod := e2ePod(c, "netpod", corev1.RestartPolicyAlways, "sh", "-c", sleeper)
 	pod.Spec.HostNetwork = false
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})

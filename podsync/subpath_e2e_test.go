@@ -19,8 +19,9 @@ import (
 // mount of an emptyDir (out/$(POD_NAME)) and another reads the file at the
 // volume's root; once the pod is deleted, volume-subpaths and the pod
 // directory are gone and no mount is left below the pod root.
-func TestE2ESubPathMount(t *testing.T) {
-	c := containerdtest.Need(t, ctrd)
+func TestE2ESubPathMount(t *testing.T) { onBothRuntimes(t, testE2ESubPathMount) }
+
+func testE2ESubPathMount(t *testing.T, c *containerdtest.Containerd) {
 	t.Cleanup(leakcheck.Check(t)) // runs after e.stop
 	podRoot := t.TempDir()
 	e := startE2E(t, c, podRoot)
