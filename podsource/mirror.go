@@ -194,6 +194,10 @@ func (m *MirrorPods) Run(ctx context.Context) error {
 // past failures and returns them all.
 func (m *MirrorPods) SyncOnce(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	// Readiness first: the static pods read after it include every pod
+	// the sources had sent by then (a source that reports in between
+	// would otherwise make its pods' mirror pods look orphaned).
+	ready := m.ready == nil || m.ready()
 	staticPods := m.staticPods()
 	nodePods, err := m.listNodePods(ctx)
 	if err != nil {
@@ -249,7 +253,7 @@ func (m *MirrorPods) SyncOnce(ctx context.Context) error {
 			orphans = append(orphans, fn)
 		}
 	}
-	if m.ready != nil && !m.ready() {
+	if !ready {
 		if len(orphans) > 0 {
 			logger.V(2).Info("Not all pod sources have reported yet; orphaned mirror pods are kept until they have", "mirrorPods", orphans)
 		}

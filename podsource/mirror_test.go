@@ -315,3 +315,38 @@ func TestMirrorPodsKeepOrphansUntilSourcesReady(t *testing.T) {
 		t.Errorf("writes once the sources are ready: %s", got)
 	}
 }
+
+// A source that reports while a sync runs (after the sync read the static
+// pods, before it looked for orphans) does not make its pod's mirror pod
+// look orphaned: readiness is read before the static pods.
+func TestMirrorPodsSourceReadyMidSync(t *testing.T) {
+	ctx := context.Background()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}
+	sp := staticPod(t, "web", "nginx:1")
+	mirror := testPod("web-n1", "uid-mirror")
+	mirror.Annotations = map[string]string{ConfigMirrorAnnotation: sp.Annotations[ConfigHashAnnotation]}
+	client := fake.NewClientset(node, mirror)
+	var ready atomic.Bool
+	var reads atomic.Int32
+	static := func() []*v1.Pod {
+		if reads.Add(1) == 1 {
+			// The file source reports just after this read.
+			ready.Store(true)
+			return nil
+		}
+		return []*v1.Pod{sp}
+	}
+	mp, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), Nodes: client.CoreV1().Nodes(), NodeName: "n1",
+		StaticPods: static, SourcesReady: ready.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := mp.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mirrorWrites(client); len(got) != 0 {
+		t.Errorf("writes: %v; want none (the mirror pod is the static pod's)", got)
+	}
+}

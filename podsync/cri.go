@@ -440,6 +440,7 @@ func (c *CRI) containerState(ctx context.Context, ct *runtimeapi.Container) (*Co
 	if t := st.GetFinishedAt(); t > 0 {
 		s.FinishedAt = time.Unix(0, t)
 	}
+	s.CutShort = c.cutShort(st)
 	c.mu.Lock()
 	c.ctrs[ct.Id] = s
 	c.mu.Unlock()
@@ -681,10 +682,16 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	// at the same restart count, once, if an earlier agent created it.
 	// Either way no second container of the name is left.
 	unstarted := prev != nil && prev.StartedAt.IsZero() && prev.Hash == HashContainer(spec) && targetID == ""
+	cutShort := unstarted && prev.CutShort
 	if unstarted && prev.State == runtimeapi.ContainerState_CONTAINER_CREATED && prev.SandboxID == sandboxID {
-		return c.runContainer(ctx, pod, spec, prev.ID, ips)
+		reason, msg, err := c.runContainer(ctx, pod, spec, prev.ID, ips)
+		if !errors.Is(err, errCutShort) {
+			return reason, msg, err
+		}
+		// The runtime aborted that agent's start after this sync saw the
+		// container created.
+		cutShort = true
 	}
-	cutShort := unstarted && prev.Exited() && prev.CreatedAt.Before(c.started)
 	restartCount := 0
 	switch {
 	case cutShort:
@@ -732,7 +739,19 @@ func (c *CRI) runContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Co
 		// was observed (container events can lag), or by the call of an
 		// agent before this one. Not a failure to report: the container
 		// runs, and saying it waits would take the pod back to Pending.
-		if st, serr := c.rt.ContainerStatus(ctx, id, false); serr == nil && st.GetStatus().GetStartedAt() != 0 {
+		st, serr := c.rt.ContainerStatus(ctx, id, false)
+		if serr == nil && st.GetStatus().GetStartedAt() != 0 {
+			return "", "", nil
+		}
+		if serr == nil && c.cutShort(st.GetStatus()) {
+			return "", "", errCutShort
+		}
+		if serr == nil && c.startMayBeInFlight(st.GetStatus()) {
+			// The runtime refuses a start while another is in flight:
+			// that of an agent that went away, which the runtime
+			// completes or aborts (then the container is cut short).
+			// Either way a relist sees the outcome and wakes the pod.
+			klog.FromContext(ctx).V(2).Info("Start of an earlier agent may be in flight", "containerID", id, "err", err)
 			return "", "", nil
 		}
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
@@ -747,6 +766,29 @@ func (c *CRI) runContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Co
 		}
 	}
 	return "", "", nil
+}
+
+// errCutShort: the container to start is an earlier agent's cut short
+// (ContainerState.CutShort); it is to be replaced.
+var errCutShort = errors.New("podsync: the container's start was cut short by an earlier agent")
+
+// cutShort reports whether a container's status is that of a start cut
+// short before this syncer started (ContainerState.CutShort).
+func (c *CRI) cutShort(st *runtimeapi.ContainerStatus) bool {
+	return st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED && st.GetStartedAt() == 0 &&
+		time.Unix(0, st.GetCreatedAt()).Before(c.started)
+}
+
+// startInFlightFor is how long after a CRI syncer started a failed start
+// of an earlier agent's created container is put down to that agent's
+// start being still in flight.
+const startInFlightFor = time.Minute
+
+// startMayBeInFlight: the container is still created, an earlier agent
+// created it, and this syncer started less than startInFlightFor ago.
+func (c *CRI) startMayBeInFlight(st *runtimeapi.ContainerStatus) bool {
+	return st.GetState() == runtimeapi.ContainerState_CONTAINER_CREATED && time.Unix(0, st.GetCreatedAt()).Before(c.started) &&
+		c.clock.Since(c.started) < startInFlightFor
 }
 
 // nextLogIndex is 1 + the highest N of N.log in dir, 0 if none: the

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -525,6 +527,110 @@ func TestStaleCreatedContainerAlreadyStarted(t *testing.T) {
 	}
 	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
 		t.Errorf("%d running containers; want the one", n)
+	}
+}
+
+// A container whose start an earlier agent left in flight and the runtime
+// then aborted (exited, never started; containerd 1.6 and 2 do this) is
+// replaced at the same restart count by the agent after it, and reported
+// waiting to be created meanwhile, not as a failed start: the pod does not
+// go Running (all its containers stopped) and then Pending again. The
+// runtime may abort the start before the new agent relists (seen exited),
+// after (seen created; its start then fails), or after the new agent's own
+// start was refused because that start was still in flight.
+func TestCutShortStartReplaced(t *testing.T) {
+	for _, when := range []string{"beforeRelist", "afterRelist", "afterRefusedStart"} {
+		abortAfterRelist := when != "beforeRelist"
+		t.Run(when, func(t *testing.T) {
+			h := newHarness(t)
+			pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+			// The earlier agent creates the container; its start does not
+			// happen.
+			h.rt.InjectError("StartContainer", status.Error(codes.Unavailable, "the agent went away"))
+			h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+			h.steps(1)
+			created := h.containers(runtimeapi.ContainerState_CONTAINER_CREATED)
+			if len(created) != 1 {
+				t.Fatalf("%d created containers; want 1", len(created))
+			}
+			old := created[0].Id
+			if !abortAfterRelist {
+				if err := h.rt.AbortStart(old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The next agent.
+			h.clock.Step(time.Second)
+			h.writer = &recordingWriter{}
+			h.newEngine()
+			h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+			states, err := h.cri.Relist(h.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if when == "afterRefusedStart" {
+				h.rt.InjectError("StartContainer", status.Error(codes.Unknown, "container is already in starting state"))
+				res, err := h.cri.SyncPod(h.ctx, pod, states[pod.UID])
+				if err != nil {
+					t.Fatalf("SyncPod while the earlier start is in flight: %v", err)
+				}
+				if w, ok := res.Waiting["a"]; ok {
+					t.Errorf("container a reported waiting (%s: %s) while the earlier start is in flight", w.Reason, w.Message)
+				}
+				// Its waiting reason, had it one, would be kept below.
+				states, err = h.cri.Relist(h.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if abortAfterRelist {
+				if err := h.rt.AbortStart(old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if when != "afterRelist" {
+				if abortAfterRelist {
+					if states, err = h.cri.Relist(h.ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s := GeneratePodStatus(StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now()})
+				if s.Phase != corev1.PodPending || s.ContainerStatuses[0].State.Waiting == nil ||
+					s.ContainerStatuses[0].State.Waiting.Reason != ReasonContainerCreating || s.ContainerStatuses[0].LastTerminationState.Terminated != nil {
+					t.Errorf("status before the sync: phase %s, container %+v; want Pending, waiting ContainerCreating, no last state",
+						s.Phase, s.ContainerStatuses[0])
+				}
+				// A waiting reason from a sync before does not make it an
+				// exit either.
+				s = GeneratePodStatus(StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now(),
+					Waiting: map[string]Waiting{"a": {Reason: ReasonRunContainerError, Message: "refused"}}})
+				if s.Phase != corev1.PodPending || s.ContainerStatuses[0].LastTerminationState.Terminated != nil {
+					t.Errorf("status with a waiting reason: phase %s, container %+v; want Pending, no last state", s.Phase, s.ContainerStatuses[0])
+				}
+			}
+			res, err := h.cri.SyncPod(h.ctx, pod, states[pod.UID])
+			if err != nil {
+				t.Fatalf("SyncPod: %v", err)
+			}
+			if w, ok := res.Waiting["a"]; ok {
+				t.Errorf("container a reported waiting (%s: %s)", w.Reason, w.Message)
+			}
+			running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+			if len(running) != 1 || running[0].Id == old || running[0].Metadata.Attempt != 0 {
+				t.Fatalf("running containers %v; want one new one at attempt 0", running)
+			}
+			if _, err := h.rt.ContainerStatus(h.ctx, old, false); status.Code(err) != codes.NotFound {
+				t.Errorf("the cut-short container is still there (%v)", err)
+			}
+			states, err = h.cri.Relist(h.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := GeneratePodStatus(StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now()})
+			if s.Phase != corev1.PodRunning || s.ContainerStatuses[0].RestartCount != 0 {
+				t.Errorf("status after the sync: phase %s, restartCount %d; want Running, 0", s.Phase, s.ContainerStatuses[0].RestartCount)
+			}
+		})
 	}
 }
 

@@ -57,6 +57,13 @@ type ContainerState struct {
 	// the termination message.
 	Reason  string
 	Message string
+	// CutShort: the container exited without ever starting and was
+	// created before the syncer that observed it started. It is the start
+	// of an agent that went away mid-call, which the runtime aborted
+	// (containerd 2 does). When the pod restarts it, the CRI syncer
+	// replaces it at the same restart count, and the status shows it as
+	// waiting to be created, not as a failed start.
+	CutShort bool
 }
 
 // Running reports whether the container is CONTAINER_RUNNING.

@@ -91,9 +91,10 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	if len(pod.Spec.InitContainers) > 0 {
 		def = ReasonPodInitializing
 	}
-	s.InitContainerStatuses = containerStatuses(in, st, pod.Spec.InitContainers, def)
-	s.ContainerStatuses = containerStatuses(in, st, pod.Spec.Containers, def)
-	s.EphemeralContainerStatuses = containerStatuses(in, st, ephemeralSpecs(pod), def)
+	restarts := pod.Spec.RestartPolicy != corev1.RestartPolicyNever
+	s.InitContainerStatuses = containerStatuses(in, st, pod.Spec.InitContainers, def, restarts)
+	s.ContainerStatuses = containerStatuses(in, st, pod.Spec.Containers, def, restarts)
+	s.EphemeralContainerStatuses = containerStatuses(in, st, ephemeralSpecs(pod), def, false)
 	if in.Probes != nil {
 		in.Probes.UpdatePodStatus(pod, &s)
 	} else {
@@ -188,7 +189,9 @@ func (in *StatusInput) terminated(c *ContainerState) *corev1.ContainerStateTermi
 		StartedAt: metav1.NewTime(c.StartedAt), FinishedAt: metav1.NewTime(c.FinishedAt), ContainerID: in.containerID(c)}
 }
 
-func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, def string) []corev1.ContainerStatus {
+// containerStatuses: restarts tells whether the pod restarts a container
+// that failed (a failed start among them).
+func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, def string, restarts bool) []corev1.ContainerStatus {
 	if len(specs) == 0 {
 		return nil
 	}
@@ -217,7 +220,15 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 		case runtimeapi.ContainerState_CONTAINER_RUNNING:
 			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
 		case runtimeapi.ContainerState_CONTAINER_EXITED:
-			if hasW {
+			if c.CutShort && restarts && c.Hash == HashContainer(spec) {
+				// To be replaced at the same restart count: not an
+				// exit (which would make the pod Running until the
+				// replacement, then Pending again).
+				if !hasW {
+					w.Reason = def
+				}
+				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+			} else if hasW {
 				// Waiting to restart (back-off, a failed create): the exit is the last state.
 				cs.LastTerminationState.Terminated = in.terminated(c)
 				cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}

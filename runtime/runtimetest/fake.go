@@ -227,6 +227,23 @@ func (f *Runtime) Exit(containerID string, code int32) error {
 	return nil
 }
 
+// AbortStart makes a created container exit without having started, as
+// containerd 2 does with a start whose caller went away mid-call: exit code
+// 128, reason StartError, no start time.
+func (f *Runtime) AbortStart(containerID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.container(containerID)
+	if err != nil {
+		return err
+	}
+	if c.status.State != runtimeapi.ContainerState_CONTAINER_CREATED {
+		return status.Errorf(codes.FailedPrecondition, "container %q is in %s state", containerID, c.status.State)
+	}
+	f.exit(c, 128, "StartError")
+	return nil
+}
+
 // SetCondition sets the runtime condition condType (runtimeapi.RuntimeReady,
 // runtimeapi.NetworkReady or another) that Status reports.
 func (f *Runtime) SetCondition(condType string, ok bool, reason, message string) {
