@@ -46,16 +46,19 @@ const (
 // containerd and no log directory.
 func TestAgentBadInput(t *testing.T) {
 	cp := controlplane.Need(t, cp)
-	c := containerdtest.Need(t, ctrd)
+	onBothRuntimes(t, func(t *testing.T, c *containerdtest.Containerd, suffix string) { badInput(t, cp, c, suffix) })
+}
+
+func badInput(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	enableNetwork(ctx, t, c)
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
-	const node = "e2e-bad-input"
+	node := "e2e-bad-input" + suffix
 
 	manifests := t.TempDir()
-	if err := os.WriteFile(filepath.Join(manifests, "good.yaml"), []byte(staticManifest("static-good", c.BusyboxImage)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(manifests, "good.yaml"), []byte(staticManifest("static-good"+suffix, c.BusyboxImage)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	broken := filepath.Join(manifests, "broken.yaml")
@@ -93,12 +96,12 @@ func TestAgentBadInput(t *testing.T) {
 			name, node, c.BusyboxImage, sleeper))
 	}
 	err := admin.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").
-		Param("fieldValidation", "Strict").Body(body("unknown-field-strict")).Do(ctx).Error()
+		Param("fieldValidation", "Strict").Body(body("unknown-field-strict" + suffix)).Do(ctx).Error()
 	if err == nil || !strings.Contains(err.Error(), `unknown field "spec.containers[0].restartPolcy"`) {
 		t.Errorf("creating a pod with an unknown field under strict validation: %v; want an error naming spec.containers[0].restartPolcy", err)
 	}
 	if err := admin.CoreV1().RESTClient().Post().Namespace("default").Resource("pods").
-		Body(body("unknown-field")).Do(ctx).Error(); err != nil {
+		Body(body("unknown-field" + suffix)).Do(ctx).Error(); err != nil {
 		t.Fatalf("creating a pod with an unknown field under the default validation: %v", err)
 	}
 
@@ -107,12 +110,12 @@ func TestAgentBadInput(t *testing.T) {
 	for i := range envs {
 		envs[i] = corev1.EnvVar{Name: fmt.Sprintf("V%05d", i), Value: "v"}
 	}
-	manyEnv := faultPod(node, "many-env", c.BusyboxImage)
+	manyEnv := faultPod(node, "many-env"+suffix, c.BusyboxImage)
 	manyEnv.Spec.Containers[0].Env = envs
 	manyEnv.Spec.Containers[0].Command = []string{"sh", "-c", "echo envs=$(env | grep -c '^V[0-9]'); " + sleeper}
 	// 1 GiB of 1 KiB lines as fast as the container can; Ready once
 	// written.
-	logger := faultPod(node, "log-1gib", c.BusyboxImage)
+	logger := faultPod(node, "log-1gib"+suffix, c.BusyboxImage)
 	line := strings.Repeat("x", 1023)
 	logger.Spec.Containers[0].Command = []string{"sh", "-c", fmt.Sprintf(
 		"yes %s | dd bs=1M count=%d iflag=fullblock 2>/dev/null; touch /tmp/written; %s", line, badLogBytes>>20, sleeper)}
@@ -120,12 +123,12 @@ func TestAgentBadInput(t *testing.T) {
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/written"}}},
 		PeriodSeconds: 1,
 	}
-	good := faultPod(node, "api-good", c.BusyboxImage)
+	good := faultPod(node, "api-good"+suffix, c.BusyboxImage)
 	good.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
 		PeriodSeconds: 1,
 	}
-	names := []string{"unknown-field", "many-env", "log-1gib", "api-good"}
+	names := []string{"unknown-field" + suffix, "many-env" + suffix, "log-1gib" + suffix, "api-good" + suffix}
 	for _, pod := range []*corev1.Pod{manyEnv, logger, good} {
 		if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating pod %s: %v", pod.Name, err)
@@ -137,8 +140,8 @@ func TestAgentBadInput(t *testing.T) {
 			_ = admin.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 		}
 	})
-	mirror := "static-good-" + node
-	goodPods := []string{mirror, "api-good", "unknown-field", "many-env"}
+	mirror := "static-good" + suffix + "-" + node
+	goodPods := []string{mirror, "api-good" + suffix, "unknown-field" + suffix, "many-env" + suffix}
 	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the good pods Running and Ready", func() bool {
 		return runningReady(ctx, admin, node, goodPods)
 	})
@@ -161,15 +164,15 @@ func TestAgentBadInput(t *testing.T) {
 	}
 
 	// The 10,000 variables reached the container.
-	manyUID := podUID(ctx, t, admin, "many-env")
+	manyUID := podUID(ctx, t, admin, "many-env"+suffix)
 	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "the many-env container reporting envs=10000", func() bool {
-		data, _ := os.ReadFile(filepath.Join(c.PodLogRoot, "default_many-env_"+manyUID, "app", "0.log"))
+		data, _ := os.ReadFile(filepath.Join(c.PodLogRoot, "default_many-env"+suffix+"_"+manyUID, "app", "0.log"))
 		return strings.Contains(string(data), "envs=10000\n")
 	})
 
 	// The 1 GiB log: sample the log directory's size while it is written.
-	logUID := podUID(ctx, t, admin, "log-1gib")
-	logDir := filepath.Join(c.PodLogRoot, "default_log-1gib_"+logUID, "app")
+	logUID := podUID(ctx, t, admin, "log-1gib"+suffix)
+	logDir := filepath.Join(c.PodLogRoot, "default_log-1gib"+suffix+"_"+logUID, "app")
 	var (
 		mu   sync.Mutex
 		peak int64
@@ -195,7 +198,7 @@ func TestAgentBadInput(t *testing.T) {
 	}()
 	written := time.Now()
 	testenv.Eventually(t, 3*time.Minute, 200*time.Millisecond, "the 1 GiB log written (the pod Ready)", func() bool {
-		return runningReady(ctx, admin, node, []string{"log-1gib"})
+		return runningReady(ctx, admin, node, []string{"log-1gib" + suffix})
 	})
 	took := time.Since(written)
 	rate := float64(badLogBytes) / took.Seconds()
@@ -257,7 +260,7 @@ func TestAgentBadInput(t *testing.T) {
 	deleteAndDrain(ctx, t, admin, rt, c, node, names)
 	testenv.Eventually(t, 30*time.Second, 200*time.Millisecond, "the pods' log directories removed", func() bool {
 		_, err1 := os.Stat(filepath.Dir(logDir))
-		_, err2 := os.Stat(filepath.Join(c.PodLogRoot, "default_many-env_"+manyUID))
+		_, err2 := os.Stat(filepath.Join(c.PodLogRoot, "default_many-env"+suffix+"_"+manyUID))
 		return os.IsNotExist(err1) && os.IsNotExist(err2)
 	})
 	p.stop(t)

@@ -32,7 +32,10 @@ const (
 // and is retried with back-off, and no call is retried in a hot loop.
 func TestAgentOnFailingRuntime(t *testing.T) {
 	cp := controlplane.Need(t, cp)
-	c := containerdtest.Need(t, ctrd)
+	onBothRuntimes(t, func(t *testing.T, c *containerdtest.Containerd, suffix string) { failingRuntime(t, cp, c, suffix) })
+}
+
+func failingRuntime(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	enableNetwork(ctx, t, c)
@@ -62,7 +65,7 @@ func TestAgentOnFailingRuntime(t *testing.T) {
 		return status.Error(codes.NotFound, "injected: no such image in the test's proxy")
 	})
 
-	const node = "e2e-faulty-cri"
+	node := "e2e-faulty-cri" + suffix
 	args := podArgs(t, c, t.TempDir())
 	for i, a := range args {
 		if strings.HasPrefix(a, "--container-runtime-endpoint=") {
@@ -73,8 +76,8 @@ func TestAgentOnFailingRuntime(t *testing.T) {
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
 	created := time.Now()
-	names := createPods(ctx, t, admin, c, node, "faulty", 3)
-	pull := faultPod(node, "faulty-pull", c.BusyboxImage)
+	names := createPods(ctx, t, admin, c, node, "faulty"+suffix, 3)
+	pull := faultPod(node, "faulty-pull"+suffix, c.BusyboxImage)
 	pull.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, pull, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -112,7 +115,7 @@ func TestAgentOnFailingRuntime(t *testing.T) {
 
 	// The pod whose image cannot be pulled waits with kubelet's reason.
 	reason := func() string {
-		got, err := admin.CoreV1().Pods("default").Get(ctx, "faulty-pull", metav1.GetOptions{})
+		got, err := admin.CoreV1().Pods("default").Get(ctx, "faulty-pull"+suffix, metav1.GetOptions{})
 		if err != nil || len(got.Status.ContainerStatuses) == 0 || got.Status.ContainerStatuses[0].State.Waiting == nil {
 			return ""
 		}
@@ -143,7 +146,7 @@ func TestAgentOnFailingRuntime(t *testing.T) {
 	t.Logf("calls through the proxy: RunPodSandbox %d, CreateContainer %d, PullImage %d",
 		proxy.Calls(criRunPodSandbox), proxy.Calls(criCreateContainer), proxy.Calls(criPullImage))
 
-	for _, name := range append(names, "faulty-pull") {
+	for _, name := range append(names, "faulty-pull"+suffix) {
 		_ = admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty after the pods were deleted", func() bool {

@@ -48,6 +48,27 @@ func TestMain(m *testing.M) {
 	}, &ctrd, &ctrd2))
 }
 
+// bothRuntimes are the two containerds the end-to-end tests run on: the
+// host's 1.x and containerd 2. suffix ends the names of a test's node and
+// pods on it, so that tests on both can share the control plane.
+var bothRuntimes = []struct {
+	name, suffix string
+	need         func(testing.TB) *containerdtest.Containerd
+}{
+	{"containerd1", "", func(t testing.TB) *containerdtest.Containerd { return containerdtest.Need(t, ctrd) }},
+	{"containerd2", "2", func(t testing.TB) *containerdtest.Containerd { return containerdtest.Need2(t, ctrd2) }},
+}
+
+// onBothRuntimes runs test on each of bothRuntimes, in parallel subtests.
+func onBothRuntimes(t *testing.T, test func(t *testing.T, c *containerdtest.Containerd, suffix string)) {
+	for _, r := range bothRuntimes {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, r.need(t), r.suffix)
+		})
+	}
+}
+
 // The agent binary, built once per test run into binDir.
 var (
 	buildOnce sync.Once

@@ -29,8 +29,9 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// The fault tests run an agent with pods on the harness's containerd and
-// the test control plane, break one thing under it (containerd stopped or
+// The fault tests run an agent with pods on each of the harness's
+// containerds (the host's 1.x and containerd 2, in parallel) and the test
+// control plane, break one thing under it (containerd stopped or
 // killed, the agent killed mid-way, the API server down) and check that
 // nothing was lost (the same containers run, statuses never regress) and
 // nothing was left behind (no duplicate or orphan in the runtime once the
@@ -248,7 +249,9 @@ type podRecorder struct {
 	violations []string
 	uids       map[string][]types.UID // by namespace/name, in order seen
 	frozen     bool
-	ignored    map[string]bool // namespace/name of pods that are meant to end
+	ignored    map[string]bool     // namespace/name of pods that are meant to end
+	history    map[string][]string // by namespace/name: each update's phase and containers
+	bad        map[string]bool     // namespace/name of pods with a violation
 }
 
 // Ignore stops checking the pod namespace/name: the test removes it.
@@ -259,7 +262,8 @@ func (r *podRecorder) Ignore(key string) {
 }
 
 func newPodRecorder(t *testing.T, admin kubernetes.Interface, node string) *podRecorder {
-	r := &podRecorder{stop: make(chan struct{}), done: make(chan struct{}), uids: map[string][]types.UID{}, ignored: map[string]bool{}}
+	r := &podRecorder{stop: make(chan struct{}), done: make(chan struct{}), uids: map[string][]types.UID{}, ignored: map[string]bool{},
+		history: map[string][]string{}, bad: map[string]bool{}}
 	lw := cache.NewListWatchFromClient(admin.CoreV1().RESTClient(), "pods", corev1.NamespaceAll,
 		fields.OneTermEqualSelector("spec.nodeName", node))
 	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
@@ -303,6 +307,7 @@ func (r *podRecorder) observe(old, pod *corev1.Pod) {
 	if r.ignored[key] {
 		return
 	}
+	r.history[key] = append(r.history[key], fmt.Sprintf("rv %s %s %v", pod.ResourceVersion, pod.Status.Phase, describeContainers(pod)))
 	if uids := r.uids[key]; len(uids) == 0 || uids[len(uids)-1] != pod.UID {
 		r.uids[key] = append(uids, pod.UID)
 		if len(uids) > 0 {
@@ -310,6 +315,7 @@ func (r *podRecorder) observe(old, pod *corev1.Pod) {
 		}
 	}
 	bad := func(format string, args ...any) {
+		r.bad[key] = true
 		r.violations = append(r.violations, fmt.Sprintf("%s (rv %s): ", key, pod.ResourceVersion)+fmt.Sprintf(format, args...))
 	}
 	if pod.Status.Phase == corev1.PodFailed {
@@ -319,7 +325,7 @@ func (r *podRecorder) observe(old, pod *corev1.Pod) {
 		return
 	}
 	if old.Status.Phase == corev1.PodRunning && pod.Status.Phase != corev1.PodRunning {
-		bad("phase %s after Running", pod.Status.Phase)
+		bad("phase %s after Running; containers %v after %v", pod.Status.Phase, describeContainers(pod), describeContainers(old))
 	}
 	was := map[string]corev1.ContainerStatus{}
 	for _, cs := range old.Status.ContainerStatuses {
@@ -345,12 +351,21 @@ func (r *podRecorder) observe(old, pod *corev1.Pod) {
 	}
 }
 
+// describeContainers describes the pod's container statuses.
+func describeContainers(pod *corev1.Pod) []string {
+	var out []string
+	for _, cs := range pod.Status.ContainerStatuses {
+		out = append(out, fmt.Sprintf("%s %s %s (restartCount %d, last %s)", cs.Name, cs.ContainerID, describeState(cs.State), cs.RestartCount, describeState(cs.LastTerminationState)))
+	}
+	return out
+}
+
 func describeState(s corev1.ContainerState) string {
 	switch {
 	case s.Terminated != nil:
-		return fmt.Sprintf("terminated (%s, exit %d)", s.Terminated.Reason, s.Terminated.ExitCode)
+		return fmt.Sprintf("terminated (%s, exit %d: %s)", s.Terminated.Reason, s.Terminated.ExitCode, s.Terminated.Message)
 	case s.Waiting != nil:
-		return fmt.Sprintf("waiting (%s)", s.Waiting.Reason)
+		return fmt.Sprintf("waiting (%s: %s)", s.Waiting.Reason, s.Waiting.Message)
 	case s.Running != nil:
 		return "running"
 	}
@@ -366,6 +381,9 @@ func (r *podRecorder) check(t *testing.T) {
 	t.Logf("%d pod updates watched", r.updates)
 	for _, v := range r.violations {
 		t.Errorf("pod update: %s", v)
+	}
+	for _, key := range slices.Sorted(maps.Keys(r.bad)) {
+		t.Logf("updates of %s:\n  %s", key, strings.Join(r.history[key], "\n  "))
 	}
 }
 
@@ -432,13 +450,16 @@ const runtimeDownAfter = 5 * time.Second
 // terminated or a restart.
 func TestAgentSurvivesContainerdRestart(t *testing.T) {
 	cp := controlplane.Need(t, cp)
-	c := containerdtest.Need(t, ctrd)
+	onBothRuntimes(t, func(t *testing.T, c *containerdtest.Containerd, suffix string) { containerdRestart(t, cp, c, suffix) })
+}
+
+func containerdRestart(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	enableNetwork(ctx, t, c)
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
-	const node = "e2e-fault-containerd"
+	node := "e2e-fault-containerd" + suffix
 	p := startAgent(t, node, append(podArgs(t, c, t.TempDir()),
 		"--node-lease-duration-seconds=4",
 		"--node-status-update-frequency=2s",
@@ -449,7 +470,7 @@ func TestAgentSurvivesContainerdRestart(t *testing.T) {
 	)...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
-	names := createPods(ctx, t, admin, c, node, "crd", 10)
+	names := createPods(ctx, t, admin, c, node, "crd"+suffix, 10)
 	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "10 pods Running and Ready", func() bool {
 		return runningReady(ctx, admin, node, names)
 	})
@@ -597,15 +618,18 @@ func runningOf(t *testing.T, rt *runtime.Client, names []string) map[string]bool
 // terminated or a pod Failed while the pods should run.
 func TestAgentKilledMidway(t *testing.T) {
 	cp := controlplane.Need(t, cp)
-	c := containerdtest.Need(t, ctrd)
+	onBothRuntimes(t, func(t *testing.T, c *containerdtest.Containerd, suffix string) { killedMidway(t, cp, c, suffix) })
+}
+
+func killedMidway(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	enableNetwork(ctx, t, c)
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
-	const node = "e2e-fault-kill"
+	node := "e2e-fault-kill" + suffix
 	manifests := t.TempDir()
-	if err := os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte(staticManifest("static-kill", c.BusyboxImage)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte(staticManifest("static-kill"+suffix, c.BusyboxImage)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The same flags, and so the same --root-dir, for every agent.
@@ -615,7 +639,7 @@ func TestAgentKilledMidway(t *testing.T) {
 		_ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
 		_ = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(context.Background(), node, metav1.DeleteOptions{})
 	})
-	mirrorName := "static-kill-" + node
+	mirrorName := "static-kill" + suffix + "-" + node
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the static pod's mirror pod Running", func() bool {
 		m := mirrorPod(ctx, t, admin, mirrorName)
 		return m != nil && m.Status.Phase == corev1.PodRunning && podReady(m)
@@ -625,7 +649,7 @@ func TestAgentKilledMidway(t *testing.T) {
 	rec := newPodRecorder(t, admin, node)
 
 	// Kill the agent while it starts the 20.
-	names := createPods(ctx, t, admin, c, node, "kill", 20)
+	names := createPods(ctx, t, admin, c, node, "kill"+suffix, 20)
 	var atKill map[string]bool
 	testenv.Eventually(t, 2*time.Minute, 10*time.Millisecond, "some but not all of the 20 pods' containers running", func() bool {
 		atKill = runningOf(t, rt, names)
@@ -750,18 +774,100 @@ const apiServerDownFor = 60 * time.Second
 // lease is renewed and the node is Ready; no pod is duplicated, and no pod
 // update reports a Running pod Pending again, a running container
 // terminated or replaced, or a pod Failed.
+//
+// It runs one agent on each containerd, and both through the same outage.
 func TestAgentAPIServerDown(t *testing.T) {
 	cp := controlplane.Need(t, cp)
-	c := containerdtest.Need(t, ctrd)
+	o := &apiOutage{cp: cp, waiting: len(bothRuntimes), down: make(chan struct{})}
+	t.Cleanup(func() {
+		// The package's other tests need the API server.
+		if err := o.end(); err != nil {
+			t.Errorf("starting the API server again: %v", err)
+		}
+	})
+	for _, r := range bothRuntimes {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			var once sync.Once
+			arrive := func(ready bool) { once.Do(func() { o.arrive(ready) }) }
+			defer arrive(false) // a test that ends early does not hold up the outage
+			apiServerDown(t, cp, r.need(t), r.suffix, o, arrive)
+		})
+	}
+}
+
+// apiOutage is one outage of the test control plane's API server that
+// parallel tests share: it is stopped once each of them is ready for it or
+// has ended, and started again by the first call of end.
+type apiOutage struct {
+	cp *controlplane.ControlPlane
+
+	mu      sync.Mutex
+	waiting int           // tests that have not arrived
+	ready   bool          // a test arrived ready
+	down    chan struct{} // closed once every test arrived
+	at      time.Time     // when the API server was stopped
+	err     error         // stopping it
+	stopped bool
+
+	endOnce sync.Once
+	endErr  error
+}
+
+// arrive tells that one test is ready for the outage (or, not ready, has
+// ended); the last to arrive stops the API server if one was ready.
+func (o *apiOutage) arrive(ready bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.waiting--
+	o.ready = o.ready || ready
+	if o.waiting > 0 {
+		return
+	}
+	if o.ready {
+		o.at = time.Now()
+		o.err = o.cp.StopAPIServer()
+		o.stopped = true
+	}
+	close(o.down)
+}
+
+// wait waits until the API server was stopped, and returns when.
+func (o *apiOutage) wait(ctx context.Context) (time.Time, error) {
+	select {
+	case <-o.down:
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.at, o.err
+}
+
+// end starts the API server again if it was stopped; only the first call
+// does anything.
+func (o *apiOutage) end() error {
+	o.endOnce.Do(func() {
+		o.mu.Lock()
+		stopped := o.stopped
+		o.mu.Unlock()
+		if stopped {
+			o.endErr = o.cp.StartAPIServer()
+		}
+	})
+	return o.endErr
+}
+
+func apiServerDown(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix string, o *apiOutage, arrive func(ready bool)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	enableNetwork(ctx, t, c)
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
-	const node = "e2e-fault-apiserver"
+	node := "e2e-fault-apiserver" + suffix
 	manifests := t.TempDir()
 	oldFile, newFile := filepath.Join(manifests, "old.yaml"), filepath.Join(manifests, "new.yaml")
-	if err := os.WriteFile(oldFile, []byte(staticManifest("static-old", c.BusyboxImage)), 0o644); err != nil {
+	if err := os.WriteFile(oldFile, []byte(staticManifest("static-old"+suffix, c.BusyboxImage)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := startAgent(t, node, append(podArgs(t, c, manifests), "--node-lease-duration-seconds=4", "--node-status-update-frequency=2s")...)
@@ -769,8 +875,8 @@ func TestAgentAPIServerDown(t *testing.T) {
 		_ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
 		_ = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(context.Background(), node, metav1.DeleteOptions{})
 	})
-	names := createPods(ctx, t, admin, c, node, "outage", 3)
-	oldMirror, newMirror := "static-old-"+node, "static-new-"+node
+	names := createPods(ctx, t, admin, c, node, "outage"+suffix, 3)
+	oldMirror, newMirror := "static-old"+suffix+"-"+node, "static-new"+suffix+"-"+node
 	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "3 API pods and the static pod's mirror pod Running and Ready", func() bool {
 		return runningReady(ctx, admin, node, append(slices.Clone(names), oldMirror))
 	})
@@ -785,25 +891,16 @@ func TestAgentAPIServerDown(t *testing.T) {
 	rec := newPodRecorder(t, admin, node)
 	rec.Ignore("default/" + oldMirror)
 
-	down := time.Now()
-	if err := cp.StopAPIServer(); err != nil {
-		t.Fatal(err)
+	arrive(true)
+	down, err := o.wait(ctx)
+	if err != nil {
+		t.Fatalf("stopping the API server: %v", err)
 	}
-	up := false
-	start := func() {
-		if !up {
-			up = true
-			if err := cp.StartAPIServer(); err != nil {
-				t.Fatalf("starting the API server again: %v", err)
-			}
-		}
-	}
-	defer start() // the package's other tests need it
 	t.Logf("API server stopped in %v", time.Since(down).Round(time.Millisecond))
 	if err := os.Remove(oldFile); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(newFile, []byte(staticManifest("static-new", c.BusyboxImage)), 0o644); err != nil {
+	if err := os.WriteFile(newFile, []byte(staticManifest("static-new"+suffix, c.BusyboxImage)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The static changes reach the runtime with the API server down.
@@ -835,7 +932,9 @@ func TestAgentAPIServerDown(t *testing.T) {
 		t.Fatalf("the agent is gone: %v", err)
 	}
 	back := time.Now()
-	start()
+	if err := o.end(); err != nil {
+		t.Fatalf("starting the API server again: %v", err)
+	}
 	t.Logf("API server down %v, ready again %v later", back.Sub(down).Round(time.Millisecond), time.Since(back).Round(time.Millisecond))
 
 	// The status catches up.

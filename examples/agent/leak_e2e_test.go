@@ -49,7 +49,10 @@ func (f leakFootprint) machine() [5]int {
 // files and pod directories it held before.
 func TestAgentLeaksNothingOverPodCycles(t *testing.T) {
 	cp := controlplane.Need(t, cp)
-	c := containerdtest.Need(t, ctrd)
+	onBothRuntimes(t, func(t *testing.T, c *containerdtest.Containerd, suffix string) { leaksNothing(t, cp, c, suffix) })
+}
+
+func leaksNothing(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix string) {
 	cycles := 20
 	if s := os.Getenv("NODEKIT_LEAK_CYCLES"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -66,7 +69,7 @@ func TestAgentLeaksNothingOverPodCycles(t *testing.T) {
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
 
-	const node = "e2e-leaks"
+	node := "e2e-leaks" + suffix
 	rootDir := t.TempDir()
 	args := podArgs(t, c, t.TempDir())
 	for i, a := range args {
@@ -114,7 +117,7 @@ func TestAgentLeaksNothingOverPodCycles(t *testing.T) {
 	zero := int64(0)
 	runRound := func(round int) {
 		t.Helper()
-		names := createPods(ctx, t, admin, c, node, fmt.Sprintf("leak-%d", round), batch)
+		names := createPods(ctx, t, admin, c, node, fmt.Sprintf("leak%s-%d", suffix, round), batch)
 		testenv.Eventually(t, time.Minute, 100*time.Millisecond, fmt.Sprintf("round %d: %d pods Running", round, batch), func() bool {
 			pods, err := admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 			if err != nil {
