@@ -127,6 +127,12 @@ func failingRuntime(t *testing.T, cp *controlplane.ControlPlane, c *containerdte
 		return strings.HasPrefix(r, "ErrImagePull") || strings.HasPrefix(r, "ImagePullBackOff")
 	})
 	t.Logf("pod faulty-pull: %s", reason())
+	// Between pulls the pod waits with ImagePullBackOff: the pull back-off
+	// (10s, doubling), not only the pod's retry after an error (also 10s),
+	// spaces the pulls.
+	testenv.Eventually(t, 45*time.Second, 100*time.Millisecond, "the pod waiting with ImagePullBackOff between pulls", func() bool {
+		return strings.HasPrefix(reason(), "ImagePullBackOff")
+	})
 
 	// Back-off, not a hot loop: over 15 s the failing pull is tried at most
 	// twice (kubelet's image back-off starts at 10 s and doubles), and the
