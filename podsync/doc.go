@@ -62,7 +62,9 @@
 // terminationGracePeriodSeconds (30 when unset), at least 1s, and only
 // shrinks. Pods that run in the backend but that no source knows (orphans)
 // are stopped with a 1s grace and removed once Options.SourcesReady reports
-// true and an update of every source in Options.Sources was handled. The CRI
+// true and an update of every source in Options.Sources was handled (with
+// container events in use, the next health check after that relists, so
+// they are found within RelistPeriod, not at the next full relist). The CRI
 // syncer never touches a sandbox or container without the
 // io.kubernetes.pod.uid label (containers also need io.kubernetes.container.name).
 //
@@ -115,6 +117,12 @@
 // never started is started as it is, and one an earlier agent created
 // whose start the runtime aborted (exited, never started) is replaced at
 // the same restart count, so no second container of the name is left.
+// Meanwhile its status says it waits to be created (ContainerCreating),
+// not that it exited, so the pod does not turn Running and then Pending
+// again; and a start of it that the runtime refuses while the earlier
+// agent's start is still in flight (for up to a minute after the syncer
+// started) is not reported as an error: the relist sees how that start
+// ends.
 //
 // # Threading model
 //
