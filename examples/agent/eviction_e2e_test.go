@@ -20,23 +20,27 @@ import (
 // Under memory pressure (a hard threshold no node can meet) the node
 // reports MemoryPressure from the eviction manager, an API pod is evicted
 // or refused with kubelet's reason Evicted and ends Failed, and the static
-// pod, critical, keeps running.
+// pod, critical, keeps running; on containerd 1.x and 2.
 func TestAgentEvictsUnderPressureOnContainerd(t *testing.T) {
 	cp := controlplane.Need(t, cp)
-	c := containerdtest.Need(t, ctrd)
+	onBothRuntimes(t, func(t *testing.T, c *containerdtest.Containerd, suffix string) { evictsUnderPressure(t, cp, c, suffix) })
+}
+
+func evictsUnderPressure(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
 
-	const node = "e2e-eviction"
+	node := "e2e-eviction" + suffix
+	evictable := "evictable" + suffix
 	manifests := t.TempDir()
 	if err := os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte(staticManifest("critical", c.BusyboxImage)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	startAgent(t, node, append(podArgs(t, c, manifests), "--eviction-hard=memory.available<1000Ti")...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
-	createHostPod(ctx, t, admin, c, node, "evictable", sleeper)
+	createHostPod(ctx, t, admin, c, node, evictable, sleeper)
 
 	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "MemoryPressure True from the eviction manager", func() bool {
 		n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
@@ -52,7 +56,7 @@ func TestAgentEvictsUnderPressureOnContainerd(t *testing.T) {
 	})
 	var got *corev1.Pod
 	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the API pod Failed with reason Evicted", func() bool {
-		p, err := admin.CoreV1().Pods("default").Get(ctx, "evictable", metav1.GetOptions{})
+		p, err := admin.CoreV1().Pods("default").Get(ctx, evictable, metav1.GetOptions{})
 		got = p
 		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted"
 	})
@@ -60,7 +64,7 @@ func TestAgentEvictsUnderPressureOnContainerd(t *testing.T) {
 		t.Errorf("evicted pod has no message: %+v", got.Status)
 	}
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "the evicted pod stopped in containerd", func() bool {
-		return !runningContainer(rt, "evictable")
+		return !runningContainer(rt, evictable)
 	})
 	if !runningContainer(rt, "critical-"+node) {
 		t.Errorf("the static pod (critical) is not running under pressure")
@@ -69,7 +73,7 @@ func TestAgentEvictsUnderPressureOnContainerd(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero := int64(0)
-	if err := admin.CoreV1().Pods("default").Delete(ctx, "evictable", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+	if err := admin.CoreV1().Pods("default").Delete(ctx, evictable, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty", func() bool { return runtimeEmpty(rt) })
@@ -98,15 +102,20 @@ func createHostPod(ctx context.Context, t *testing.T, admin kubernetes.Interface
 // messages, while the node is under no pressure: one whose container
 // writes 4 MiB of logs against an ephemeral-storage limit of 1Mi, one that
 // writes 4 MiB into an emptyDir with a sizeLimit of 1Mi. A pod within its
-// limits runs on.
+// limits runs on. On containerd 1.x and 2.
 func TestAgentEvictsOverLocalStorageLimitsOnContainerd(t *testing.T) {
 	cp := controlplane.Need(t, cp)
-	c := containerdtest.Need(t, ctrd)
+	onBothRuntimes(t, func(t *testing.T, c *containerdtest.Containerd, suffix string) {
+		evictsOverLocalStorageLimits(t, cp, c, suffix)
+	})
+}
+
+func evictsOverLocalStorageLimits(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Containerd, suffix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rt := criClient(t, c)
 	admin := cp.AdminClient()
-	const node = "e2e-local-storage"
+	node := "e2e-local-storage" + suffix
 	startAgent(t, node, podArgs(t, c, t.TempDir())...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
@@ -116,9 +125,9 @@ func TestAgentEvictsOverLocalStorageLimitsOnContainerd(t *testing.T) {
 	}
 	oneMi := resource.MustParse("1Mi")
 	pods := []*corev1.Pod{
-		faultPod(node, "log-over", c.BusyboxImage),
-		faultPod(node, "dir-over", c.BusyboxImage),
-		faultPod(node, "within", c.BusyboxImage),
+		faultPod(node, "log-over"+suffix, c.BusyboxImage),
+		faultPod(node, "dir-over"+suffix, c.BusyboxImage),
+		faultPod(node, "within"+suffix, c.BusyboxImage),
 	}
 	pods[0].Spec.Containers[0].Resources = limit("1Mi")
 	pods[0].Spec.Containers[0].Command = []string{"sh", "-c", write4MiB + "; " + sleeper}
@@ -137,8 +146,8 @@ func TestAgentEvictsOverLocalStorageLimitsOnContainerd(t *testing.T) {
 		})
 	}
 	want := map[string]string{
-		"log-over": "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. ",
-		"dir-over": `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `,
+		"log-over" + suffix: "Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. ",
+		"dir-over" + suffix: `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". `,
 	}
 	for name, msg := range want {
 		testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, name+" Failed, Evicted: "+msg, func() bool {
@@ -149,7 +158,7 @@ func TestAgentEvictsOverLocalStorageLimitsOnContainerd(t *testing.T) {
 			return !runningContainer(rt, name)
 		})
 	}
-	if !runningReady(ctx, admin, node, []string{"within"}) || !runningContainer(rt, "within") {
+	if !runningReady(ctx, admin, node, []string{"within" + suffix}) || !runningContainer(rt, "within"+suffix) {
 		t.Errorf("the pod within its limits does not run")
 	}
 	for _, p := range pods {

@@ -164,8 +164,14 @@ func leaksNothing(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest
 	t.Logf("baseline after one round of %d pods: %v", batch, base)
 
 	start := time.Now()
+	// A long soak prints the footprint ten times on the way, so that a
+	// heap that levels off (bounded caches) can be told from one that
+	// keeps growing (a leak).
 	for r := 1; r <= rounds; r++ {
 		runRound(r)
+		if rounds >= 50 && r%(rounds/10) == 0 && r < rounds {
+			fmt.Printf("LEAKS %s after %d cycles: %v\n", t.Name(), r*batch, measure())
+		}
 	}
 	t.Logf("%d create/delete cycles, %d at a time, in %v", rounds*batch, batch, time.Since(start).Round(time.Millisecond))
 
@@ -198,7 +204,7 @@ func leaksNothing(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest
 		t.Errorf("agent heap in use went from %.1f MiB to %.1f MiB (bound %.1f MiB)",
 			float64(base.heapInUse)/(1<<20), float64(end.heapInUse)/(1<<20), float64(limit)/(1<<20))
 	}
-	fmt.Printf("LEAKS cycles=%d baseline: %v\nLEAKS cycles=%d end: %v\n", rounds*batch, base, rounds*batch, end)
+	fmt.Printf("LEAKS %s baseline: %v\nLEAKS %s after %d cycles (end): %v\n", t.Name(), base, t.Name(), rounds*batch, end)
 	p.stop(t)
 }
 

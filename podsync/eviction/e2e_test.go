@@ -14,17 +14,22 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// ctrd is the real containerd the end-to-end test uses; nil in -short mode
-// or when containerd is not available (the test then skips).
-var ctrd *containerdtest.Containerd
+// ctrd and ctrd2 are the real containerd 1.x and 2 the end-to-end test
+// uses; nil in -short mode or when one is not available (its subtest then
+// skips).
+var ctrd, ctrd2 *containerdtest.Containerd
 
-func TestMain(m *testing.M) { os.Exit(containerdtest.Main(m, &ctrd)) }
+func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctrd2)) }
 
-// TestE2EImageGC: on containerd, an image a container uses and the pinned
-// sandbox image are kept; once the container is gone, its image is
-// removed.
+// TestE2EImageGC: on containerd 1.x and 2, an image a container uses and
+// the pinned sandbox image are kept; once the container is gone, its image
+// is removed.
 func TestE2EImageGC(t *testing.T) {
-	c := containerdtest.Need(t, ctrd)
+	t.Run("containerd1", func(t *testing.T) { imageGC(t, containerdtest.Need(t, ctrd)) })
+	t.Run("containerd2", func(t *testing.T) { imageGC(t, containerdtest.Need2(t, ctrd2)) })
+}
+
+func imageGC(t *testing.T, c *containerdtest.Containerd) {
 	_, ctx := ktesting.NewTestContext(t)
 	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {

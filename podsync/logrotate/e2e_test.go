@@ -13,15 +13,20 @@ import (
 	"github.com/nodekit/nodekit/runtime"
 )
 
-var ctrd *containerdtest.Containerd
+var ctrd, ctrd2 *containerdtest.Containerd
 
-func TestMain(m *testing.M) { os.Exit(containerdtest.Main(m, &ctrd)) }
+func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctrd2)) }
 
-// On containerd: a container that keeps logging has its log rotated three
-// times; containerd reopens the log each time and goes on writing to it,
-// and no more than MaxFiles files are left, the older rotated ones gzipped.
+// On containerd 1.x and 2: a container that keeps logging has its log
+// rotated three times; containerd reopens the log each time and goes on
+// writing to it, and no more than MaxFiles files are left, the older
+// rotated ones gzipped.
 func TestE2ERotationOnContainerd(t *testing.T) {
-	c := containerdtest.Need(t, ctrd)
+	t.Run("containerd1", func(t *testing.T) { rotation(t, containerdtest.Need(t, ctrd)) })
+	t.Run("containerd2", func(t *testing.T) { rotation(t, containerdtest.Need2(t, ctrd2)) })
+}
+
+func rotation(t *testing.T, c *containerdtest.Containerd) {
 	ctx := context.Background()
 	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
 	if err != nil {
