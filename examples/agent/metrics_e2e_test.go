@@ -1,30 +1,36 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/runtime"
 )
 
-// busyLoop is a pod command that holds 4 MB in a shell variable and uses a
-// little CPU every second (a few thousand shell additions), so that its
-// usage rounds to more than 0Mi and 0m (busybox sleeping uses less than
-// half a MiB).
+// busyLoop is a pod command that holds 4 MB in a shell variable (so that
+// its memory rounds to more than 0Mi) and uses CPU at an even rate: a few
+// hundred shell additions, then a tenth of a second asleep, over and over.
 const busyLoop = `trap 'exit 0' TERM; x=$(head -c 4000000 /dev/zero | tr '\0' x); ` +
-	`while true; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 1; done`
+	`while true; do i=0; while [ $i -lt 800 ]; do i=$((i+1)); done; sleep 0.1; done`
 
 // The real metrics-server scrapes the agent's node API, and `kubectl top`
 // shows the node and its pod: metrics-server reaches the node at its
@@ -33,7 +39,9 @@ const busyLoop = `trap 'exit 0' TERM; x=$(head -c 4000000 /dev/zero | tr '\0' x)
 // token, which the agent reviews (TokenReview) and authorizes
 // (SubjectAccessReview on nodes/metrics): without that permission its
 // scrapes are forbidden, the agent's log says so for its user, and
-// `kubectl top node` has nothing; once granted, the figures come.
+// `kubectl top node` has nothing; once granted, the figures come, and the
+// pod's CPU in `kubectl top pod` is within 20% of what /proc says its
+// process used over the same window.
 func TestAgentMetricsServerOnContainerd(t *testing.T) {
 	cp := controlplane.Need(t, cp)
 	c := containerdtest.Need(t, ctrd)
@@ -69,6 +77,7 @@ func TestAgentMetricsServerOnContainerd(t *testing.T) {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "busy", metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning
 	})
+	procCPU := sampleProcCPU(t, rt, "busy")
 	n, err := admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +134,45 @@ func TestAgentMetricsServerOnContainerd(t *testing.T) {
 	})
 	t.Logf("kubectl top node: %v; kubectl top pod: %v", nodeTop, podTop)
 
+	// kubectl top pod against /proc over the window of the metrics API's
+	// value: the metrics API, kubectl and the metrics API again, so that
+	// kubectl's figure is known to come from the window read (no scrape
+	// in between). The window's end is given to the second: its middle is
+	// taken, which the pod's even rate makes good to a percent or two.
+	var topMilli, procMilli float64
+	var window string
+	testenv.Eventually(t, 2*time.Minute, time.Second, "a metrics API window of the pod that /proc covers", func() bool {
+		before, err := podMetrics(ctx, admin, "default", "busy")
+		if err != nil {
+			return false
+		}
+		f := top("busy", "top", "pod", "busy", "--namespace=default", "--no-headers")
+		after, err := podMetrics(ctx, admin, "default", "busy")
+		if err != nil || len(f) != 3 || !after.Timestamp.Equal(&before.Timestamp) || after.Window != before.Window {
+			return false
+		}
+		end := before.Timestamp.Add(500 * time.Millisecond)
+		rate, ok := procCPU.rate(end.Add(-before.Window.Duration), end)
+		if !ok {
+			return false
+		}
+		q, err := resource.ParseQuantity(f[1])
+		if err != nil {
+			t.Fatalf("kubectl top pod's CPU %q: %v", f[1], err)
+		}
+		topMilli, procMilli = float64(q.MilliValue()), rate*1000
+		window = fmt.Sprintf("%v ending %v", before.Window.Duration, before.Timestamp.UTC().Format(time.RFC3339))
+		return true
+	})
+	t.Logf("pod CPU over %s: kubectl top pod %.0fm, /proc %.1fm", window, topMilli, procMilli)
+	if procMilli < 10 {
+		t.Fatalf("the busy pod used %.1fm of CPU by /proc over %s: too little to compare", procMilli, window)
+	}
+	// kubectl rounds up to a millicore.
+	if d := topMilli - procMilli; d > 0.2*procMilli+1 || -d > 0.2*procMilli {
+		t.Errorf("kubectl top pod says %.0fm over %s, /proc %.1fm: more than 20%% apart", topMilli, window, procMilli)
+	}
+
 	zero := int64(0)
 	if err := admin.CoreV1().Pods("default").Delete(ctx, "busy", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
@@ -165,4 +213,128 @@ func forbiddenLine(log, user, subresource string) string {
 		}
 	}
 	return ""
+}
+
+// podMetrics reads a pod's entry in the metrics API (metrics.k8s.io).
+func podMetrics(ctx context.Context, admin kubernetes.Interface, namespace, name string) (*podMetricsEntry, error) {
+	b, err := admin.CoreV1().RESTClient().Get().
+		AbsPath("/apis/metrics.k8s.io/v1beta1/namespaces", namespace, "pods", name).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var m podMetricsEntry
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("pod metrics %s: %w", b, err)
+	}
+	return &m, nil
+}
+
+// podMetricsEntry is the part of metrics.k8s.io/v1beta1 PodMetrics read
+// here.
+type podMetricsEntry struct {
+	Timestamp metav1.Time     `json:"timestamp"`
+	Window    metav1.Duration `json:"window"`
+}
+
+// procCPU is a process's CPU time (its own and its reaped children's, from
+// /proc/<pid>/stat) sampled every 100 ms until the test ends.
+type procCPU struct {
+	mu      sync.Mutex
+	at      []time.Time
+	seconds []float64
+}
+
+// sampleProcCPU samples the CPU time of the process of pod's running
+// container in rt.
+func sampleProcCPU(t *testing.T, rt *runtime.Client, pod string) *procCPU {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: map[string]string{"io.kubernetes.pod.name": pod},
+	})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("pod %s's running container: %v, %v", pod, cs, err)
+	}
+	st, err := rt.ContainerStatus(ctx, cs[0].Id, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := containerdtest.ContainerPid(st.Info["info"])
+	if pid == 0 {
+		t.Fatalf("no pid in the verbose status of container %s", cs[0].Id)
+	}
+	p := &procCPU{}
+	stat := fmt.Sprintf("/proc/%d/stat", pid)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if secs, err := cpuSeconds(stat); err == nil {
+				p.mu.Lock()
+				p.at, p.seconds = append(p.at, time.Now()), append(p.seconds, secs)
+				p.mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { close(done); wg.Wait() })
+	return p
+}
+
+// cpuSeconds reads utime+stime+cutime+cstime of a /proc/<pid>/stat file, in
+// seconds (USER_HZ is 100 on Linux).
+func cpuSeconds(path string) (float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3, the state
+	if i < 0 || len(f) < 15 {
+		return 0, fmt.Errorf("%s: %q", path, b)
+	}
+	ticks := 0
+	for _, s := range f[11:15] { // fields 14-17
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q", path, b)
+		}
+		ticks += n
+	}
+	return float64(ticks) / 100, nil
+}
+
+// rate is the CPU the process used from one time to another, in cores,
+// interpolated between samples; false when the samples do not cover both.
+func (p *procCPU) rate(from, to time.Time) (float64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := func(x time.Time) (float64, bool) {
+		for i := 1; i < len(p.at); i++ {
+			if !p.at[i].Before(x) && !p.at[i-1].After(x) {
+				span := p.at[i].Sub(p.at[i-1]).Seconds()
+				if span == 0 {
+					return p.seconds[i], true
+				}
+				w := x.Sub(p.at[i-1]).Seconds() / span
+				return p.seconds[i-1] + w*(p.seconds[i]-p.seconds[i-1]), true
+			}
+		}
+		return 0, false
+	}
+	a, ok1 := at(from)
+	b, ok2 := at(to)
+	if !ok1 || !ok2 || !to.After(from) {
+		return 0, false
+	}
+	return (b - a) / to.Sub(from).Seconds(), true
 }

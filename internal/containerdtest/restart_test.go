@@ -25,13 +25,13 @@ func TestKillRestart(t *testing.T) {
 		_, _ = rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandboxID})
 		_, _ = rt.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID})
 	}()
-	var pid uint32
+	var pid int
 	waitFor(t, 30*time.Second, "the container running", func() (bool, error) {
 		st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID, Verbose: true})
 		if err != nil || st.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			return false, err
 		}
-		pid = containerPid(st.Info["info"])
+		pid = ContainerPid(st.Info["info"])
 		return pid != 0, nil
 	})
 	if err := c.Restart(ctx); err == nil || !strings.Contains(err.Error(), "still running") {
@@ -52,7 +52,7 @@ func TestKillRestart(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%v: the CRI answers while containerd is down", sig)
 		}
-		if !alive(int(pid)) {
+		if !alive(pid) {
 			t.Fatalf("%v: the container's process %d died with containerd", sig, pid)
 		}
 		begin := time.Now()
@@ -71,20 +71,4 @@ func TestKillRestart(t *testing.T) {
 			t.Fatalf("%v: containers after Restart %v; want %s running", sig, list.Containers, containerID)
 		}
 	}
-}
-
-// containerPid reads "pid": N from a verbose container status.
-func containerPid(info string) uint32 {
-	_, rest, ok := strings.Cut(info, `"pid":`)
-	if !ok {
-		return 0
-	}
-	var n uint32
-	for _, r := range strings.TrimSpace(rest) {
-		if r < '0' || r > '9' {
-			break
-		}
-		n = n*10 + uint32(r-'0')
-	}
-	return n
 }
