@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -33,8 +34,10 @@ import (
 // nodes/proxy), and the agent to containerd. kubectl speaks WebSocket to
 // the API server, which turns exec, attach and port-forward into SPDY
 // towards the node (the agent does not declare ExtendWebSocketsToKubelet).
-// A client certificate of the same CA for a user without nodes/proxy is
-// refused by the agent.
+// kubectl logs --previous reads a restarted container's last run, and
+// kubectl exec passes stdin and the command's exit code. A client
+// certificate of the same CA for a user without nodes/proxy is refused by
+// the agent.
 func TestKubectlThroughAPIServer(t *testing.T) {
 	cp := controlplane.Need(t, cp)
 	c := containerdtest.Need(t, ctrd)
@@ -70,6 +73,21 @@ func TestKubectlThroughAPIServer(t *testing.T) {
 		"mkdir -p /www && echo page from the pod > /www/index.html && httpd -f -p %s -h /www & "+
 			"echo first line; echo last line; "+
 			"while true; do if [ -e /tmp/ping ]; then rm -f /tmp/ping; echo pong; fi; sleep 0.2; done", httpAddr))
+	// A second pod counts its runs in an emptyDir, prints "run N" and
+	// exits: its container restarts (with the back-off) while the first
+	// pod is tried.
+	restarts := faultPod(node, "restarts", c.BusyboxImage)
+	restarts.Spec.Volumes = []corev1.Volume{{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	restarts.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "state", MountPath: "/state"}}
+	restarts.Spec.Containers[0].Command = []string{"sh", "-c",
+		`n=$(( $(cat /state/n 2>/dev/null || echo 0) + 1 )); echo $n > /state/n; echo "run $n"; sleep 1; exit 1`}
+	zero := int64(0)
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, restarts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Pods("default").Delete(context.Background(), restarts.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
 	testenv.Eventually(t, 2*time.Minute, 100*time.Millisecond, "the pod Running", func() bool {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, pod, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning
@@ -93,6 +111,13 @@ func TestKubectlThroughAPIServer(t *testing.T) {
 	}
 	if out, err := k.run(ctx, "exec", pod, "--", "echo", "hi"); err != nil || out != "hi\n" {
 		t.Errorf("kubectl exec -- echo hi: %q, %v; want %q", out, err, "hi\n")
+	}
+	// kubectl exec -i: stdin reaches the command, and kubectl exits with
+	// the command's exit code.
+	out, err := k.runInput(ctx, strings.NewReader("hello\n"), "exec", "-i", pod, "--", "sh", "-c", `read x; echo "got $x"; exit 3`)
+	var exit *exec.ExitError
+	if out != "got hello\n" || !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Errorf("kubectl exec -i -- sh -c 'read x; echo got $x; exit 3' with stdin hello: %q, %v; want %q and exit code 3", out, err, "got hello\n")
 	}
 
 	// kubectl logs -f sees a line written after it printed the old ones.
@@ -140,6 +165,29 @@ func TestKubectlThroughAPIServer(t *testing.T) {
 	}
 	pf.stop()
 
+	// kubectl logs --previous: the run before the latest. The restart
+	// count is read before and after, so that no restart came between.
+	seen := map[string]bool{} // each answer logged once
+	testenv.Eventually(t, 2*time.Minute, 200*time.Millisecond, "kubectl logs --previous shows the run before the latest", func() bool {
+		count := func() int32 {
+			p, err := admin.CoreV1().Pods("default").Get(ctx, restarts.Name, metav1.GetOptions{})
+			if err != nil || len(p.Status.ContainerStatuses) != 1 {
+				return -1
+			}
+			return p.Status.ContainerStatuses[0].RestartCount
+		}
+		before := count()
+		prev, err1 := k.run(ctx, "logs", "--previous", restarts.Name)
+		latest, err2 := k.run(ctx, "logs", restarts.Name)
+		after := count()
+		if msg := fmt.Sprintf("restarts %d: kubectl logs --previous %q (%v), kubectl logs %q (%v)", after, prev, err1, latest, err2); !seen[msg] {
+			seen[msg] = true
+			t.Log(msg)
+		}
+		return before >= 1 && before == after && err1 == nil && err2 == nil &&
+			prev == fmt.Sprintf("run %d\n", before) && latest == fmt.Sprintf("run %d\n", before+1)
+	})
+
 	// The agent itself refuses a user of the same CA without nodes/proxy.
 	nobody, err := cp.UserConfig("nodeapi-nobody")
 	if err != nil {
@@ -162,9 +210,10 @@ func TestKubectlThroughAPIServer(t *testing.T) {
 		t.Errorf("a user without nodes/proxy: %d %q, want 403 %q", resp.StatusCode, body, want)
 	}
 
-	zero := int64(0)
-	if err := admin.CoreV1().Pods("default").Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{pod, restarts.Name} {
+		if err := admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "containerd empty", func() bool { return runtimeEmpty(rt) })
 }
@@ -184,9 +233,15 @@ type kubectl struct{ bin, kubeconfig string }
 // run runs kubectl to its end (at most 30s) and returns its stdout; a
 // non-zero exit is an error carrying its stderr.
 func (k kubectl) run(ctx context.Context, args ...string) (string, error) {
+	return k.runInput(ctx, nil, args...)
+}
+
+// runInput is run with stdin read from in (nil: none).
+func (k kubectl) runInput(ctx context.Context, in io.Reader, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig=" + k.kubeconfig}, args...)...)
+	cmd.Stdin = in
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
