@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Soak for leaks: runs examples/agent's TestAgentLeaksNothingOverPodCycles
 # with NODEKIT_LEAK_CYCLES pod create/delete cycles (1,000 by default), ten at
-# a time, on the test harness's containerd and control plane (root needed),
-# and prints the agent's and the machine's footprint after a first round
-# (the baseline) and after the cycles. The test fails if the machine's
-# cgroups, mounts, network namespaces, log files or pod directories differ,
-# if the agent's goroutines or open files grew by more than 2, or if its heap
-# grew past 1.5x + 12 MiB (room for the event recorder's bounded caches).
+# a time, on the test harness's containerd 1.x and containerd 2 in parallel
+# (an agent and a node each) and control plane (root needed), and prints the
+# agents' and the machine's footprint after a first round (the baseline),
+# ten times on the way (from 500 cycles) and after the cycles. The test
+# fails if the machine's cgroups, mounts, network namespaces, log files or
+# pod directories differ, if an agent's goroutines or open files grew by
+# more than 2, or if its heap grew past 1.5x + 12 MiB (room for the event
+# recorder's bounded caches).
 #
-#   hack/soak-leaks.sh                          # about 10 minutes
+#   hack/soak-leaks.sh                          # about 9 minutes
 #   NODEKIT_LEAK_CYCLES=100 hack/soak-leaks.sh
 set -euo pipefail
 
