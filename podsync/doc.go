@@ -132,7 +132,8 @@
 //
 // HandleUpdate, Trigger, PodStatus, PodLifecycle and State may be called
 // from any goroutine. SyncOnce relists, starts a sync for every pod that is
-// due (at most MaxParallel at once, each on its own goroutine), waits for
+// due (at most MaxParallel at once, pods being stopped not counted, as the
+// kubelet bounds none; each on its own goroutine), waits for
 // them and returns how long to wait before the next step; Run does the same without waiting, relists RelistPeriod after the
 // last relist (EventedRelistPeriod while container events are in use) or
 // at once after a sync that changed what runs, reads

@@ -106,7 +106,8 @@ type Options struct {
 	// ErrorBackoff: a pod whose sync failed is synced again after this (or
 	// sooner, when the sync asked). Default 10s; between 10ms and 1m.
 	ErrorBackoff time.Duration
-	// MaxParallel bounds the pods synced at once. Default 16; between 1 and 10000.
+	// MaxParallel bounds the pods synced at once; pods being stopped
+	// (Terminating) are not counted. Default 16; between 1 and 10000.
 	MaxParallel int
 }
 
@@ -204,7 +205,7 @@ type worker struct {
 }
 
 // Engine runs one pod worker per pod UID: the latest update wins, at most
-// MaxParallel pods sync at once, and each pod goes Syncing → Terminating →
+// MaxParallel pods sync at once (pods being stopped are not counted), and each pod goes Syncing → Terminating →
 // Terminated → Done through the PodSyncer. A relist of the backend observes
 // what runs. SyncOnce is one synchronous step; Run loops it.
 type Engine struct {
@@ -698,13 +699,17 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 		go func() {
 			defer wg.Done()
 			defer cancel()
-			select {
-			case e.sem <- struct{}{}:
-			case <-wctx.Done():
-				e.finish(job, 0, errors.Join(wctx.Err()))
-				return
+			// A pod being stopped takes no slot: stopping frees what
+			// starting takes, and the kubelet bounds neither.
+			if job.life != Terminating {
+				select {
+				case e.sem <- struct{}{}:
+				case <-wctx.Done():
+					e.finish(job, 0, errors.Join(wctx.Err()))
+					return
+				}
+				defer func() { <-e.sem }()
 			}
-			defer func() { <-e.sem }()
 			// Sync on the newest observation: the relist may have
 			// published a newer status while this sync waited for a slot.
 			e.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -265,5 +266,55 @@ func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
 	}
 	if s := h.writer.last(a.UID); s.Phase != corev1.PodSucceeded {
 		t.Errorf("a after its sync: %+v", s)
+	}
+}
+
+// A pod being stopped takes no slot of MaxParallel: while another pod's
+// sync holds the only slot, a deleted pod's containers and sandbox are
+// stopped.
+func TestEngineStopsWithoutSlot(t *testing.T) {
+	h := newHarness(t)
+	a := busyboxPod(corev1.RestartPolicyAlways, "a")
+	a.UID, a.Name = "uid-a", "a"
+	b := busyboxPod(corev1.RestartPolicyAlways, "b")
+	b.UID, b.Name = "uid-b", "b"
+	bs := &blockingSyncer{CRI: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
+	var err error
+	h.eng, err = New(Options{Syncer: bs, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.add(a)
+	if s := h.writer.last(a.UID); s.Phase != corev1.PodRunning {
+		t.Fatalf("a: %+v", s)
+	}
+
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
+	done := make(chan error, 2)
+	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }()
+	<-bs.entered // b holds the only slot
+	del := a.DeepCopy()
+	now := metav1.NewTime(h.clock.Now())
+	zero := int64(0)
+	del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &zero
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
+	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }()
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "a's sandbox stopped (or removed) while b holds the slot", func() bool {
+		sbs, err := h.rt.ListPodSandbox(h.ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelPodUID: string(a.UID)}})
+		if err != nil {
+			return false
+		}
+		for _, sb := range sbs {
+			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+				return false
+			}
+		}
+		return true
+	})
+	close(bs.release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
