@@ -216,16 +216,17 @@ func (b *blockingSyncer) SyncPod(ctx context.Context, pod *corev1.Pod, observed 
 	return b.CRI.SyncPod(ctx, pod, observed)
 }
 
-// While a pod's sync waits for a slot, a relist publishes the pod's new
-// status, and the sync, once it has its slot, works from that observation
-// rather than the one it was queued with.
-func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
-	h := newHarness(t)
-	a := busyboxPod(corev1.RestartPolicyNever, "a")
+// oneSlotHarness is an engine with MaxParallel 1 whose syncer holds pod b's
+// SyncPod until bs.release is closed, running pod a (with restartPolicy
+// policy); b is not added yet.
+func oneSlotHarness(t *testing.T, policy corev1.RestartPolicy) (h *harness, a, b *corev1.Pod, bs *blockingSyncer) {
+	t.Helper()
+	h = newHarness(t)
+	a = busyboxPod(policy, "a")
 	a.UID, a.Name = "uid-a", "a"
-	b := busyboxPod(corev1.RestartPolicyAlways, "b")
+	b = busyboxPod(corev1.RestartPolicyAlways, "b")
 	b.UID, b.Name = "uid-b", "b"
-	bs := &blockingSyncer{CRI: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
+	bs = &blockingSyncer{CRI: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
 	var err error
 	h.eng, err = New(Options{Syncer: bs, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
 	if err != nil {
@@ -235,6 +236,14 @@ func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
 	if s := h.writer.last(a.UID); s.Phase != corev1.PodRunning {
 		t.Fatalf("a: %+v", s)
 	}
+	return h, a, b, bs
+}
+
+// While a pod's sync waits for a slot, a relist publishes the pod's new
+// status, and the sync, once it has its slot, works from that observation
+// rather than the one it was queued with.
+func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
+	h, a, b, bs := oneSlotHarness(t, corev1.RestartPolicyNever)
 	id := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
 
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
@@ -273,21 +282,7 @@ func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
 // sync holds the only slot, a deleted pod's containers and sandbox are
 // stopped.
 func TestEngineStopsWithoutSlot(t *testing.T) {
-	h := newHarness(t)
-	a := busyboxPod(corev1.RestartPolicyAlways, "a")
-	a.UID, a.Name = "uid-a", "a"
-	b := busyboxPod(corev1.RestartPolicyAlways, "b")
-	b.UID, b.Name = "uid-b", "b"
-	bs := &blockingSyncer{CRI: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
-	var err error
-	h.eng, err = New(Options{Syncer: bs, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.add(a)
-	if s := h.writer.last(a.UID); s.Phase != corev1.PodRunning {
-		t.Fatalf("a: %+v", s)
-	}
+	h, a, b, bs := oneSlotHarness(t, corev1.RestartPolicyAlways)
 
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
 	done := make(chan error, 2)
