@@ -41,7 +41,7 @@ func readCgroup(t *testing.T, cg, controller, file string) string {
 	return ""
 }
 
-func TestE2EPodCgroups(t *testing.T) { onBothRuntimes(t, testE2EPodCgroups) }
+func TestE2EPodCgroups(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2EPodCgroups) }
 
 func testE2EPodCgroups(t *testing.T, c *containerdtest.Containerd) {
 	e := e2eSetup(t, c)

@@ -119,14 +119,6 @@ func e2ePod(c *containerdtest.Containerd, name string, policy corev1.RestartPoli
 
 const sleeper = "trap 'exit 0' TERM; sleep 3600 & wait"
 
-// onBothRuntimes runs test on the host's containerd 1.x and then on
-// containerd 2 (one after the other: the goroutine leak checks see the
-// whole process).
-func onBothRuntimes(t *testing.T, test func(t *testing.T, c *containerdtest.Containerd)) {
-	t.Run("containerd1", func(t *testing.T) { test(t, containerdtest.Need(t, ctrd)) })
-	t.Run("containerd2", func(t *testing.T) { test(t, containerdtest.Need2(t, ctrd2)) })
-}
-
 func e2eSetup(t *testing.T, c *containerdtest.Containerd) *e2e {
 	t.Cleanup(leakcheck.Check(t)) // runs after e.stop
 
@@ -135,7 +127,7 @@ func e2eSetup(t *testing.T, c *containerdtest.Containerd) *e2e {
 	return e
 }
 
-func TestE2EPodRunning(t *testing.T) { onBothRuntimes(t, testE2EPodRunning) }
+func TestE2EPodRunning(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2EPodRunning) }
 
 func testE2EPodRunning(t *testing.T, c *containerdtest.Containerd) {
 	e := e2eSetup(t, c)
@@ -154,7 +146,7 @@ func testE2EPodRunning(t *testing.T, c *containerdtest.Containerd) {
 	e.remove(pod)
 }
 
-func TestE2ECrashLoop(t *testing.T) { onBothRuntimes(t, testE2ECrashLoop) }
+func TestE2ECrashLoop(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2ECrashLoop) }
 
 func testE2ECrashLoop(t *testing.T, c *containerdtest.Containerd) {
 	e := e2eSetup(t, c)
@@ -177,7 +169,9 @@ func testE2ECrashLoop(t *testing.T, c *containerdtest.Containerd) {
 	e.remove(pod)
 }
 
-func TestE2EInitContainerFirst(t *testing.T) { onBothRuntimes(t, testE2EInitContainerFirst) }
+func TestE2EInitContainerFirst(t *testing.T) {
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2EInitContainerFirst)
+}
 
 func testE2EInitContainerFirst(t *testing.T, c *containerdtest.Containerd) {
 	e := e2eSetup(t, c)
@@ -197,7 +191,9 @@ func testE2EInitContainerFirst(t *testing.T, c *containerdtest.Containerd) {
 	e.remove(pod)
 }
 
-func TestE2EImageChangeRecreates(t *testing.T) { onBothRuntimes(t, testE2EImageChangeRecreates) }
+func TestE2EImageChangeRecreates(t *testing.T) {
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2EImageChangeRecreates)
+}
 
 func testE2EImageChangeRecreates(t *testing.T, c *containerdtest.Containerd) {
 	e := e2eSetup(t, c)
@@ -220,7 +216,9 @@ func testE2EImageChangeRecreates(t *testing.T, c *containerdtest.Containerd) {
 	e.remove(upd)
 }
 
-func TestE2EGracefulStopRunsPreStop(t *testing.T) { onBothRuntimes(t, testE2EGracefulStopRunsPreStop) }
+func TestE2EGracefulStopRunsPreStop(t *testing.T) {
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2EGracefulStopRunsPreStop)
+}
 
 func testE2EGracefulStopRunsPreStop(t *testing.T, c *containerdtest.Containerd) {
 	e := e2eSetup(t, c)
@@ -249,7 +247,7 @@ func testE2EGracefulStopRunsPreStop(t *testing.T, c *containerdtest.Containerd) 
 	}
 }
 
-func TestE2ERestartNever(t *testing.T) { onBothRuntimes(t, testE2ERestartNever) }
+func TestE2ERestartNever(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2ERestartNever) }
 
 func testE2ERestartNever(t *testing.T, c *containerdtest.Containerd) {
 	e := e2eSetup(t, c)
@@ -275,7 +273,7 @@ func testE2ERestartNever(t *testing.T, c *containerdtest.Containerd) {
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{failed, ok, logs}})
 }
 
-func TestE2EAdoption(t *testing.T) { onBothRuntimes(t, testE2EAdoption) }
+func TestE2EAdoption(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2EAdoption) }
 
 func testE2EAdoption(t *testing.T, c *containerdtest.Containerd) {
 	defer leakcheck.Check(t)()
@@ -305,7 +303,7 @@ func testE2EAdoption(t *testing.T, c *containerdtest.Containerd) {
 // no source knows is stopped and removed once the sources are ready; one
 // without them is never touched.
 func TestE2EOrphansKilledForeignKept(t *testing.T) {
-	onBothRuntimes(t, testE2EOrphansKilledForeignKept)
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2EOrphansKilledForeignKept)
 }
 
 func testE2EOrphansKilledForeignKept(t *testing.T, c *containerdtest.Containerd) {

@@ -205,9 +205,9 @@ type worker struct {
 }
 
 // Engine runs one pod worker per pod UID: the latest update wins, at most
-// MaxParallel pods sync at once (pods being stopped are not counted), and each pod goes Syncing → Terminating →
-// Terminated → Done through the PodSyncer. A relist of the backend observes
-// what runs. SyncOnce is one synchronous step; Run loops it.
+// MaxParallel pods sync at once (pods being stopped are not counted), and
+// each pod goes Syncing → Terminating → Terminated → Done through the
+// PodSyncer. A relist of the backend observes what runs. SyncOnce is one synchronous step; Run loops it.
 type Engine struct {
 	o       Options
 	metrics *metrics

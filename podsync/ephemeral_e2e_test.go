@@ -13,7 +13,9 @@ import (
 // An ephemeral container added to a running pod starts once, in the pod's
 // sandbox, sharing its target's process namespace, and reports its own
 // status; the app container is left as it was.
-func TestE2EEphemeralContainer(t *testing.T) { onBothRuntimes(t, testE2EEphemeralContainer) }
+func TestE2EEphemeralContainer(t *testing.T) {
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2EEphemeralContainer)
+}
 
 func testE2EEphemeralContainer(t *testing.T, c *containerdtest.Containerd) {
 	e := e2eSetup(t, c)

@@ -82,7 +82,9 @@ func bridgeNetwork(t *testing.T, c *containerdtest.Containerd) *net.IPNet {
 
 // A pod on the pod network gets its own address from the bridge network;
 // the generated status shows the sandbox's IP.
-func TestE2EPodNetworkBridge(t *testing.T) { onBothRuntimes(t, testE2EPodNetworkBridge) }
+func TestE2EPodNetworkBridge(t *testing.T) {
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2EPodNetworkBridge)
+}
 
 func testE2EPodNetworkBridge(t *testing.T, c *containerdtest.Containerd) {
 	subnet := bridgeNetwork(t, c)

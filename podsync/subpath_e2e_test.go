@@ -19,7 +19,7 @@ import (
 // mount of an emptyDir (out/$(POD_NAME)) and another reads the file at the
 // volume's root; once the pod is deleted, volume-subpaths and the pod
 // directory are gone and no mount is left below the pod root.
-func TestE2ESubPathMount(t *testing.T) { onBothRuntimes(t, testE2ESubPathMount) }
+func TestE2ESubPathMount(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2ESubPathMount) }
 
 func testE2ESubPathMount(t *testing.T, c *containerdtest.Containerd) {
 	t.Cleanup(leakcheck.Check(t)) // runs after e.stop

@@ -32,6 +32,11 @@
 //
 //	func TestPodContainerd2(t *testing.T) { c := containerdtest.Need2(t, ctrd2); ... }
 //
+// OnBoth runs one test on both, as subtests containerd1 and containerd2,
+// one after the other:
+//
+//	func TestPod(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testPod) }
+//
 // Pod sandboxes use the host network (no CNI is configured; EnableNetwork
 // adds a loopback-only one so the runtime reports NetworkReady) and an empty
 // hostname; SandboxConfig returns such a config with the io.kubernetes.pod.*

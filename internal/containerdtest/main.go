@@ -188,6 +188,15 @@ func MainBoth(run func() int, out, out2 **Containerd) int {
 	return code
 }
 
+// OnBoth runs test as subtest "containerd1" on c (Need) and then as
+// "containerd2" on c2 (Need2), the two that MainBoth starts: one after the
+// other, so that goroutine leak checks, which see the whole process, see
+// one runtime's work at a time.
+func OnBoth(t *testing.T, c, c2 *Containerd, test func(t *testing.T, c *Containerd)) {
+	t.Run("containerd1", func(t *testing.T) { test(t, Need(t, c)) })
+	t.Run("containerd2", func(t *testing.T) { test(t, Need2(t, c2)) })
+}
+
 // Need2 is Need for the containerd 2 that MainBoth starts: it returns c,
 // or skips t (in -short mode, or when containerd 2 is unavailable, which
 // fails under NODEKIT_REQUIRE_ALL=1, naming `make testbin`).

@@ -25,8 +25,7 @@ func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctr
 // the pinned sandbox image are kept; once the container is gone, its image
 // is removed.
 func TestE2EImageGC(t *testing.T) {
-	t.Run("containerd1", func(t *testing.T) { imageGC(t, containerdtest.Need(t, ctrd)) })
-	t.Run("containerd2", func(t *testing.T) { imageGC(t, containerdtest.Need2(t, ctrd2)) })
+	containerdtest.OnBoth(t, ctrd, ctrd2, imageGC)
 }
 
 func imageGC(t *testing.T, c *containerdtest.Containerd) {

@@ -22,8 +22,7 @@ func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctr
 // writing to it, and no more than MaxFiles files are left, the older
 // rotated ones gzipped.
 func TestE2ERotationOnContainerd(t *testing.T) {
-	t.Run("containerd1", func(t *testing.T) { rotation(t, containerdtest.Need(t, ctrd)) })
-	t.Run("containerd2", func(t *testing.T) { rotation(t, containerdtest.Need2(t, ctrd2)) })
+	containerdtest.OnBoth(t, ctrd, ctrd2, rotation)
 }
 
 func rotation(t *testing.T, c *containerdtest.Containerd) {
