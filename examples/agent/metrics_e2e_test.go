@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -265,7 +264,6 @@ func sampleProcCPU(t *testing.T, rt *runtime.Client, pod string) *procCPU {
 		t.Fatalf("no pid in the verbose status of container %s", cs[0].Id)
 	}
 	p := &procCPU{}
-	stat := fmt.Sprintf("/proc/%d/stat", pid)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -274,9 +272,9 @@ func sampleProcCPU(t *testing.T, rt *runtime.Client, pod string) *procCPU {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if secs, err := cpuSeconds(stat); err == nil {
+			if ticks, err := testenv.ProcCPUTicksWithChildren(pid); err == nil {
 				p.mu.Lock()
-				p.at, p.seconds = append(p.at, time.Now()), append(p.seconds, secs)
+				p.at, p.seconds = append(p.at, time.Now()), append(p.seconds, float64(ticks)/testenv.TicksPerSecond)
 				p.mu.Unlock()
 			}
 			select {
@@ -288,29 +286,6 @@ func sampleProcCPU(t *testing.T, rt *runtime.Client, pod string) *procCPU {
 	}()
 	t.Cleanup(func() { close(done); wg.Wait() })
 	return p
-}
-
-// cpuSeconds reads utime+stime+cutime+cstime of a /proc/<pid>/stat file, in
-// seconds (USER_HZ is 100 on Linux).
-func cpuSeconds(path string) (float64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:])) // f[0] is field 3, the state
-	if i < 0 || len(f) < 15 {
-		return 0, fmt.Errorf("%s: %q", path, b)
-	}
-	ticks := 0
-	for _, s := range f[11:15] { // fields 14-17
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q", path, b)
-		}
-		ticks += n
-	}
-	return float64(ticks) / 100, nil
 }
 
 // rate is the CPU the process used from one time to another, in cores,

@@ -45,7 +45,14 @@ func ProcRSS(pid int) (int64, error) {
 
 // ProcCPUTicks returns utime+stime of pid (the process itself, not its
 // children), in clock ticks of 1/100 s (Linux's USER_HZ).
-func ProcCPUTicks(pid int) (int64, error) {
+func ProcCPUTicks(pid int) (int64, error) { return procStatTicks(pid, 2) }
+
+// ProcCPUTicksWithChildren is ProcCPUTicks plus cutime+cstime: the CPU of
+// pid's children that it has waited for.
+func ProcCPUTicksWithChildren(pid int) (int64, error) { return procStatTicks(pid, 4) }
+
+// procStatTicks sums n fields of /proc/<pid>/stat from utime (field 14).
+func procStatTicks(pid, n int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -57,18 +64,21 @@ func ProcCPUTicks(pid int) (int64, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
 	}
 	f := strings.Fields(s[i+2:])
-	if len(f) < 13 {
+	if len(f) < 11+n {
 		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
 	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	var ticks int64
+	for _, v := range f[11 : 11+n] {
+		t, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+		}
+		ticks += t
 	}
-	return ut + st, nil
+	return ticks, nil
 }
 
-// TicksPerSecond is the unit of ProcCPUTicks.
+// TicksPerSecond is the unit of ProcCPUTicks and ProcCPUTicksWithChildren.
 const TicksPerSecond = 100
 
 // LoadAvg returns the 1, 5 and 15 minute load averages as /proc/loadavg
