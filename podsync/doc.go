@@ -196,7 +196,9 @@
 // SyncTerminatedPod removes the pod directory through PodData.TearDownPod.
 // A pod's log directory outlives its containers (a completed pod's logs stay
 // readable) and goes when the engine forgets the pod, once no source has it
-// (PodCleaner). Log directories of pods deleted while no engine ran stay.
+// (PodCleaner; a removal that fails, say because a log rotation wrote into
+// the directory meanwhile, is tried again ErrorBackoff later). Log
+// directories of pods deleted while no engine ran stay.
 // A volumeMount's subPath (or subPathExpr, expanded from the container's
 // env with $(VAR); an unset or empty variable is "missing value for VAR")
 // is mounted as the kubelet mounts it: it must be relative and without

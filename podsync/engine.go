@@ -223,7 +223,7 @@ type Engine struct {
 	relistErr     error           // the last relist's: syncs wait while the backend cannot be observed
 	handled       map[string]bool // sources an update was handled from
 	orphansSought bool            // a relist looked for orphans with the sources ready
-	cleanups      []*corev1.Pod   // forgotten pods for the PodCleaner (Run's loop)
+	cleanups      []cleanup       // forgotten pods for the PodCleaner (Run's loop)
 
 	// The Relister's events (Run only; events.go).
 	ev           evState
@@ -350,7 +350,7 @@ func (e *Engine) forgetLocked(w *worker) {
 	delete(e.workers, w.uid)
 	e.due.Remove(w.uid)
 	if _, ok := e.o.Syncer.(PodCleaner); ok && w.pod != nil {
-		e.cleanups = append(e.cleanups, w.pod)
+		e.cleanups = append(e.cleanups, cleanup{pod: w.pod})
 		e.poke()
 	}
 	if e.o.Writer != nil && !w.orphan {
@@ -358,21 +358,53 @@ func (e *Engine) forgetLocked(w *worker) {
 	}
 }
 
-// cleanup hands the pods forgotten since the last call to the PodCleaner.
+// cleanup is a forgotten pod for the PodCleaner: retried ErrorBackoff
+// after a failure (a log rotation may write into the pod's log directory
+// while it is being removed), until it succeeds.
+type cleanup struct {
+	pod      *corev1.Pod
+	after    time.Time // not before
+	failures int
+}
+
+// cleanup hands the forgotten pods that are due to the PodCleaner and
+// keeps those that failed for another try.
 func (e *Engine) cleanup(ctx context.Context) {
+	now := e.o.Clock.Now()
 	e.mu.Lock()
-	pods := e.cleanups
-	e.cleanups = nil
-	e.mu.Unlock()
-	if len(pods) == 0 {
-		return
-	}
-	c := e.o.Syncer.(PodCleaner)
-	for _, pod := range pods {
-		if err := c.CleanupPod(ctx, pod); err != nil && ctx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "Error removing what is left of a deleted pod", "pod", klog.KObj(pod), "podUID", pod.UID)
+	var due, later []cleanup
+	for _, c := range e.cleanups {
+		if now.Before(c.after) {
+			later = append(later, c)
+		} else {
+			due = append(due, c)
 		}
 	}
+	e.cleanups = later
+	e.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	pc := e.o.Syncer.(PodCleaner)
+	var failed []cleanup
+	for _, c := range due {
+		err := pc.CleanupPod(ctx, c.pod)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		c.failures++
+		c.after = e.o.Clock.Now().Add(e.o.ErrorBackoff)
+		failed = append(failed, c)
+		logger := klog.FromContext(ctx)
+		if c.failures == 1 {
+			logger.Error(err, "Error removing what is left of a deleted pod; retrying", "pod", klog.KObj(c.pod), "podUID", c.pod.UID, "after", e.o.ErrorBackoff)
+		} else {
+			logger.V(2).Info("Removing what is left of a deleted pod failed again", "pod", klog.KObj(c.pod), "podUID", c.pod.UID, "failures", c.failures, "err", err)
+		}
+	}
+	e.mu.Lock()
+	e.cleanups = append(e.cleanups, failed...)
+	e.mu.Unlock()
 }
 
 // PodStatus returns the status last computed for the pod.
@@ -425,6 +457,11 @@ func (e *Engine) next() time.Time {
 	}
 	if _, t, ok := e.due.Peek(); ok && t.Before(next) && e.relistErr == nil {
 		next = t
+	}
+	for _, c := range e.cleanups {
+		if c.after.Before(next) {
+			next = c.after
+		}
 	}
 	return next
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -311,5 +312,62 @@ func TestEngineStopsWithoutSlot(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// failingCleaner fails CleanupPod the first n times.
+type failingCleaner struct {
+	*CRI
+	n     int
+	calls int
+}
+
+func (f *failingCleaner) CleanupPod(ctx context.Context, pod *corev1.Pod) error {
+	f.calls++
+	if f.calls <= f.n {
+		return errors.New("directory not empty")
+	}
+	return f.CRI.CleanupPod(ctx, pod)
+}
+
+// A removed pod whose clean-up fails (a log rotation writing into its log
+// directory meanwhile) is cleaned up again ErrorBackoff later, not left.
+func TestCleanupRetriedAfterFailure(t *testing.T) {
+	h := newHarness(t)
+	fc := &failingCleaner{CRI: h.cri, n: 1}
+	var err error
+	h.eng, err = New(Options{Syncer: fc, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.add(pod)
+	dir := PodLogDir(h.cri.b.podLogRoot, pod)
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("log directory: %v", err)
+	}
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.steps(2)
+	if fc.calls != 1 {
+		t.Fatalf("CleanupPod called %d times, want 1 (failed)", fc.calls)
+	}
+	if wait, err := h.eng.SyncOnce(h.ctx); err != nil || wait > 10*time.Second {
+		t.Fatalf("next step in %v (%v), want within the 10s error back-off", wait, err)
+	}
+	h.steps(1) // not due yet
+	if fc.calls != 1 {
+		t.Fatalf("CleanupPod retried before the back-off: %d calls", fc.calls)
+	}
+	h.clock.Step(10 * time.Second)
+	h.steps(1)
+	if fc.calls != 2 {
+		t.Fatalf("CleanupPod called %d times after the back-off, want 2", fc.calls)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("log directory after the retry: %v, want it gone", err)
+	}
+	h.steps(1)
+	if fc.calls != 2 {
+		t.Errorf("CleanupPod called again after it succeeded: %d calls", fc.calls)
 	}
 }

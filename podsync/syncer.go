@@ -31,7 +31,8 @@ type PodSyncer interface {
 // syncer keeps the pod's container logs, which `kubectl logs` reads after
 // the pod completed. The engine calls CleanupPod once it forgets the pod:
 // every source removed it (the API pod was deleted, the static manifest
-// removed), or it was an orphan. Errors are logged, not retried.
+// removed), or it was an orphan. A failed CleanupPod is logged and
+// called again ErrorBackoff later, until it succeeds.
 type PodCleaner interface {
 	CleanupPod(ctx context.Context, pod *corev1.Pod) error
 }
