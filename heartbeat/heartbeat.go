@@ -68,9 +68,8 @@ type Heartbeat struct {
 	metrics    *metrics
 
 	// Published for readers, written under mu.
-	node       atomic.Pointer[lastNode] // last known node
-	registered atomic.Bool
-	seen       atomic.Pointer[corev1.Node] // the Node as the watch last saw it
+	view *NodeView
+	seen atomic.Pointer[corev1.Node] // the Node as the watch last saw it
 
 	mu          sync.Mutex // serialises the status steps
 	lastPost    time.Time  // zero: never posted
@@ -121,6 +120,10 @@ func New(opts Options) (*Heartbeat, error) {
 		rand:       opts.Rand,
 		metrics:    m,
 		regBackoff: backoff.Backoff{Initial: opts.RegisterBackoff, Max: opts.MaxRegisterBackoff},
+		view:       opts.View,
+	}
+	if h.view == nil {
+		h.view = NewNodeView()
 	}
 	if h.template, err = newLastNode(tmpl); err != nil {
 		return nil, err
@@ -139,17 +142,15 @@ func (h *Heartbeat) Renewer() *lease.Renewer { return h.lease }
 
 // Node returns a copy of the node as last read or written, or nil. It never
 // waits for a request in flight.
-func (h *Heartbeat) Node() *corev1.Node {
-	n, err := h.node.Load().get()
-	if err != nil {
-		return nil
-	}
-	return n
-}
+func (h *Heartbeat) Node() *corev1.Node { return h.view.Node() }
 
 // Registered reports whether the Node is known to exist (registered by this
 // heartbeat, or found). It never waits for a request in flight.
-func (h *Heartbeat) Registered() bool { return h.registered.Load() }
+func (h *Heartbeat) Registered() bool { return h.view.Registered() }
+
+// View returns where the heartbeat publishes the node (Options.View, or a
+// NodeView of its own).
+func (h *Heartbeat) View() *NodeView { return h.view }
 
 // SyncLease renews the lease once; it does nothing when the strategy uses no
 // lease. It returns the wait before the next renewal.
@@ -272,13 +273,13 @@ func (h *Heartbeat) keep(n *corev1.Node) error {
 	if err != nil {
 		return err
 	}
-	h.node.Store(l)
+	h.view.node.Store(l)
 	return nil
 }
 
 // adopt records n as the registered node and tells the lease its owner.
 func (h *Heartbeat) adopt(n *corev1.Node) error {
-	if last := h.node.Load(); last == nil || last.uid != n.UID {
+	if last := h.view.node.Load(); last == nil || last.uid != n.UID {
 		h.lastPost = time.Time{}
 		h.reportDelay = 0
 		h.owned = nil
@@ -286,7 +287,7 @@ func (h *Heartbeat) adopt(n *corev1.Node) error {
 	if err := h.keep(n); err != nil {
 		return err
 	}
-	h.registered.Store(true)
+	h.view.registered.Store(true)
 	if h.lease != nil {
 		h.lease.SetOwner(n.UID)
 	}
@@ -355,7 +356,7 @@ func reconcileResources(have *corev1.ResourceList, want corev1.ResourceList) boo
 func (h *Heartbeat) SyncStatus(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.registered.Load() && h.register {
+	if !h.view.registered.Load() && h.register {
 		if err := h.registerLocked(ctx); err != nil {
 			return err
 		}
@@ -374,7 +375,7 @@ func (h *Heartbeat) syncStatusLocked(ctx context.Context) error {
 // node as last written and as the watch last saw it (what others wrote,
 // such as the node lifecycle controller's Ready=Unknown, shows there).
 func (h *Heartbeat) base() (*corev1.Node, error) {
-	last := h.node.Load()
+	last := h.view.node.Load()
 	if w := h.seen.Load(); w != nil && (last == nil || (w.UID == last.uid && newerThan(w.ResourceVersion, last.rv))) {
 		return w.DeepCopy(), nil
 	}
@@ -431,7 +432,7 @@ func (h *Heartbeat) get(ctx context.Context) (*corev1.Node, error) {
 		return nil, err
 	}
 	n.ManagedFields = nil
-	if last := h.node.Load(); !h.register || (last != nil && last.uid != n.UID) {
+	if last := h.view.node.Load(); !h.register || (last != nil && last.uid != n.UID) {
 		if err := h.adopt(n); err != nil {
 			return nil, err
 		}
@@ -444,8 +445,8 @@ func (h *Heartbeat) get(ctx context.Context) (*corev1.Node, error) {
 // lost handles a Node that is gone.
 func (h *Heartbeat) lost(err error) error {
 	if h.register && h.reRegister {
-		h.registered.Store(false)
-		h.node.Store(nil)
+		h.view.registered.Store(false)
+		h.view.node.Store(nil)
 	}
 	return fmt.Errorf("%w: %q: %w", ErrNodeNotFound, h.name, err)
 }
@@ -579,7 +580,7 @@ func (h *Heartbeat) SyncFastStatus(ctx context.Context) (done bool, err error) {
 }
 
 func (h *Heartbeat) syncFast(ctx context.Context) (done bool, err error) {
-	last := h.node.Load()
+	last := h.view.node.Load()
 	if last == nil {
 		return false, nil
 	}
@@ -636,7 +637,7 @@ func (h *Heartbeat) SyncOnce(ctx context.Context) (time.Duration, error) {
 	defer h.mu.Unlock()
 	logger := klog.FromContext(ctx)
 	var err error
-	if h.register && !h.registered.Load() {
+	if h.register && !h.view.registered.Load() {
 		if err := h.registerLocked(ctx); err != nil {
 			return h.regBackoff.Next(), err
 		}
@@ -663,7 +664,7 @@ func (h *Heartbeat) SyncOnce(ctx context.Context) (time.Duration, error) {
 	if !now.Before(h.nextStatus) {
 		err = errors.Join(err, h.syncStatusLocked(ctx))
 		h.nextStatus = h.clock.Now().Add(h.jittered(h.update))
-		if h.register && !h.registered.Load() {
+		if h.register && !h.view.registered.Load() {
 			return 0, err // the Node is gone: register again at once
 		}
 	}
@@ -702,13 +703,13 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
-			if h.registered.Load() || !h.register {
+			if h.view.registered.Load() || !h.register {
 				logger.Error(err, "Unable to update node status", "node", h.name)
 			} else {
 				logger.Error(err, "Unable to register node, will retry", "node", h.name, "backoff", wait)
 			}
 		}
-		if !leaseStarted && h.registered.Load() {
+		if !leaseStarted && h.view.registered.Load() {
 			leaseStarted = true
 			wg.Add(1)
 			go func() {

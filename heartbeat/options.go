@@ -197,6 +197,11 @@ type Options struct {
 	// Rand returns numbers in [0,1) for jitter and report spreading.
 	// Default: math/rand/v2.Float64.
 	Rand func() float64
+	// View is where the heartbeat publishes the node for other readers
+	// (Heartbeat.Node and Registered read it too), so that parts built
+	// before the heartbeat can be given the view. Default: a view of its
+	// own (Heartbeat.View).
+	View *NodeView
 	// Renewer is the lease renewer used when the strategy uses a lease.
 	// Nil: one is built from LeaseOptions.
 	Renewer *lease.Renewer

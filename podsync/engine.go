@@ -56,6 +56,10 @@ type Options struct {
 	// Started and Ready, and wakes pods whose probe results change. Default
 	// nil: containers are started and ready once running.
 	Probes *probe.Manager
+	// Triggers are requests to sync pods soon from parts built before the
+	// engine (a backend's pod data manager); the engine takes them at each
+	// step. Default nil: none.
+	Triggers *Triggers
 	// Updates is the merged pod stream Run reads (podsource.Merger.Updates).
 	// Default nil: only HandleUpdate feeds the engine.
 	Updates <-chan podsource.Update
@@ -274,6 +278,16 @@ func (e *Engine) Trigger(uid types.UID) {
 	e.poke()
 }
 
+// takeTriggers schedules the pods Options.Triggers asked for.
+func (e *Engine) takeTriggers() {
+	if e.o.Triggers == nil {
+		return
+	}
+	for _, uid := range e.o.Triggers.take() {
+		e.Trigger(uid)
+	}
+}
+
 // HandleUpdate applies one update of the merged pod stream.
 func (e *Engine) HandleUpdate(u podsource.Update) {
 	now := e.o.Clock.Now()
@@ -437,6 +451,7 @@ func (e *Engine) State(uid types.UID) *PodState {
 // SyncOnce is one step: relist, then sync every pod that is due and wait
 // for those syncs. It returns how long to wait before the next step.
 func (e *Engine) SyncOnce(ctx context.Context) (time.Duration, error) {
+	e.takeTriggers()
 	err := e.relist(ctx)
 	var wg sync.WaitGroup
 	e.dispatch(ctx, &wg)
@@ -489,7 +504,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		}()
 	}
 	pr, _ := e.o.Relister.(PodRelister)
+	var triggered <-chan struct{}
+	if e.o.Triggers != nil {
+		triggered = e.o.Triggers.wake
+	}
 	for {
+		e.takeTriggers()
 		now := e.o.Clock.Now()
 		e.mu.Lock()
 		relist := e.relistNow || !now.Before(e.nextRelist) || len(e.evPods) > 0 && pr == nil
@@ -541,6 +561,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				e.Trigger(pu.PodUID)
 			}
 		case <-e.wake:
+		case <-triggered:
 		case <-fired:
 		}
 		t.Stop()

@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
-	"github.com/nodekit/nodekit/internal/kubeclient"
+	kubeclient "github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync/status"
@@ -46,7 +46,7 @@ func newNodeClient(cfg *rest.Config) (*nodeClient, error) {
 	cfg = rest.CopyConfig(cfg)
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	cfg.Dial = dialer.DialContext
-	c, err := kubeclient.New(cfg)
+	c, err := kubeclient.NewClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
@@ -54,7 +54,7 @@ func newNodeClient(cfg *rest.Config) (*nodeClient, error) {
 }
 
 // nodeLeases is the client of the node leases.
-func (c *nodeClient) nodeLeases() *kubeclient.LeaseClient { return c.Leases(lease.DefaultNamespace) }
+func (c *nodeClient) nodeLeases() *kubeclient.LeaseResource { return c.Leases(lease.DefaultNamespace) }
 
 // mirrorPods is podsource.MirrorPodsOptions.Pods.
 func (c *nodeClient) mirrorPods(ns string) podsource.MirrorPodClient { return c.Pods(ns) }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/kubeclient"
+	kubeclient "github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
@@ -19,8 +19,8 @@ import (
 
 // The small client's review clients are the node API's.
 var (
-	_ nodeapi.TokenReviewInterface         = (*kubeclient.TokenReviewClient)(nil)
-	_ nodeapi.SubjectAccessReviewInterface = (*kubeclient.SubjectAccessReviewClient)(nil)
+	_ nodeapi.TokenReviewInterface         = (*kubeclient.TokenReviewResource)(nil)
+	_ nodeapi.SubjectAccessReviewInterface = (*kubeclient.SubjectAccessReviewResource)(nil)
 )
 
 // newNodeAPI adds kubelet's port to the agent: podsync/nodeapi's handler

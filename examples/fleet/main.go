@@ -38,7 +38,7 @@ import (
 
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
-	"github.com/nodekit/nodekit/internal/kubeclient"
+	kubeclient "github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/lease"
 )
 
@@ -181,7 +181,7 @@ func run(ctx context.Context, c config) error {
 	}
 	cnt := &counter{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.rt = rt; return cnt })
-	client, err := kubeclient.New(cfg)
+	client, err := kubeclient.NewClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func run(ctx context.Context, c config) error {
 	mcfg.UserAgent = "nodekit-fleet-monitor"
 	mcfg.ContentType = cfg.ContentType
 	mcfg.AcceptContentTypes = cfg.AcceptContentTypes
-	monitor, err := kubeclient.New(mcfg)
+	monitor, err := kubeclient.NewClient(mcfg)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package kubeclient_test
+package nodekit_test
 
 import (
 	"bytes"
@@ -26,9 +26,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
-	"github.com/nodekit/nodekit/internal/kubeclient"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync/status"
@@ -38,18 +38,18 @@ import (
 // The client's resource clients are the clients nodekit's packages
 // declare.
 var (
-	_ heartbeat.NodeClient        = (*kubeclient.NodeClient)(nil)
-	_ fleet.NodeClient            = (*kubeclient.NodeClient)(nil)
-	_ lease.LeaseClient           = (*kubeclient.LeaseClient)(nil)
-	_ fleet.LeaseClient           = (*kubeclient.LeaseClient)(nil)
-	_ podsource.APIPodClient      = (*kubeclient.PodClient)(nil)
-	_ podsource.MirrorPodClient   = (*kubeclient.PodClient)(nil)
-	_ podsource.NodeClient        = (*kubeclient.NodeClient)(nil)
-	_ status.PodClient            = (*kubeclient.PodClient)(nil)
-	_ volume.SecretClient         = (*kubeclient.SecretClient)(nil)
-	_ volume.ConfigMapClient      = (*kubeclient.ConfigMapClient)(nil)
-	_ volume.ServiceClient        = (*kubeclient.ServiceClient)(nil)
-	_ volume.ServiceAccountClient = (*kubeclient.ServiceAccountClient)(nil)
+	_ heartbeat.NodeClient        = (*nodekit.NodeResource)(nil)
+	_ fleet.NodeClient            = (*nodekit.NodeResource)(nil)
+	_ lease.LeaseClient           = (*nodekit.LeaseResource)(nil)
+	_ fleet.LeaseClient           = (*nodekit.LeaseResource)(nil)
+	_ podsource.APIPodClient      = (*nodekit.PodResource)(nil)
+	_ podsource.MirrorPodClient   = (*nodekit.PodResource)(nil)
+	_ podsource.NodeClient        = (*nodekit.NodeResource)(nil)
+	_ status.PodClient            = (*nodekit.PodResource)(nil)
+	_ volume.SecretClient         = (*nodekit.SecretResource)(nil)
+	_ volume.ConfigMapClient      = (*nodekit.ConfigMapResource)(nil)
+	_ volume.ServiceClient        = (*nodekit.ServiceResource)(nil)
+	_ volume.ServiceAccountClient = (*nodekit.ServiceAccountResource)(nil)
 )
 
 // request is what the test server saw of one request.
@@ -67,9 +67,9 @@ type server struct {
 	answer func(w http.ResponseWriter, r *http.Request)
 }
 
-func newServer(t *testing.T, answer func(s *server, w http.ResponseWriter, r *http.Request)) (*server, *kubeclient.Client) {
+func newServer(t *testing.T, answer func(s *server, w http.ResponseWriter, r *http.Request)) (*server, *nodekit.Client) {
 	t.Helper()
-	scheme, err := kubeclient.NewScheme()
+	scheme, err := nodekit.NewScheme()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func newServer(t *testing.T, answer func(s *server, w http.ResponseWriter, r *ht
 		s.answer(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := kubeclient.New(&rest.Config{Host: srv.URL, QPS: -1})
+	c, err := nodekit.NewClient(&rest.Config{Host: srv.URL, QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func ctx(t *testing.T) context.Context {
 // Reads ask for protobuf first and decode a protobuf answer.
 func TestGetProtobuf(t *testing.T) {
 	s, c := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
-		s.write(w, http.StatusOK, kubeclient.ContentTypeProtobuf, corev1.SchemeGroupVersion,
+		s.write(w, http.StatusOK, nodekit.ContentTypeProtobuf, corev1.SchemeGroupVersion,
 			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}, Status: corev1.NodeStatus{Phase: corev1.NodeRunning}})
 	})
 	n, err := c.Nodes().Get(ctx(t), "n1", metav1.GetOptions{ResourceVersion: "0"})
@@ -150,7 +150,7 @@ func TestGetProtobuf(t *testing.T) {
 	if r.method != http.MethodGet || r.path != "/api/v1/nodes/n1" || r.query != "resourceVersion=0" {
 		t.Errorf("request %s %s?%s", r.method, r.path, r.query)
 	}
-	if !strings.HasPrefix(r.accept, kubeclient.ContentTypeProtobuf+",") || !strings.Contains(r.accept, kubeclient.ContentTypeJSON) {
+	if !strings.HasPrefix(r.accept, nodekit.ContentTypeProtobuf+",") || !strings.Contains(r.accept, nodekit.ContentTypeJSON) {
 		t.Errorf("Accept %q, want protobuf then JSON", r.accept)
 	}
 }
@@ -162,7 +162,7 @@ func TestCreateUpdateProtobufBody(t *testing.T) {
 		var l coordinationv1.Lease
 		s.decode(r.Header.Get("Content-Type"), s.last().body, &l)
 		l.ResourceVersion = "7"
-		s.write(w, http.StatusCreated, kubeclient.ContentTypeJSON, coordinationv1.SchemeGroupVersion, &l)
+		s.write(w, http.StatusCreated, nodekit.ContentTypeJSON, coordinationv1.SchemeGroupVersion, &l)
 	})
 	in := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: "kube-node-lease"},
@@ -177,7 +177,7 @@ func TestCreateUpdateProtobufBody(t *testing.T) {
 	if r.method != http.MethodPost || r.path != "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases" || r.query != "fieldManager=m" {
 		t.Errorf("request %s %s?%s", r.method, r.path, r.query)
 	}
-	if r.contentType != kubeclient.ContentTypeProtobuf || !bytes.HasPrefix(r.body, []byte("k8s\x00")) {
+	if r.contentType != nodekit.ContentTypeProtobuf || !bytes.HasPrefix(r.body, []byte("k8s\x00")) {
 		t.Errorf("body of type %q starting %q, want protobuf", r.contentType, r.body[:min(4, len(r.body))])
 	}
 	if got.ResourceVersion != "7" || *got.Spec.HolderIdentity != "n1" || !got.Spec.RenewTime.Equal(&now) {
@@ -186,7 +186,7 @@ func TestCreateUpdateProtobufBody(t *testing.T) {
 	if _, err := leases.Update(ctx(t), got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if r := s.last(); r.method != http.MethodPut || r.path != "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1" || r.contentType != kubeclient.ContentTypeProtobuf {
+	if r := s.last(); r.method != http.MethodPut || r.path != "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1" || r.contentType != nodekit.ContentTypeProtobuf {
 		t.Errorf("update %s %s (%s)", r.method, r.path, r.contentType)
 	}
 }
@@ -194,7 +194,7 @@ func TestCreateUpdateProtobufBody(t *testing.T) {
 // Patches are sent as given, with their patch type, to the subresource.
 func TestPatchSubresource(t *testing.T) {
 	s, c := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
-		s.write(w, http.StatusOK, kubeclient.ContentTypeProtobuf, corev1.SchemeGroupVersion,
+		s.write(w, http.StatusOK, nodekit.ContentTypeProtobuf, corev1.SchemeGroupVersion,
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	})
 	patch := []byte(`{"status":{"phase":"Running"}}`)
@@ -216,10 +216,10 @@ func TestPatchSubresource(t *testing.T) {
 func TestListAndDelete(t *testing.T) {
 	s, c := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodDelete {
-			s.write(w, http.StatusOK, kubeclient.ContentTypeProtobuf, corev1.SchemeGroupVersion, &metav1.Status{Status: metav1.StatusSuccess})
+			s.write(w, http.StatusOK, nodekit.ContentTypeProtobuf, corev1.SchemeGroupVersion, &metav1.Status{Status: metav1.StatusSuccess})
 			return
 		}
-		s.write(w, http.StatusOK, kubeclient.ContentTypeProtobuf, corev1.SchemeGroupVersion,
+		s.write(w, http.StatusOK, nodekit.ContentTypeProtobuf, corev1.SchemeGroupVersion,
 			&corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}, Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, {ObjectMeta: metav1.ObjectMeta{Name: "b"}}}})
 	})
 	list, err := c.Pods("").List(ctx(t), metav1.ListOptions{FieldSelector: "spec.nodeName=n1"})
@@ -246,7 +246,7 @@ func TestListAndDelete(t *testing.T) {
 
 // Error answers are *apierrors.StatusError, whether protobuf or JSON.
 func TestErrors(t *testing.T) {
-	for _, mediaType := range []string{kubeclient.ContentTypeProtobuf, kubeclient.ContentTypeJSON} {
+	for _, mediaType := range []string{nodekit.ContentTypeProtobuf, nodekit.ContentTypeJSON} {
 		_, c := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
 			var st *apierrors.StatusError
 			code := http.StatusNotFound
@@ -275,8 +275,8 @@ func TestErrors(t *testing.T) {
 // A watch decodes the protobuf event stream.
 func TestWatchProtobuf(t *testing.T) {
 	s, c := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
-		info := s.info(kubeclient.ContentTypeProtobuf)
-		w.Header().Set("Content-Type", kubeclient.ContentTypeProtobuf+";stream=watch")
+		info := s.info(nodekit.ContentTypeProtobuf)
+		w.Header().Set("Content-Type", nodekit.ContentTypeProtobuf+";stream=watch")
 		w.WriteHeader(http.StatusOK)
 		enc := streaming.NewEncoder(info.StreamSerializer.Framer.NewFrameWriter(w), s.codecs.EncoderForVersion(info.StreamSerializer.Serializer, corev1.SchemeGroupVersion))
 		objEnc := s.codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
@@ -318,7 +318,7 @@ func TestCreateToken(t *testing.T) {
 		var tr authenticationv1.TokenRequest
 		s.decode(r.Header.Get("Content-Type"), s.last().body, &tr)
 		tr.Status.Token = "tok"
-		s.write(w, http.StatusCreated, kubeclient.ContentTypeProtobuf, authenticationv1.SchemeGroupVersion, &tr)
+		s.write(w, http.StatusCreated, nodekit.ContentTypeProtobuf, authenticationv1.SchemeGroupVersion, &tr)
 	})
 	tr, err := c.ServiceAccounts("ns").CreateToken(ctx(t), "default", &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"api"}, ExpirationSeconds: ptr.To[int64](3600)},
@@ -327,7 +327,7 @@ func TestCreateToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := s.last()
-	if r.method != http.MethodPost || r.path != "/api/v1/namespaces/ns/serviceaccounts/default/token" || r.contentType != kubeclient.ContentTypeProtobuf {
+	if r.method != http.MethodPost || r.path != "/api/v1/namespaces/ns/serviceaccounts/default/token" || r.contentType != nodekit.ContentTypeProtobuf {
 		t.Errorf("request %s %s (%s)", r.method, r.path, r.contentType)
 	}
 	if tr.Status.Token != "tok" || tr.Spec.Audiences[0] != "api" {
@@ -344,12 +344,12 @@ func TestReviews(t *testing.T) {
 			var tr authenticationv1.TokenReview
 			s.decode(r.Header.Get("Content-Type"), s.last().body, &tr)
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: tr.Spec.Token == "good", User: authenticationv1.UserInfo{Username: "alice"}}
-			s.write(w, http.StatusCreated, kubeclient.ContentTypeProtobuf, authenticationv1.SchemeGroupVersion, &tr)
+			s.write(w, http.StatusCreated, nodekit.ContentTypeProtobuf, authenticationv1.SchemeGroupVersion, &tr)
 		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
 			var sar authorizationv1.SubjectAccessReview
 			s.decode(r.Header.Get("Content-Type"), s.last().body, &sar)
 			sar.Status.Allowed = sar.Spec.User == "alice" && sar.Spec.ResourceAttributes.Subresource == "stats"
-			s.write(w, http.StatusCreated, kubeclient.ContentTypeProtobuf, authorizationv1.SchemeGroupVersion, &sar)
+			s.write(w, http.StatusCreated, nodekit.ContentTypeProtobuf, authorizationv1.SchemeGroupVersion, &sar)
 		default:
 			w.WriteHeader(http.StatusNotFound)
 		}
@@ -358,7 +358,7 @@ func TestReviews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := s.last(); r.method != http.MethodPost || r.contentType != kubeclient.ContentTypeProtobuf {
+	if r := s.last(); r.method != http.MethodPost || r.contentType != nodekit.ContentTypeProtobuf {
 		t.Errorf("token review request %s %s (%s)", r.method, r.path, r.contentType)
 	}
 	if !tr.Status.Authenticated || tr.Status.User.Username != "alice" {
@@ -379,7 +379,7 @@ func TestReviews(t *testing.T) {
 // protobuf, patch as a strategic-merge patch.
 func TestEventSink(t *testing.T) {
 	s, c := newServer(t, func(s *server, w http.ResponseWriter, r *http.Request) {
-		s.write(w, http.StatusOK, kubeclient.ContentTypeProtobuf, corev1.SchemeGroupVersion,
+		s.write(w, http.StatusOK, nodekit.ContentTypeProtobuf, corev1.SchemeGroupVersion,
 			&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e1", Namespace: "ns"}, Count: 2})
 	})
 	sink := c.EventSink()
@@ -387,7 +387,7 @@ func TestEventSink(t *testing.T) {
 	if _, err := sink.Create(e); err != nil {
 		t.Fatal(err)
 	}
-	if r := s.last(); r.method != http.MethodPost || r.path != "/api/v1/namespaces/ns/events" || r.contentType != kubeclient.ContentTypeProtobuf {
+	if r := s.last(); r.method != http.MethodPost || r.path != "/api/v1/namespaces/ns/events" || r.contentType != nodekit.ContentTypeProtobuf {
 		t.Errorf("create %s %s (%s)", r.method, r.path, r.contentType)
 	}
 	if _, err := sink.Update(e); err != nil {
@@ -414,11 +414,11 @@ func TestJSONConfig(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		got = request{method: r.Method, contentType: r.Header.Get("Content-Type"), accept: r.Header.Get("Accept"), body: body}
-		w.Header().Set("Content-Type", kubeclient.ContentTypeJSON)
+		w.Header().Set("Content-Type", nodekit.ContentTypeJSON)
 		_, _ = w.Write([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}`))
 	}))
 	defer srv.Close()
-	c, err := kubeclient.New(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: kubeclient.ContentTypeJSON}})
+	c, err := nodekit.NewClient(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: nodekit.ContentTypeJSON}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestJSONConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Name != "n1" || got.contentType != kubeclient.ContentTypeJSON || got.accept != kubeclient.ContentTypeJSON || !bytes.HasPrefix(got.body, []byte("{")) {
+	if n.Name != "n1" || got.contentType != nodekit.ContentTypeJSON || got.accept != nodekit.ContentTypeJSON || !bytes.HasPrefix(got.body, []byte("{")) {
 		t.Errorf("node %q; request %+v", n.Name, got)
 	}
 }

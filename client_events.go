@@ -1,4 +1,4 @@
-package kubeclient
+package nodekit
 
 import (
 	"context"

@@ -1,31 +1,10 @@
-// Package kubeclient is the small API client of nodekit's binaries: clients
-// of the resources a node agent reads and writes (Nodes, Leases, Pods,
-// Events, Secrets, ConfigMaps, Services, ServiceAccounts' tokens) and the
-// reviews a node API server makes (TokenReviews, SubjectAccessReviews),
-// each with the methods and signatures of client-go's typed clients, so
-// that they are the clients nodekit's packages declare, built on client-go's
-// rest package with a scheme of its own.
-//
-// client-go's clientset registers every API group in its scheme when its
-// package is initialised, and its typed clients bring the apply
-// configurations of every group along: some 10 MiB of a small process's
-// resident memory. This scheme registers core/v1, coordination.k8s.io/v1,
-// authentication.k8s.io/v1 (TokenRequest, TokenReview),
-// authorization.k8s.io/v1 (SubjectAccessReview), certificates.k8s.io/v1
-// (CertificateSigningRequest: a node API's serving certificate) and the
-// meta/v1 options,
-// and nothing of client-go's kubernetes packages is imported.
-//
-// On the wire the clients speak protobuf unless the rest.Config asks for
-// another content type: application/vnd.kubernetes.protobuf for the answers
-// and for the bodies of creates and updates, as kubelet's client does;
-// merge and strategic-merge patches are JSON, as the API requires.
-package kubeclient
+package nodekit
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -41,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -65,6 +45,29 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// Client is the small API client of a node agent: clients
+// of the resources a node agent reads and writes (Nodes, Leases, Pods,
+// Events, Secrets, ConfigMaps, Services, ServiceAccounts' tokens) and the
+// reviews a node API server makes (TokenReviews, SubjectAccessReviews),
+// each with the methods and signatures of client-go's typed clients, so
+// that they are the clients nodekit's packages declare, built on client-go's
+// rest package with a scheme of its own.
+//
+// client-go's clientset registers every API group in its scheme when its
+// package is initialised, and its typed clients bring the apply
+// configurations of every group along: some 10 MiB of a small process's
+// resident memory. This scheme registers core/v1, coordination.k8s.io/v1,
+// authentication.k8s.io/v1 (TokenRequest, TokenReview),
+// authorization.k8s.io/v1 (SubjectAccessReview), certificates.k8s.io/v1
+// (CertificateSigningRequest: a node API's serving certificate) and the
+// meta/v1 options,
+// and nothing of client-go's kubernetes packages is imported.
+//
+// On the wire the clients speak protobuf unless the rest.Config asks for
+// another content type: application/vnd.kubernetes.protobuf for the answers
+// and for the bodies of creates and updates, as kubelet's client does;
+// merge and strategic-merge patches are JSON, as the API requires.
+//
 // Client is the API client: one HTTP client, one rate limiter and one REST
 // client per API group, shared by every resource client it returns.
 type Client struct {
@@ -75,32 +78,58 @@ type Client struct {
 	authn  rest.Interface
 	authz  rest.Interface
 	certs  rest.Interface
+	dialer *connrotation.Dialer // nil: the rest.Config's own Dial
 }
 
-// New returns a Client for cfg: its host, TLS, credentials, user agent,
+// CloseConnections closes every connection the client opened, idle or
+// not, so that the next request dials again: heartbeat.Options'
+// OnRepeatedFailure, as the kubelet closes its connections after repeated
+// heartbeat failures (a dead TCP connection, say after a load balancer
+// dropped it, would otherwise be reused until HTTP/2's health check gives
+// up on it). It does nothing when the rest.Config brought its own Dial.
+func (c *Client) CloseConnections() {
+	if c.dialer != nil {
+		c.dialer.CloseAll()
+	}
+}
+
+// NewClient returns a Client for cfg: its host, TLS, credentials, user agent,
 // dialer, wrapped transports, timeout and rate limit (QPS and Burst,
 // client-go's 5 and 10 when zero, none with a negative QPS; one limiter for
-// all requests). An empty cfg.ContentType means protobuf.
-func New(cfg *rest.Config) (*Client, error) {
+// all requests). An empty cfg.ContentType means protobuf. Without a
+// cfg.Dial, connections are dialled through a dialer that
+// CloseConnections can close.
+func NewClient(cfg *rest.Config) (*Client, error) {
 	if cfg == nil {
-		return nil, errors.New("kubeclient: nil rest.Config")
+		return nil, errors.New("nodekit: nil rest.Config")
+	}
+	var dialer *connrotation.Dialer
+	if cfg.Dial == nil {
+		cfg = rest.CopyConfig(cfg)
+		dialer = connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+		cfg.Dial = dialer.DialContext
 	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubeclient: HTTP client: %w", err)
+		return nil, fmt.Errorf("nodekit: HTTP client: %w", err)
 	}
-	return NewForHTTPClient(cfg, hc)
+	c, err := NewClientForHTTPClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	c.dialer = dialer
+	return c, nil
 }
 
-// NewForHTTPClient is New with the HTTP client given, for callers that
+// NewClientForHTTPClient is NewClient with the HTTP client given, for callers that
 // share one.
-func NewForHTTPClient(cfg *rest.Config, hc *http.Client) (*Client, error) {
+func NewClientForHTTPClient(cfg *rest.Config, hc *http.Client) (*Client, error) {
 	if cfg == nil || hc == nil {
-		return nil, errors.New("kubeclient: nil rest.Config or HTTP client")
+		return nil, errors.New("nodekit: nil rest.Config or HTTP client")
 	}
 	s, err := NewScheme()
 	if err != nil {
-		return nil, fmt.Errorf("kubeclient: scheme: %w", err)
+		return nil, fmt.Errorf("nodekit: scheme: %w", err)
 	}
 	c := &Client{scheme: s, params: runtime.NewParameterCodec(s)}
 	base := rest.CopyConfig(cfg)
@@ -150,7 +179,7 @@ func restClient(base *rest.Config, hc *http.Client, apiPath string, gv schema.Gr
 	cfg.APIPath, cfg.GroupVersion = apiPath, &gv
 	rc, err := rest.RESTClientForConfigAndClient(cfg, hc)
 	if err != nil {
-		return nil, fmt.Errorf("kubeclient: REST client of %s: %w", gv, err)
+		return nil, fmt.Errorf("nodekit: REST client of %s: %w", gv, err)
 	}
 	return rc, nil
 }
@@ -160,57 +189,57 @@ func restClient(base *rest.Config, hc *http.Client, apiPath string, gv schema.Gr
 func (c *Client) Scheme() *runtime.Scheme { return c.scheme }
 
 // Nodes returns the client of Nodes.
-func (c *Client) Nodes() *NodeClient {
-	n := &NodeClient{}
+func (c *Client) Nodes() *NodeResource {
+	n := &NodeResource{}
 	n.res = c.resource("nodes", "", false)
 	return n
 }
 
 // Pods returns the client of the Pods of namespace ("" for all).
-func (c *Client) Pods(namespace string) *PodClient {
-	n := &PodClient{}
+func (c *Client) Pods(namespace string) *PodResource {
+	n := &PodResource{}
 	n.res = c.resource("pods", namespace, true)
 	return n
 }
 
 // Events returns the client of the Events of namespace ("" for all).
-func (c *Client) Events(namespace string) *EventClient {
-	n := &EventClient{}
+func (c *Client) Events(namespace string) *EventResource {
+	n := &EventResource{}
 	n.res = c.resource("events", namespace, true)
 	return n
 }
 
 // Secrets returns the client of the Secrets of namespace ("" for all).
-func (c *Client) Secrets(namespace string) *SecretClient {
-	n := &SecretClient{}
+func (c *Client) Secrets(namespace string) *SecretResource {
+	n := &SecretResource{}
 	n.res = c.resource("secrets", namespace, true)
 	return n
 }
 
 // ConfigMaps returns the client of the ConfigMaps of namespace ("" for all).
-func (c *Client) ConfigMaps(namespace string) *ConfigMapClient {
-	n := &ConfigMapClient{}
+func (c *Client) ConfigMaps(namespace string) *ConfigMapResource {
+	n := &ConfigMapResource{}
 	n.res = c.resource("configmaps", namespace, true)
 	return n
 }
 
 // Services returns the client of the Services of namespace ("" for all).
-func (c *Client) Services(namespace string) *ServiceClient {
-	n := &ServiceClient{}
+func (c *Client) Services(namespace string) *ServiceResource {
+	n := &ServiceResource{}
 	n.res = c.resource("services", namespace, true)
 	return n
 }
 
 // ServiceAccounts returns the client of the ServiceAccounts of namespace,
 // which requests their tokens.
-func (c *Client) ServiceAccounts(namespace string) *ServiceAccountClient {
-	return &ServiceAccountClient{c.resource("serviceaccounts", namespace, true)}
+func (c *Client) ServiceAccounts(namespace string) *ServiceAccountResource {
+	return &ServiceAccountResource{c.resource("serviceaccounts", namespace, true)}
 }
 
 // Leases returns the client of the coordination.k8s.io/v1 Leases of
 // namespace ("" for all).
-func (c *Client) Leases(namespace string) *LeaseClient {
-	n := &LeaseClient{}
+func (c *Client) Leases(namespace string) *LeaseResource {
+	n := &LeaseResource{}
 	n.res = c.resource("leases", namespace, true)
 	n.rc = c.coord
 	return n
@@ -218,8 +247,8 @@ func (c *Client) Leases(namespace string) *LeaseClient {
 
 // CertificateSigningRequests returns the client of certificates.k8s.io/v1
 // CertificateSigningRequests: a node API's serving certificate.
-func (c *Client) CertificateSigningRequests() *CertificateSigningRequestClient {
-	n := &CertificateSigningRequestClient{}
+func (c *Client) CertificateSigningRequests() *CertificateSigningRequestResource {
+	n := &CertificateSigningRequestResource{}
 	n.res = c.resource("certificatesigningrequests", "", false)
 	n.rc = c.certs
 	return n
@@ -227,14 +256,14 @@ func (c *Client) CertificateSigningRequests() *CertificateSigningRequestClient {
 
 // TokenReviews returns the client of authentication.k8s.io/v1
 // TokenReviews: a node API server's bearer-token authentication.
-func (c *Client) TokenReviews() *TokenReviewClient {
-	return &TokenReviewClient{res{rc: c.authn, params: c.params, name: "tokenreviews"}}
+func (c *Client) TokenReviews() *TokenReviewResource {
+	return &TokenReviewResource{res{rc: c.authn, params: c.params, name: "tokenreviews"}}
 }
 
 // SubjectAccessReviews returns the client of authorization.k8s.io/v1
 // SubjectAccessReviews: a node API server's authorization.
-func (c *Client) SubjectAccessReviews() *SubjectAccessReviewClient {
-	return &SubjectAccessReviewClient{res{rc: c.authz, params: c.params, name: "subjectaccessreviews"}}
+func (c *Client) SubjectAccessReviews() *SubjectAccessReviewResource {
+	return &SubjectAccessReviewResource{res{rc: c.authz, params: c.params, name: "subjectaccessreviews"}}
 }
 
 func (c *Client) resource(name, namespace string, namespaced bool) res {
@@ -329,74 +358,74 @@ func (t typed[O, PO, L, PL]) DeleteCollection(ctx context.Context, opts metav1.D
 	return t.req(http.MethodDelete).VersionedParams(&listOpts, t.params).Timeout(listTimeout(listOpts)).Body(&opts).Do(ctx).Error()
 }
 
-// NodeClient is the client of core/v1 Nodes.
-type NodeClient struct {
+// NodeResource is the client of core/v1 Nodes.
+type NodeResource struct {
 	typed[corev1.Node, *corev1.Node, corev1.NodeList, *corev1.NodeList]
 }
 
-// PodClient is the client of core/v1 Pods.
-type PodClient struct {
+// PodResource is the client of core/v1 Pods.
+type PodResource struct {
 	typed[corev1.Pod, *corev1.Pod, corev1.PodList, *corev1.PodList]
 }
 
-// EventClient is the client of core/v1 Events.
-type EventClient struct {
+// EventResource is the client of core/v1 Events.
+type EventResource struct {
 	typed[corev1.Event, *corev1.Event, corev1.EventList, *corev1.EventList]
 }
 
-// SecretClient is the client of core/v1 Secrets.
-type SecretClient struct {
+// SecretResource is the client of core/v1 Secrets.
+type SecretResource struct {
 	typed[corev1.Secret, *corev1.Secret, corev1.SecretList, *corev1.SecretList]
 }
 
-// ConfigMapClient is the client of core/v1 ConfigMaps.
-type ConfigMapClient struct {
+// ConfigMapResource is the client of core/v1 ConfigMaps.
+type ConfigMapResource struct {
 	typed[corev1.ConfigMap, *corev1.ConfigMap, corev1.ConfigMapList, *corev1.ConfigMapList]
 }
 
-// ServiceClient is the client of core/v1 Services.
-type ServiceClient struct {
+// ServiceResource is the client of core/v1 Services.
+type ServiceResource struct {
 	typed[corev1.Service, *corev1.Service, corev1.ServiceList, *corev1.ServiceList]
 }
 
-// LeaseClient is the client of coordination.k8s.io/v1 Leases.
-type LeaseClient struct {
+// LeaseResource is the client of coordination.k8s.io/v1 Leases.
+type LeaseResource struct {
 	typed[coordinationv1.Lease, *coordinationv1.Lease, coordinationv1.LeaseList, *coordinationv1.LeaseList]
 }
 
-// CertificateSigningRequestClient is the client of certificates.k8s.io/v1
+// CertificateSigningRequestResource is the client of certificates.k8s.io/v1
 // CertificateSigningRequests.
-type CertificateSigningRequestClient struct {
+type CertificateSigningRequestResource struct {
 	typed[certificatesv1.CertificateSigningRequest, *certificatesv1.CertificateSigningRequest, certificatesv1.CertificateSigningRequestList, *certificatesv1.CertificateSigningRequestList]
 }
 
-// ServiceAccountClient is the client of core/v1 ServiceAccounts; it only
+// ServiceAccountResource is the client of core/v1 ServiceAccounts; it only
 // requests tokens.
-type ServiceAccountClient struct{ res }
+type ServiceAccountResource struct{ res }
 
 // CreateToken requests a token of the ServiceAccount called
 // serviceAccountName (serviceaccounts/token).
-func (c *ServiceAccountClient) CreateToken(ctx context.Context, serviceAccountName string, tokenRequest *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error) {
+func (c *ServiceAccountResource) CreateToken(ctx context.Context, serviceAccountName string, tokenRequest *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error) {
 	out := &authenticationv1.TokenRequest{}
 	err := c.req(http.MethodPost).Name(serviceAccountName).SubResource("token").
 		VersionedParams(&opts, c.params).Body(tokenRequest).Do(ctx).Into(out)
 	return out, err
 }
 
-// TokenReviewClient is the client of TokenReviews; it only creates them.
-type TokenReviewClient struct{ res }
+// TokenReviewResource is the client of TokenReviews; it only creates them.
+type TokenReviewResource struct{ res }
 
 // Create asks the API server who a bearer token is.
-func (c *TokenReviewClient) Create(ctx context.Context, review *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
+func (c *TokenReviewResource) Create(ctx context.Context, review *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error) {
 	return create(ctx, c.res, review, opts, &authenticationv1.TokenReview{})
 }
 
-// SubjectAccessReviewClient is the client of SubjectAccessReviews; it only
+// SubjectAccessReviewResource is the client of SubjectAccessReviews; it only
 // creates them.
-type SubjectAccessReviewClient struct{ res }
+type SubjectAccessReviewResource struct{ res }
 
 // Create asks the API server whether a user may do what a review describes.
-func (c *SubjectAccessReviewClient) Create(ctx context.Context, review *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+func (c *SubjectAccessReviewResource) Create(ctx context.Context, review *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
 	return create(ctx, c.res, review, opts, &authorizationv1.SubjectAccessReview{})
 }
 

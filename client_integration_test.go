@@ -1,4 +1,4 @@
-package kubeclient_test
+package nodekit_test
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/controlplane"
-	"github.com/nodekit/nodekit/internal/kubeclient"
 	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
@@ -73,7 +73,7 @@ func TestIntegrationNodeIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(leakcheck.CheckSettling(t, func() { utilnet.CloseIdleConnectionsFor(hc.Transport) }))
-	c, err := kubeclient.NewForHTTPClient(cfg, hc)
+	c, err := nodekit.NewClientForHTTPClient(cfg, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestIntegrationNodeIdentity(t *testing.T) {
 	answers.mu.Lock()
 	defer answers.mu.Unlock()
 	for k, n := range answers.seen {
-		if !strings.HasSuffix(k, kubeclient.ContentTypeProtobuf) {
+		if !strings.HasSuffix(k, nodekit.ContentTypeProtobuf) {
 			t.Errorf("%d answers %q, want every answer in protobuf", n, k)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package nodekit
 
 import (
 	"io"
@@ -7,16 +7,18 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodekit/nodekit/internal/promutil"
 )
 
-// Metrics of the agent's API traffic, counted by apiCounter.
+// Metrics of an agent's API traffic, counted by CountRequests' transport.
 const (
 	metricAPIRequests      = "nodekit_agent_api_requests_total"
 	metricAPIRequestBytes  = "nodekit_agent_api_request_bytes_total"
 	metricAPIResponseBytes = "nodekit_agent_api_response_bytes_total"
 )
 
-// apiCounter counts the agent's requests to the API server by verb, resource
+// apiCounter counts an agent's requests to the API server by verb, resource
 // and status code, and the bytes of their bodies. It wraps the REST client's
 // transport, so it sees every request the agent makes, retries included.
 type apiCounter struct {
@@ -40,15 +42,27 @@ func newAPICounter(reg prometheus.Registerer) (*apiCounter, error) {
 			Help: "Bytes of response bodies the agent read from the API server, by HTTP method and resource.",
 		}, []string{"verb", "resource"}),
 	}
-	for _, col := range []prometheus.Collector{c.requests, c.requestBytes, c.responseBytes} {
-		if err := reg.Register(col); err != nil {
+	var err error
+	for _, col := range []**prometheus.CounterVec{&c.requests, &c.requestBytes, &c.responseBytes} {
+		if *col, err = promutil.Register(reg, *col); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
 }
 
-// wrap is a rest.Config.WrapTransport.
+// CountRequests registers the metrics of an agent's API traffic with reg
+// (requests by verb, resource and code; request and response bytes by verb
+// and resource) and returns the rest.Config.WrapTransport that counts them:
+// cfg.Wrap(wrap). It sees every request of the client, retries included.
+func CountRequests(reg prometheus.Registerer) (wrap func(http.RoundTripper) http.RoundTripper, err error) {
+	c, err := newAPICounter(reg)
+	if err != nil {
+		return nil, err
+	}
+	return c.wrap, nil
+}
+
 func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return &countingTransport{next: rt, c: c}
 }

@@ -1,0 +1,34 @@
+package heartbeat
+
+import (
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NodeView is where a Heartbeat publishes the Node as it last read or wrote
+// it, for readers elsewhere in an agent (admission, mirror pods, the pod
+// data's default limits). It exists before the Heartbeat does, so that
+// parts built before the node half can be given it (Options.View): until
+// the Heartbeat has registered or found the Node, Node returns nil and
+// Registered false. Readers never wait on the network. The zero NodeView is
+// not usable; use NewNodeView.
+type NodeView struct {
+	node       atomic.Pointer[lastNode]
+	registered atomic.Bool
+}
+
+// NewNodeView returns an empty view.
+func NewNodeView() *NodeView { return &NodeView{} }
+
+// Node returns a copy of the node as last read or written, or nil.
+func (v *NodeView) Node() *corev1.Node {
+	n, err := v.node.Load().get()
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
+// Registered reports whether the Node is known to exist.
+func (v *NodeView) Registered() bool { return v.registered.Load() }
