@@ -1,4 +1,4 @@
-package podsync
+package podsync_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/podsync/status"
 )
@@ -48,7 +49,7 @@ func newAdmitHarness(t *testing.T, rec record.EventRecorder) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, Admit: preds, Recorder: rec})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, Admit: preds, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestEngineAdmission(t *testing.T) {
 		if s.Phase != corev1.PodFailed || s.Reason != tc.reason || s.Message != "Pod was rejected: "+tc.message || s.QOSClass != corev1.PodQOSBestEffort {
 			t.Errorf("%s: status %+v", tc.pod.Name, s)
 		}
-		if life, ok := h.eng.PodLifecycle(tc.pod.UID); !ok || life != Done {
+		if life, ok := h.eng.PodLifecycle(tc.pod.UID); !ok || life != podsync.Done {
 			t.Errorf("%s: lifecycle %v %v, want Done", tc.pod.Name, life, ok)
 		}
 	}
@@ -143,7 +144,7 @@ func TestEngineAdmission(t *testing.T) {
 	}
 }
 
-// Without Options.Admit every pod runs, whatever it asks for.
+// Without podsync.Options.Admit every pod runs, whatever it asks for.
 func TestEngineNoAdmission(t *testing.T) {
 	h := newHarness(t)
 	var pods []*corev1.Pod
@@ -177,7 +178,7 @@ func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = New(Options{Syncer: h.cri, Writer: writer, Clock: h.clock, Admit: preds})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: writer, Clock: h.clock, Admit: preds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestEngineRejectedPodThatRunsIsStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sourcesReady atomic.Bool
-	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, SourcesReady: sourcesReady.Load})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, SourcesReady: sourcesReady.Load})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, Recorder: rec, Registerer: reg})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, Recorder: rec, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 	h.rt.InjectError("StopContainer", errors.New("runtime busy"))
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
 	h.steps(3)
-	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != Terminating {
+	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != podsync.Terminating {
 		t.Fatalf("victim %v, want Terminating after a failed stop", life)
 	}
 	if got := strings.Join(h.sandboxNames(), ","); strings.Contains(got, "static") {
@@ -303,7 +304,7 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 	if got := strings.Join(h.sandboxNames(), ","); got != "burstable,static-n1" && got != "static-n1,burstable" {
 		t.Fatalf("running sandboxes %q, want burstable and static-n1", got)
 	}
-	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != Done {
+	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != podsync.Done {
 		t.Errorf("victim %v, want Done", life)
 	}
 	s := h.writer.last(bestEffort.UID)
@@ -334,7 +335,7 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 	default:
 		t.Error("no Preempting event")
 	}
-	if v := testutil.ToFloat64(h.eng.metrics.preemptions.WithLabelValues("pods")); v != 1 {
+	if v := testutil.ToFloat64(podsync.Preemptions(h.eng).WithLabelValues("pods")); v != 1 {
 		t.Errorf("kubelet_preemptions{preemption_signal=pods} = %v, want 1", v)
 	}
 
@@ -395,7 +396,7 @@ func TestEnginePreemptionWaitEnds(t *testing.T) {
 	h.rt.InjectError("StopContainer", errors.New("stuck"))
 	h.clock.Step(time.Second)
 	h.steps(3)
-	if life, _ := h.eng.PodLifecycle(a.UID); life != Terminating {
+	if life, _ := h.eng.PodLifecycle(a.UID); life != podsync.Terminating {
 		t.Fatalf("victim %v, want still Terminating", life)
 	}
 	if !strings.Contains(strings.Join(h.sandboxNames(), ","), "static-n1") {

@@ -1,4 +1,4 @@
-package podsync
+package podsync_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -38,13 +40,13 @@ func BenchmarkObserveMinute(b *testing.B) {
 			clk := clocktesting.NewFakeClock(t0)
 			rt := runtimetest.New(runtimetest.Options{Clock: clk, NoCallLog: true})
 			rt.SetContainerEvents(events)
-			cri, err := NewCRI(CRIOptions{Runtime: rt, Clock: clk, PodLogRoot: b.TempDir(), PodRoot: b.TempDir(), ResolvConf: "-"})
+			cri, err := cri.New(cri.Options{Runtime: rt, Clock: clk, PodLogRoot: b.TempDir(), PodRoot: b.TempDir(), ResolvConf: "-"})
 			if err != nil {
 				b.Fatal(err)
 			}
-			rl := &countingRelister{CRI: cri}
+			rl := &countingRelister{Syncer: cri}
 			writer := &recordingWriter{}
-			eng, err := New(Options{Syncer: cri, Relister: rl, Writer: writer, Clock: clk, HostIPs: []string{"192.0.2.1"}, MaxParallel: 16})
+			eng, err := podsync.New(podsync.Options{Syncer: cri, Relister: rl, Writer: writer, Clock: clk, HostIPs: []string{"192.0.2.1"}, MaxParallel: 16})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -58,13 +60,8 @@ func BenchmarkObserveMinute(b *testing.B) {
 				clk.Step(time.Second)
 				now := clk.Now()
 				testenv.Eventually(b, time.Minute, 50*time.Microsecond, "a relist or check", func() bool {
-					eng.mu.Lock()
-					defer eng.mu.Unlock()
-					next := eng.nextRelist
-					if eng.evented && eng.nextCheck.Before(next) {
-						next = eng.nextCheck
-					}
-					return next.After(now) && !eng.relistNow
+					next, relistNow := podsync.NextObservation(eng)
+					return next.After(now) && !relistNow
 				})
 			}
 			var pods []*corev1.Pod

@@ -687,7 +687,7 @@ func (e *Engine) updateGauges(pods map[types.UID]*PodState) {
 	running := 0
 	states := map[runtimeapi.ContainerState]int{}
 	for _, p := range pods {
-		if sb := p.newestSandbox(); sb != nil && sb.Ready() {
+		if sb := p.NewestSandbox(); sb != nil && sb.Ready() {
 			running++
 		}
 		for _, c := range p.Containers {

@@ -1,4 +1,4 @@
-package podsync
+package podsync_test
 
 import (
 	"context"
@@ -20,13 +20,15 @@ import (
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 // countingRelister counts the CRI syncer's relists, pod relists and health
 // checks, and signals each on done (when set).
 type countingRelister struct {
-	*CRI
+	*cri.Syncer
 	relists, podRelists, checks atomic.Int64
 	done                        chan struct{}
 }
@@ -40,21 +42,21 @@ func (c *countingRelister) signal() {
 	}
 }
 
-func (c *countingRelister) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
+func (c *countingRelister) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, error) {
 	defer c.signal()
 	c.relists.Add(1)
-	return c.CRI.Relist(ctx)
+	return c.Syncer.Relist(ctx)
 }
 
-func (c *countingRelister) RelistPod(ctx context.Context, uid types.UID) (*PodState, error) {
+func (c *countingRelister) RelistPod(ctx context.Context, uid types.UID) (*podsync.PodState, error) {
 	c.podRelists.Add(1)
-	return c.CRI.RelistPod(ctx, uid)
+	return c.Syncer.RelistPod(ctx, uid)
 }
 
 func (c *countingRelister) CheckHealth(ctx context.Context) error {
 	defer c.signal()
 	c.checks.Add(1)
-	return c.CRI.CheckHealth(ctx)
+	return c.Syncer.CheckHealth(ctx)
 }
 
 // logLines keeps the Info messages of a logger.
@@ -97,22 +99,22 @@ func newEventHarness(t *testing.T, events bool, setup ...func(*runtimetest.Runti
 	return newEventHarnessWith(t, events, nil, setup...)
 }
 
-// newEventHarnessWith is newEventHarness with the engine's Options changed
+// newEventHarnessWith is newEventHarness with the engine's podsync.Options changed
 // by opts (when not nil).
-func newEventHarnessWith(t *testing.T, events bool, opts func(*Options), setup ...func(*runtimetest.Runtime)) *eventHarness {
+func newEventHarnessWith(t *testing.T, events bool, opts func(*podsync.Options), setup ...func(*runtimetest.Runtime)) *eventHarness {
 	t.Helper()
 	h := &eventHarness{harness: newHarness(t), logs: &logLines{}}
 	h.rt.SetContainerEvents(events)
 	for _, f := range setup {
 		f(h.rt)
 	}
-	h.rl = &countingRelister{CRI: h.cri}
+	h.rl = &countingRelister{Syncer: h.cri}
 	var err error
-	o := Options{Syncer: h.cri, Relister: h.rl, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}}
+	o := podsync.Options{Syncer: h.cri, Relister: h.rl, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}}
 	if opts != nil {
 		opts(&o)
 	}
-	h.eng, err = New(o)
+	h.eng, err = podsync.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func (h *eventHarness) eventually(what string, cond func() bool) {
 
 // evSnapshot is the engine's event state.
 type evSnapshot struct {
-	state      evState
+	state      podsync.EvState
 	got        bool
 	evented    bool
 	nextRelist time.Time
@@ -147,10 +149,9 @@ type evSnapshot struct {
 }
 
 func (h *eventHarness) ev() evSnapshot {
-	e := h.eng
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return evSnapshot{e.ev, e.evGot, e.evented, e.nextRelist, e.evRetryAt}
+	var s evSnapshot
+	s.state, s.got, s.evented, s.nextRelist, s.retryAt = podsync.EventState(h.eng)
+	return s
 }
 
 func (h *eventHarness) watchCalls() int {
@@ -170,14 +171,8 @@ func (h *eventHarness) step(d time.Duration) {
 	h.clock.Step(d)
 	now := h.clock.Now()
 	h.eventually("a relist or health check", func() bool {
-		e := h.eng
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		next := e.nextRelist
-		if e.evented && e.nextCheck.Before(next) {
-			next = e.nextCheck
-		}
-		return next.After(now) && !e.relistNow
+		next, relistNow := podsync.NextObservation(h.eng)
+		return next.After(now) && !relistNow
 	})
 }
 
@@ -193,9 +188,9 @@ func (h *eventHarness) runningPod() (*corev1.Pod, string) {
 	})
 	h.eventually("an event", func() bool { return h.ev().got })
 	if !h.ev().evented {
-		h.step(DefaultRelistPeriod) // the first relist that finds the stream up
+		h.step(podsync.DefaultRelistPeriod) // the first relist that finds the stream up
 	}
-	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.clock.Now().Add(DefaultEventedRelistPeriod)) {
+	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.clock.Now().Add(podsync.DefaultEventedRelistPeriod)) {
 		h.t.Fatalf("events not in use: %+v at %v", ev, h.clock.Now())
 	}
 	return pod, h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
@@ -240,8 +235,8 @@ func TestEngineEventsOrphansOnceSourcesReady(t *testing.T) {
 	defer leakcheck.Check(t)()
 	var ready atomic.Bool
 	var orphan string
-	h := newEventHarnessWith(t, true, func(o *Options) { o.SourcesReady = ready.Load }, func(rt *runtimetest.Runtime) {
-		labels := map[string]string{LabelPodUID: "uid-orphan", LabelPodName: "orphan", LabelPodNamespace: "default"}
+	h := newEventHarnessWith(t, true, func(o *podsync.Options) { o.SourcesReady = ready.Load }, func(rt *runtimetest.Runtime) {
+		labels := map[string]string{cri.LabelPodUID: "uid-orphan", cri.LabelPodName: "orphan", cri.LabelPodNamespace: "default"}
 		var err error
 		orphan, err = rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{
 			Metadata: &runtimeapi.PodSandboxMetadata{Name: "orphan", Namespace: "default", Uid: "uid-orphan"}, Labels: labels}, "")
@@ -286,10 +281,10 @@ func TestEngineEventsSlowRelist(t *testing.T) {
 	if _, at, err := h.cri.LatestRuntimeStatus(); err != nil || !at.Equal(h.clock.Now()) {
 		t.Errorf("runtime status from %v (%v), want now", at, err)
 	}
-	h.step(DefaultEventedRelistPeriod - 10*time.Second)
+	h.step(podsync.DefaultEventedRelistPeriod - 10*time.Second)
 	h.eventually("the 300s relist", func() bool { return h.rl.relists.Load() == relists+1 })
-	if ev := h.ev(); !ev.nextRelist.Equal(start.Add(2 * DefaultEventedRelistPeriod)) {
-		t.Errorf("next relist at %v, want %v", ev.nextRelist.Sub(start), 2*DefaultEventedRelistPeriod)
+	if ev := h.ev(); !ev.nextRelist.Equal(start.Add(2 * podsync.DefaultEventedRelistPeriod)) {
+		t.Errorf("next relist at %v, want %v", ev.nextRelist.Sub(start), 2*podsync.DefaultEventedRelistPeriod)
 	}
 }
 
@@ -308,19 +303,19 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 	h.rt.EndContainerEvents(unavailable)
 	h.eventually("a relist at once", func() bool { return h.rl.relists.Load() == relists+1 })
 	now := h.clock.Now()
-	h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == evDown && ev.retryAt.Equal(now.Add(time.Second)) })
+	h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == podsync.EvDown && ev.retryAt.Equal(now.Add(time.Second)) })
 	if ev := h.ev(); ev.evented || !ev.nextRelist.Equal(now.Add(time.Second)) {
 		t.Fatalf("after the failure: %+v, want the 1s relist", ev)
 	}
 	// Retries after 1s, 2s (both fail) and 4s (open); relists every 1s.
 	for i, w := range []struct {
 		watches int
-		state   evState
-	}{{1, evDown}, {1, evDown}, {2, evDown}, {2, evDown}, {2, evDown}, {2, evDown}, {3, evWatching}} {
+		state   podsync.EvState
+	}{{1, podsync.EvDown}, {1, podsync.EvDown}, {2, podsync.EvDown}, {2, podsync.EvDown}, {2, podsync.EvDown}, {2, podsync.EvDown}, {3, podsync.EvWatching}} {
 		h.step(time.Second)
 		h.eventually("the retry", func() bool {
 			ev := h.ev()
-			return h.watchCalls() == watches+w.watches && ev.state == w.state && (w.state == evWatching || ev.retryAt.After(h.clock.Now()))
+			return h.watchCalls() == watches+w.watches && ev.state == w.state && (w.state == podsync.EvWatching || ev.retryAt.After(h.clock.Now()))
 		})
 		if n := h.rl.relists.Load(); n != relists+1+int64(i+1) {
 			t.Errorf("second %d: %d relists, want %d", i+1, n-relists, i+2)
@@ -331,7 +326,7 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 		t.Error("events in use before the stream proved itself")
 	}
 	h.step(time.Second) // open for 1s, no event: in use
-	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.clock.Now().Add(DefaultEventedRelistPeriod)) {
+	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.clock.Now().Add(podsync.DefaultEventedRelistPeriod)) {
 		t.Errorf("after the stream came back: %+v", ev)
 	}
 	if n := h.logs.count("Container events stream failed;"); n != 1 {
@@ -349,9 +344,7 @@ func TestEngineEventsUnimplemented(t *testing.T) {
 	h := newEventHarness(t, false)
 	defer h.stop()
 	h.eventually("the answer", func() bool {
-		h.eng.mu.Lock()
-		defer h.eng.mu.Unlock()
-		return h.eng.evDownLogged
+		return podsync.EvDownLogged(h.eng)
 	})
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
@@ -366,7 +359,7 @@ func TestEngineEventsUnimplemented(t *testing.T) {
 	if n := h.watchCalls(); n != 1 {
 		t.Errorf("%d WatchContainerEvents calls, want 1", n)
 	}
-	if ev := h.ev(); ev.evented || ev.state != evNone {
+	if ev := h.ev(); ev.evented || ev.state != podsync.EvNone {
 		t.Errorf("%+v", ev)
 	}
 	if n := h.logs.count("The container runtime has no container events"); n != 1 {
@@ -393,10 +386,10 @@ func TestEngineEventsNoHotLoop(t *testing.T) {
 		}
 	})
 	defer h.stop()
-	h.eventually("the first failure", func() bool { return h.ev().state == evDown })
+	h.eventually("the first failure", func() bool { return h.ev().state == podsync.EvDown })
 	for range 60 {
 		now := h.clock.Now()
-		h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == evDown && ev.retryAt.After(now) })
+		h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == podsync.EvDown && ev.retryAt.After(now) })
 		h.step(10 * time.Second)
 	}
 	// Attempts at 0, 1, 3, 7, 15, 31, 63, 123, 183, … s: 16 in 600s, here

@@ -1,4 +1,4 @@
-package podsync
+package podsync_test
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -34,8 +36,8 @@ func TestEngineLivenessFailureRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	h.cri, _ = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Probes: pm})
-	h.eng, _ = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Probes: pm})
+	h.cri, _ = cri.New(cri.Options{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Probes: pm})
+	h.eng, _ = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Probes: pm})
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check"}}},
 		TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 1}
@@ -70,7 +72,7 @@ func TestEngineImagePull(t *testing.T) {
 	never := busyboxPod(corev1.RestartPolicyAlways, "a")
 	never.Spec.Containers[0].Image, never.Spec.Containers[0].ImagePullPolicy = "example.com/missing:1", corev1.PullNever
 	h.add(never)
-	if w := h.writer.last(never.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonErrImageNeverPull {
+	if w := h.writer.last(never.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonErrImageNeverPull {
 		t.Errorf("PullNever of a missing image: %+v", w)
 	}
 
@@ -79,7 +81,7 @@ func TestEngineImagePull(t *testing.T) {
 	pod.Spec.Containers[0].Image = "example.com/app:2"
 	h.rt.InjectError("PullImage", errors.New("registry unavailable"))
 	h.add(pod)
-	if !h.writer.sawWaiting(pod.UID, ReasonErrImagePull) {
+	if !h.writer.sawWaiting(pod.UID, podsync.ReasonErrImagePull) {
 		t.Error("no ErrImagePull status")
 	}
 	next, _ := h.eng.SyncOnce(h.ctx)
@@ -89,7 +91,7 @@ func TestEngineImagePull(t *testing.T) {
 	h.clock.Step(5 * time.Second)
 	h.eng.Trigger(pod.UID)
 	h.steps(1)
-	if w := h.writer.last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonImagePullBackOff {
+	if w := h.writer.last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonImagePullBackOff {
 		t.Fatalf("during back-off: %+v", w)
 	}
 	h.clock.Step(5 * time.Second)
@@ -105,14 +107,14 @@ func TestEngineEventsAndMetrics(t *testing.T) {
 	rec := record.NewFakeRecorder(100)
 	dir := t.TempDir()
 	var err error
-	if h.cri, err = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Recorder: rec, Registerer: reg}); err != nil {
+	if h.cri, err = cri.New(cri.Options{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Recorder: rec, Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	if h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Registerer: reg}); err != nil {
+	if h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
 	// A second engine on the same registerer shares the metrics.
-	if _, err := New(Options{Syncer: h.cri, Clock: h.clock, Registerer: reg}); err != nil {
+	if _, err := podsync.New(podsync.Options{Syncer: h.cri, Clock: h.clock, Registerer: reg}); err != nil {
 		t.Fatalf("second registration: %v", err)
 	}
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
@@ -142,10 +144,10 @@ func TestEngineEventsAndMetrics(t *testing.T) {
 	if m["kubelet_pod_worker_duration_seconds"] == 0 || m["kubelet_pod_start_duration_seconds"] != 1 || m["kubelet_runtime_operations_errors_total"] != 1 {
 		t.Errorf("metrics %v", m)
 	}
-	if n := testutil.ToFloat64(h.eng.metrics.runningPods); n != 1 {
+	if n := testutil.ToFloat64(podsync.RunningPods(h.eng)); n != 1 {
 		t.Errorf("kubelet_running_pods %v", n)
 	}
-	if n := testutil.ToFloat64(h.eng.metrics.runningContainers.WithLabelValues("running")); n != 1 {
+	if n := testutil.ToFloat64(podsync.RunningContainers(h.eng).WithLabelValues("running")); n != 1 {
 		t.Errorf("running containers %v", n)
 	}
 }
@@ -155,7 +157,7 @@ func TestEngineEventsAndMetrics(t *testing.T) {
 func TestEngineManyPods(t *testing.T) {
 	h := newHarness(t)
 	var err error
-	if h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, MaxParallel: 4}); err != nil {
+	if h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, MaxParallel: 4}); err != nil {
 		t.Fatal(err)
 	}
 	var pods []*corev1.Pod
@@ -187,7 +189,7 @@ func TestEngineRelistPublishesStatus(t *testing.T) {
 	if s := h.writer.last(pod.UID); s.Phase != corev1.PodPending {
 		t.Fatalf("after the first sync: %+v", s)
 	}
-	if err := h.eng.relist(h.ctx); err != nil {
+	if err := podsync.Relist(h.ctx, h.eng); err != nil {
 		t.Fatal(err)
 	}
 	s := h.writer.last(pod.UID)
@@ -203,18 +205,18 @@ func TestEngineRelistPublishesStatus(t *testing.T) {
 
 // blockingSyncer holds SyncPod of one pod until release is closed.
 type blockingSyncer struct {
-	*CRI
+	*cri.Syncer
 	uid     types.UID
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (b *blockingSyncer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
+func (b *blockingSyncer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState) (podsync.SyncResult, error) {
 	if pod.UID == b.uid {
 		close(b.entered)
 		<-b.release
 	}
-	return b.CRI.SyncPod(ctx, pod, observed)
+	return b.Syncer.SyncPod(ctx, pod, observed)
 }
 
 // oneSlotHarness is an engine with MaxParallel 1 whose syncer holds pod b's
@@ -227,9 +229,9 @@ func oneSlotHarness(t *testing.T, policy corev1.RestartPolicy) (h *harness, a, b
 	a.UID, a.Name = "uid-a", "a"
 	b = busyboxPod(corev1.RestartPolicyAlways, "b")
 	b.UID, b.Name = "uid-b", "b"
-	bs = &blockingSyncer{CRI: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
+	bs = &blockingSyncer{Syncer: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
 	var err error
-	h.eng, err = New(Options{Syncer: bs, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
+	h.eng, err = podsync.New(podsync.Options{Syncer: bs, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,15 +256,12 @@ func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
 	h.eng.Trigger(a.UID)
 	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }() // a's sync queues for the slot
 	testenv.Eventually(t, 10*time.Second, time.Millisecond, "a's sync queued", func() bool {
-		h.eng.mu.Lock()
-		defer h.eng.mu.Unlock()
-		w := h.eng.workers[a.UID]
-		return w.busy && !w.running
+		return podsync.SyncQueued(h.eng, a.UID)
 	})
 	if err := h.rt.Exit(id, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.eng.relist(h.ctx); err != nil {
+	if err := podsync.Relist(h.ctx, h.eng); err != nil {
 		t.Fatal(err)
 	}
 	if s := h.writer.last(a.UID); s.Phase != corev1.PodSucceeded {
@@ -296,7 +295,7 @@ func TestEngineStopsWithoutSlot(t *testing.T) {
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
 	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }()
 	testenv.Eventually(t, 10*time.Second, time.Millisecond, "a's sandbox stopped (or removed) while b holds the slot", func() bool {
-		sbs, err := h.rt.ListPodSandbox(h.ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{LabelPodUID: string(a.UID)}})
+		sbs, err := h.rt.ListPodSandbox(h.ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(a.UID)}})
 		if err != nil {
 			return false
 		}
@@ -317,7 +316,7 @@ func TestEngineStopsWithoutSlot(t *testing.T) {
 
 // failingCleaner fails CleanupPod the first n times.
 type failingCleaner struct {
-	*CRI
+	*cri.Syncer
 	n     int
 	calls int
 }
@@ -327,22 +326,22 @@ func (f *failingCleaner) CleanupPod(ctx context.Context, pod *corev1.Pod) error 
 	if f.calls <= f.n {
 		return errors.New("directory not empty")
 	}
-	return f.CRI.CleanupPod(ctx, pod)
+	return f.Syncer.CleanupPod(ctx, pod)
 }
 
 // A removed pod whose clean-up fails (a log rotation writing into its log
 // directory meanwhile) is cleaned up again ErrorBackoff later, not left.
 func TestCleanupRetriedAfterFailure(t *testing.T) {
 	h := newHarness(t)
-	fc := &failingCleaner{CRI: h.cri, n: 1}
+	fc := &failingCleaner{Syncer: h.cri, n: 1}
 	var err error
-	h.eng, err = New(Options{Syncer: fc, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	h.eng, err = podsync.New(podsync.Options{Syncer: fc, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	h.add(pod)
-	dir := PodLogDir(h.cri.b.podLogRoot, pod)
+	dir := podsync.PodLogDir(h.logRoot, pod)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("log directory: %v", err)
 	}

@@ -3,16 +3,13 @@ package podsync
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
-	"github.com/nodekit/nodekit/runtime"
 )
 
 // DefaultEventedRelistPeriod is Options.EventedRelistPeriod's default, the
@@ -61,52 +58,6 @@ type HealthChecker interface {
 // stream (a CRI runtime that answers GetContainerEvents with
 // Unimplemented, as containerd 1.6 does).
 var ErrNoEvents = errors.New("podsync: the backend has no pod events")
-
-var (
-	_ EventWatcher  = (*CRI)(nil)
-	_ HealthChecker = (*CRI)(nil)
-)
-
-// WatchEvents streams the runtime's CRI container events as PodEvents when
-// the runtime is a runtime.ContainerEventWatcher, with the pod UID from the
-// io.kubernetes.pod.uid label of the event's sandbox status or container
-// statuses. A runtime without events (not a ContainerEventWatcher, or
-// answering Unimplemented) is ErrNoEvents.
-func (c *CRI) WatchEvents(ctx context.Context, fn func(PodEvent)) error {
-	w, ok := c.rt.(runtime.ContainerEventWatcher)
-	if !ok {
-		return ErrNoEvents
-	}
-	err := w.WatchContainerEvents(ctx, func(ev *runtimeapi.ContainerEventResponse) { fn(podEvent(ev)) })
-	if runtime.IsUnimplemented(err) {
-		return fmt.Errorf("%w: %w", ErrNoEvents, err)
-	}
-	return err
-}
-
-func podEvent(ev *runtimeapi.ContainerEventResponse) PodEvent {
-	pe := PodEvent{ContainerID: ev.GetContainerId(), SandboxID: ev.GetPodSandboxStatus().GetId(),
-		UID: types.UID(ev.GetPodSandboxStatus().GetLabels()[LabelPodUID])}
-	for _, cs := range ev.GetContainersStatuses() {
-		if pe.UID != "" {
-			break
-		}
-		pe.UID = types.UID(cs.GetLabels()[LabelPodUID])
-	}
-	return pe
-}
-
-// CheckHealth asks the runtime's status, as a relist does (so
-// LatestRuntimeStatus stays fresh while events make relists rare).
-func (c *CRI) CheckHealth(ctx context.Context) error {
-	st, err := c.rt.Status(ctx, false)
-	c.observeStatus(st, err)
-	if err != nil {
-		return fmt.Errorf("podsync: runtime status: %w", c.opError("status", err))
-	}
-	c.observeNetReady(st)
-	return nil
-}
 
 // evState is where the engine's event stream is.
 type evState int

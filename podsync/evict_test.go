@@ -1,4 +1,4 @@
-package podsync
+package podsync_test
 
 import (
 	"context"
@@ -16,14 +16,16 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 // The engine is the eviction manager's Killer.
-var _ eviction.Killer = (*Engine)(nil)
+var _ eviction.Killer = (*podsync.Engine)(nil)
 
 // stopRecorder is the fake runtime, recording the timeout of each
 // StopContainer.
@@ -77,11 +79,11 @@ func condition(s corev1.PodStatus, t corev1.PodConditionType) *corev1.PodConditi
 func TestEngineEvict(t *testing.T) {
 	h := newHarness(t)
 	rec := &stopRecorder{Runtime: h.rt}
-	cri, err := NewCRI(CRIOptions{Runtime: rec, Clock: h.clock, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
+	cri, err := cri.New(cri.Options{Runtime: rec, Clock: h.clock, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = New(Options{Syncer: cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	h.eng, err = podsync.New(podsync.Options{Syncer: cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,12 +98,12 @@ func TestEngineEvict(t *testing.T) {
 	if err := h.eng.Evict(h.ctx, pod, evictedStatus(msg), 5); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := h.eng.PodLifecycle(pod.UID); l != Terminating {
+	if l, _ := h.eng.PodLifecycle(pod.UID); l != podsync.Terminating {
 		t.Fatalf("lifecycle after Evict %s, want Terminating", l)
 	}
 	h.steps(2)
 
-	if l, _ := h.eng.PodLifecycle(pod.UID); l != Done {
+	if l, _ := h.eng.PodLifecycle(pod.UID); l != podsync.Done {
 		t.Fatalf("lifecycle %s, want Done", l)
 	}
 	if stops := rec.stops(); len(stops) != 2 || stops[0] != 5*time.Second || stops[1] != 5*time.Second {
@@ -156,7 +158,7 @@ func TestEngineEvict(t *testing.T) {
 			t.Errorf("after the update: %s %s", c.Method, c.ID)
 		}
 	}
-	if l, _ := h.eng.PodLifecycle(pod.UID); l != Done {
+	if l, _ := h.eng.PodLifecycle(pod.UID); l != podsync.Done {
 		t.Errorf("lifecycle after the update %s", l)
 	}
 	if got := h.writer.last(pod.UID); got.Phase != corev1.PodFailed || got.Reason != eviction.Reason {
@@ -164,15 +166,15 @@ func TestEngineEvict(t *testing.T) {
 	}
 
 	// Done, unknown and nil pods are not evicted.
-	if err := h.eng.Evict(h.ctx, pod, evictedStatus(msg), 1); !errors.Is(err, ErrPodNotActive) || !strings.Contains(err.Error(), "default/web") {
+	if err := h.eng.Evict(h.ctx, pod, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) || !strings.Contains(err.Error(), "default/web") {
 		t.Errorf("Evict of a Done pod: %v", err)
 	}
 	other := busyboxPod(corev1.RestartPolicyAlways, "a")
 	other.Name, other.UID = "other", "uid-other"
-	if err := h.eng.Evict(h.ctx, other, evictedStatus(msg), 1); !errors.Is(err, ErrPodNotActive) || !strings.Contains(err.Error(), "default/other") {
+	if err := h.eng.Evict(h.ctx, other, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) || !strings.Contains(err.Error(), "default/other") {
 		t.Errorf("Evict of an unknown pod: %v", err)
 	}
-	if err := h.eng.Evict(h.ctx, nil, evictedStatus(msg), 1); !errors.Is(err, ErrPodNotActive) {
+	if err := h.eng.Evict(h.ctx, nil, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) {
 		t.Errorf("Evict of nil: %v", err)
 	}
 }
@@ -183,10 +185,12 @@ func TestEngineEvict(t *testing.T) {
 func TestEngineEvictTerminating(t *testing.T) {
 	var rec calls
 	pod := testPod(corev1.RestartPolicyAlways, "a")
-	var eng *Engine
-	syncer := SyncerFuncs{
-		Sync: func(context.Context, *corev1.Pod, *PodState) (SyncResult, error) { return SyncResult{}, nil },
-		Terminating: func(ctx context.Context, _ *corev1.Pod, _ *PodState, grace time.Duration) error {
+	var eng *podsync.Engine
+	syncer := podsync.SyncerFuncs{
+		Sync: func(context.Context, *corev1.Pod, *podsync.PodState) (podsync.SyncResult, error) {
+			return podsync.SyncResult{}, nil
+		},
+		Terminating: func(ctx context.Context, _ *corev1.Pod, _ *podsync.PodState, grace time.Duration) error {
 			rec.add("terminating " + grace.String())
 			if grace == 30*time.Second {
 				// Evicted while the deletion's termination runs: that
@@ -199,11 +203,11 @@ func TestEngineEvictTerminating(t *testing.T) {
 			}
 			return nil
 		},
-		Terminated: func(context.Context, *corev1.Pod, *PodState) error { return nil },
+		Terminated: func(context.Context, *corev1.Pod, *podsync.PodState) error { return nil },
 	}
 	h := newHarness(t)
 	var err error
-	eng, err = New(Options{Syncer: syncer, Relister: relisterFunc(func(context.Context) (map[types.UID]*PodState, error) { return nil, nil }),
+	eng, err = podsync.New(podsync.Options{Syncer: syncer, Relister: relisterFunc(func(context.Context) (map[types.UID]*podsync.PodState, error) { return nil, nil }),
 		Clock: h.clock, Writer: h.writer})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +226,7 @@ func TestEngineEvictTerminating(t *testing.T) {
 	if s := h.writer.last(pod.UID); s.Phase != corev1.PodFailed || s.Reason != eviction.Reason || condition(s, corev1.DisruptionTarget) == nil {
 		t.Errorf("final status %+v", s)
 	}
-	if l, _ := eng.PodLifecycle(pod.UID); l != Done {
+	if l, _ := eng.PodLifecycle(pod.UID); l != podsync.Done {
 		t.Errorf("lifecycle %s", l)
 	}
 }
@@ -239,7 +243,7 @@ func TestEngineEvictWrittenToAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = New(Options{Syncer: h.cri, Writer: writer, Clock: h.clock})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: writer, Clock: h.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,13 +288,13 @@ func TestEngineActivePods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.rt.InjectError("StopContainer", errors.New("stuck"))
 	h.steps(1)
-	if l, ok := h.eng.PodLifecycle(orphan.UID); !ok || l != Terminating {
+	if l, ok := h.eng.PodLifecycle(orphan.UID); !ok || l != podsync.Terminating {
 		t.Fatalf("orphan: lifecycle %v %v, want Terminating", l, ok)
 	}
 
@@ -311,7 +315,7 @@ func TestEngineActivePods(t *testing.T) {
 		}
 	}
 	h.steps(3)
-	if l, _ := h.eng.PodLifecycle(b.UID); l != Done {
+	if l, _ := h.eng.PodLifecycle(b.UID); l != podsync.Done {
 		t.Fatalf("b: lifecycle %s, want Done", l)
 	}
 	if got := podNames(h.eng.ActivePods()); got != "a" {
@@ -326,7 +330,7 @@ func TestEngineActivePods(t *testing.T) {
 	}
 	// Rejected pods and orphans are not evicted.
 	for _, p := range []*corev1.Pod{big, orphan} {
-		if err := h.eng.Evict(h.ctx, p, evictedStatus("low"), 1); !errors.Is(err, ErrPodNotActive) {
+		if err := h.eng.Evict(h.ctx, p, evictedStatus("low"), 1); !errors.Is(err, podsync.ErrPodNotActive) {
 			t.Errorf("Evict %s: %v", p.Name, err)
 		}
 	}

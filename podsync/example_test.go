@@ -1,71 +1,42 @@
 package podsync_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
-	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
-// A pod run on the in-memory runtime: it starts, its container crashes and
-// is restarted at once, crashes again and waits out a 10s back-off.
+// The pure planner and status generator on a pod of one container: nothing
+// runs yet, so the plan is a sandbox and the container; once both run the
+// plan is empty and the pod is Running and Ready. A backend (podsync/cri on
+// a container runtime, podsync/podsynctest's simulation, a virtual node's
+// own) carries such plans out under the Engine.
 func Example() {
-	ctx := context.Background()
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := clocktesting.NewFakeClock(start)
-	rt := runtimetest.New(runtimetest.Options{Clock: clock})
-	dir, _ := os.MkdirTemp("", "podsync-example")
-	defer os.RemoveAll(dir)
-
-	cri, err := podsync.NewCRI(podsync.CRIOptions{Runtime: rt, Clock: clock, PodLogRoot: dir + "/logs", PodRoot: dir + "/pods",
-		ResolvConf: "-", HostIPs: []string{"192.0.2.10"}})
-	if err != nil {
-		panic(err)
-	}
-	engine, err := podsync.New(podsync.Options{Syncer: cri, Clock: clock, HostIPs: []string{"192.0.2.10"}})
-	if err != nil {
-		panic(err)
-	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	app := corev1.Container{Name: "app", Image: "nginx:1.25"}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-1"},
-		Spec: corev1.PodSpec{HostNetwork: true, RestartPolicy: corev1.RestartPolicyAlways,
-			Containers: []corev1.Container{{Name: "app", Image: runtimetest.BusyboxImage, ImagePullPolicy: corev1.PullIfNotPresent}}}}
-	engine.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+		Spec: corev1.PodSpec{HostNetwork: true, RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{app}}}
 
-	step := func(what string) {
-		for range 2 {
-			_, _ = engine.SyncOnce(ctx)
-		}
-		s, _ := engine.PodStatus(pod.UID)
-		cs := s.ContainerStatuses[0]
-		state := "running"
-		if w := cs.State.Waiting; w != nil {
-			state = w.Reason
-		}
-		fmt.Printf("%-14s t=%-3v %s podIP=%s %s restarts=%d\n", what, clock.Since(start), s.Phase, s.PodIP, state, cs.RestartCount)
+	a := podsync.ComputePodActions(podsync.PlanInput{Pod: pod, State: &podsync.PodState{}, Now: now})
+	fmt.Printf("empty: sandbox=%v attempt=%d start=%d\n", a.CreateSandbox, a.Attempt, len(a.Start))
+
+	st := &podsync.PodState{
+		Sandboxes: []*podsync.SandboxState{{ID: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, HostNetwork: true, CreatedAt: now}},
+		Containers: []*podsync.ContainerState{{ID: "c1", SandboxID: "sb1", Name: "app", State: runtimeapi.ContainerState_CONTAINER_RUNNING,
+			Hash: podsync.HashContainer(&app), StartedAt: now}},
 	}
-	crash := func() {
-		running, _ := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
-		_ = rt.Exit(running[0].Id, 1)
-	}
-	step("started")
-	crash()
-	step("first crash")
-	crash()
-	step("second crash")
-	clock.Step(10 * time.Second)
-	step("after back-off")
+	a = podsync.ComputePodActions(podsync.PlanInput{Pod: pod, State: st, Now: now})
+	fmt.Println("running: nothing to do:", a.Empty())
+
+	s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: st, RuntimeName: "example", HostIPs: []string{"192.0.2.10"}, Now: now})
+	fmt.Println(s.Phase, s.PodIP, s.QOSClass, s.ContainerStatuses[0].ContainerID, *s.ContainerStatuses[0].Started)
 	// Output:
-	// started        t=0s  Running podIP=192.0.2.10 running restarts=0
-	// first crash    t=0s  Running podIP=192.0.2.10 running restarts=1
-	// second crash   t=0s  Running podIP=192.0.2.10 CrashLoopBackOff restarts=1
-	// after back-off t=10s Running podIP=192.0.2.10 running restarts=2
+	// empty: sandbox=true attempt=0 start=1
+	// running: nothing to do: true
+	// Running 192.0.2.10 BestEffort example://c1 true
 }

@@ -10,7 +10,6 @@ import (
 type metrics struct {
 	podStart          prometheus.Histogram
 	workerDuration    *prometheus.HistogramVec
-	runtimeErrors     *prometheus.CounterVec
 	runningPods       prometheus.Gauge
 	runningContainers *prometheus.GaugeVec
 	rejected          *prometheus.CounterVec
@@ -28,10 +27,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Subsystem: "kubelet", Name: "pod_worker_duration_seconds",
 			Help:    "Duration in seconds to sync a single pod, by operation type: create, update or sync.",
 			Buckets: prometheus.DefBuckets,
-		}, []string{"operation_type"}),
-		runtimeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Subsystem: "kubelet", Name: "runtime_operations_errors_total",
-			Help: "Cumulative number of runtime operation errors by operation type.",
 		}, []string{"operation_type"}),
 		runningPods: prometheus.NewGauge(prometheus.GaugeOpts{
 			Subsystem: "kubelet", Name: "running_pods",
@@ -58,9 +53,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.workerDuration, err = promutil.Register(reg, m.workerDuration); err != nil {
-		return nil, err
-	}
-	if m.runtimeErrors, err = promutil.Register(reg, m.runtimeErrors); err != nil {
 		return nil, err
 	}
 	if m.runningPods, err = promutil.Register(reg, m.runningPods); err != nil {

@@ -60,6 +60,27 @@ func (r ContainerRef) Spec(pod *corev1.Pod) *corev1.Container {
 	return &pod.Spec.Containers[r.Index]
 }
 
+// ContainerSpec returns the spec of the pod's container called name: an
+// init, regular or ephemeral container; nil when the pod has none.
+func ContainerSpec(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return &pod.Spec.InitContainers[i]
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return ContainerRef{Ephemeral: true, Index: i}.Spec(pod)
+		}
+	}
+	return nil
+}
+
 // KillAction is a running container to stop.
 type KillAction struct {
 	ID, Name string
@@ -113,8 +134,10 @@ func CrashLoopKey(pod *corev1.Pod, c *corev1.Container) string {
 	return strconv.FormatUint(h.Sum64(), 16)
 }
 
-// isSidecar reports whether an init container is restartable (restartPolicy Always).
-func isSidecar(c *corev1.Container) bool {
+// IsSidecar reports whether an init container is restartable (restartPolicy
+// Always): a sidecar, started in order with the init containers and kept
+// running beside the regular ones.
+func IsSidecar(c *corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
@@ -184,7 +207,7 @@ func ComputePodActions(in PlanInput) PodActions {
 // sandboxChanged decides whether the pod needs a new sandbox and with which
 // attempt number, else returns the sandbox to use.
 func sandboxChanged(pod *corev1.Pod, st *PodState) (bool, uint32, string) {
-	sb := st.newestSandbox()
+	sb := st.NewestSandbox()
 	if sb == nil {
 		return true, 0, ""
 	}
@@ -325,7 +348,7 @@ func (p *planner) initContainers() bool {
 		spec := &pod.Spec.InitContainers[i]
 		ref := ContainerRef{Init: true, Index: i}
 		c := p.st.Latest(spec.Name)
-		if isSidecar(spec) {
+		if IsSidecar(spec) {
 			if c != nil && c.Running() {
 				if !p.keepOrRecreate(ref, c, true) {
 					return regularRan

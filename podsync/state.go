@@ -101,8 +101,9 @@ func (s *PodState) previous(name string) *ContainerState {
 	return nil
 }
 
-// newestSandbox returns the newest sandbox, or nil.
-func (s *PodState) newestSandbox() *SandboxState {
+// NewestSandbox returns the newest sandbox (Sandboxes are newest first), or
+// nil when there is none or s is nil.
+func (s *PodState) NewestSandbox() *SandboxState {
 	if s == nil || len(s.Sandboxes) == 0 {
 		return nil
 	}

@@ -74,7 +74,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 		s.HostIP = in.HostIPs[0]
 	}
 	ips := in.HostIPs
-	sb := st.newestSandbox()
+	sb := st.NewestSandbox()
 	if !pod.Spec.HostNetwork {
 		ips = nil
 		if sb != nil {
@@ -143,7 +143,7 @@ func defaultStartedReady(pod *corev1.Pod, s *corev1.PodStatus) {
 		cs := &s.InitContainerStatuses[i]
 		r := cs.State.Running != nil
 		cs.Started = &r
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if IsSidecar(&pod.Spec.InitContainers[i]) {
 			cs.Ready = r
 		} else {
 			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
@@ -249,7 +249,7 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 func podPhase(pod *corev1.Pod, s *corev1.PodStatus, terminated bool) corev1.PodPhase {
 	pendingInit := 0
 	for i, cs := range s.InitContainerStatuses {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if IsSidecar(&pod.Spec.InitContainers[i]) {
 			if cs.State.Running == nil && !anyRegularStarted(s) {
 				pendingInit++
 			}
@@ -343,7 +343,7 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 
 	var notInit []string
 	for i, cs := range s.InitContainerStatuses {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if IsSidecar(&pod.Spec.InitContainers[i]) {
 			if cs.Started == nil || !*cs.Started {
 				notInit = append(notInit, cs.Name)
 			}
@@ -358,7 +358,7 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 
 	var notReady []string
 	for i, cs := range s.InitContainerStatuses {
-		if isSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
+		if IsSidecar(&pod.Spec.InitContainers[i]) && !cs.Ready {
 			notReady = append(notReady, cs.Name)
 		}
 	}

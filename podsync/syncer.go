@@ -11,7 +11,7 @@ import (
 // PodSyncer is the pod-level seam, the kubelet's split of a pod's life: the
 // engine calls SyncPod while the pod should run, SyncTerminatingPod until it
 // returns nil once the pod must stop, then SyncTerminatedPod once. The CRI
-// syncer (NewCRI) runs pods on a container runtime; podsynctest simulates
+// syncer (podsync/cri) runs pods on a container runtime; podsynctest simulates
 // them; a virtual node can plug in its own backend. observed is the backend's
 // own last relist of the pod (nil when nothing of it runs). Calls for one pod
 // never overlap; calls for different pods do.

@@ -12,6 +12,7 @@ import (
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -65,7 +66,7 @@ var errNoSample = errors.New("no usage sample yet")
 // GC that runs on its own period. admit is the admitter the engine gets:
 // the eviction manager's (pods refused under pressure) before the
 // predicates.
-func (p *podHalf) newEviction(rt runtime.Runtime, cri *podsync.CRI, collector *usage.Collector, predicates admission.Admitter) (*eviction.Manager, *eviction.ImageGC, admission.Admitter, error) {
+func (p *podHalf) newEviction(rt runtime.Runtime, syncer *cri.Syncer, collector *usage.Collector, predicates admission.Admitter) (*eviction.Manager, *eviction.ImageGC, admission.Admitter, error) {
 	cfg := p.cfg
 	imageFS := func(context.Context) (*eviction.FsStats, error) {
 		s := collector.Latest()
@@ -116,7 +117,7 @@ func (p *podHalf) newEviction(rt runtime.Runtime, cri *podsync.CRI, collector *u
 		},
 		// Dead containers first, then images, as kubelet reclaims.
 		Reclaimers: []eviction.Reclaimer{eviction.ReclaimerFunc(func(ctx context.Context, _ eviction.Signal) (uint64, error) {
-			_, err := cri.RemoveDeadContainers(ctx)
+			_, err := syncer.RemoveDeadContainers(ctx)
 			return 0, err // the manager observes the node again
 		}), gc},
 		EvictionHard:             cfg.evictionHard,

@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/nodestatus"
-	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/podsync/logrotate"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
@@ -219,7 +219,7 @@ func parseArgs(args []string, stderr io.Writer, file *configFile) (*config, erro
 	fs.DurationVar(&c.httpCheckFrequency, "http-check-frequency", 20*time.Second, "How often --manifest-url is fetched.")
 	fs.StringVar(&c.rootDir, "root-dir", "/var/lib/kubelet", "Directory for the agent's files; pods under <root-dir>/pods.")
 	fs.StringVar(&c.podLogRoot, "pod-log-root", "/var/log/pods", "Directory of the pods' log directories.")
-	fs.StringVar(&c.cgroupDriver, "cgroup-driver", podsync.CgroupfsDriver, "Cgroup driver: cgroupfs or systemd (as the runtime's).")
+	fs.StringVar(&c.cgroupDriver, "cgroup-driver", cri.CgroupfsDriver, "Cgroup driver: cgroupfs or systemd (as the runtime's).")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "/", "Cgroupfs path the kubepods cgroup lives under.")
 	fs.StringVar(&clusterDNS, "cluster-dns", "", "Comma-separated DNS server IPs for ClusterFirst pods. Empty: pods get the node's resolver.")
 	fs.StringVar(&c.clusterDomain, "cluster-domain", "", "Cluster domain added to ClusterFirst pods' search paths, for example cluster.local.")
@@ -447,8 +447,8 @@ func (c *config) parsePodFlags(clusterDNS string, headers http.Header) error {
 		return fmt.Errorf("--manifest-url-header needs --manifest-url")
 	}
 	c.manifestURLHeader = headers
-	if c.cgroupDriver != podsync.CgroupfsDriver && c.cgroupDriver != podsync.SystemdDriver {
-		return fmt.Errorf("--cgroup-driver %q must be %s or %s", c.cgroupDriver, podsync.CgroupfsDriver, podsync.SystemdDriver)
+	if c.cgroupDriver != cri.CgroupfsDriver && c.cgroupDriver != cri.SystemdDriver {
+		return fmt.Errorf("--cgroup-driver %q must be %s or %s", c.cgroupDriver, cri.CgroupfsDriver, cri.SystemdDriver)
 	}
 	for _, p := range []struct {
 		flag string

@@ -22,6 +22,7 @@ import (
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/podsync/logrotate"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/podsync/volume"
@@ -195,7 +196,7 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cri, err := podsync.NewCRI(podsync.CRIOptions{
+	syncer, err := cri.New(cri.Options{
 		PodData:        data,
 		Runtime:        rt,
 		Probes:         probes,
@@ -217,9 +218,9 @@ func (p *podHalf) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.status.cri.Store(cri)
+	p.status.cri.Store(syncer)
 	collector, err := usage.New(usage.Options{NodeName: p.name, Runtime: rt, Clock: p.clock,
-		RootDir: p.cfg.rootDir, PodLogRoot: p.cfg.podLogRoot, PodCgroupDirs: cri.PodCgroupDirs, PodVolumeDirs: cri.PodVolumeDirs})
+		RootDir: p.cfg.rootDir, PodLogRoot: p.cfg.podLogRoot, PodCgroupDirs: syncer.PodCgroupDirs, PodVolumeDirs: syncer.PodVolumeDirs})
 	if err != nil {
 		return fmt.Errorf("usage: %w", err)
 	}
@@ -233,13 +234,13 @@ func (p *podHalf) Run(ctx context.Context) error {
 		return err
 	}
 	p.writer.Store(writer)
-	evictions, imageGC, admitAll, err := p.newEviction(rt, cri, collector, admit)
+	evictions, imageGC, admitAll, err := p.newEviction(rt, syncer, collector, admit)
 	if err != nil {
 		return err
 	}
 	relay := make(chan podsource.Update)
 	engine, err = podsync.New(podsync.Options{
-		Syncer:       cri,
+		Syncer:       syncer,
 		Writer:       writer,
 		Probes:       probes,
 		Updates:      relay,

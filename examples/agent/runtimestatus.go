@@ -7,7 +7,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/nodestatus"
-	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 )
 
 // runtimeStatus is the node's view of the runtime's status
@@ -16,7 +16,7 @@ import (
 // pod half runs, it says why: the runtime is not connected yet.
 type runtimeStatus struct {
 	conn *runtimeConn
-	cri  atomic.Pointer[podsync.CRI]
+	cri  atomic.Pointer[cri.Syncer]
 }
 
 var _ nodestatus.RuntimeStatusSource = (*runtimeStatus)(nil)

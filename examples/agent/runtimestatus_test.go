@@ -9,7 +9,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -47,12 +47,12 @@ func TestNodeReadyFromPodHalfRelist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cri, err := podsync.NewCRI(podsync.CRIOptions{Runtime: rt, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-"})
+	syncer, err := cri.New(cri.Options{Runtime: rt, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs.cri.Store(cri)
-	if _, err := cri.Relist(ctx); err != nil {
+	rs.cri.Store(syncer)
+	if _, err := syncer.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if c := ready(); c.Status != corev1.ConditionTrue || c.Reason != "KubeletReady" {
@@ -65,7 +65,7 @@ func TestNodeReadyFromPodHalfRelist(t *testing.T) {
 	if c := ready(); c.Status != corev1.ConditionTrue {
 		t.Fatalf("before the next relist: %s %q", c.Status, c.Message)
 	}
-	if _, err := cri.Relist(ctx); err != nil {
+	if _, err := syncer.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if c := ready(); c.Status != corev1.ConditionFalse || c.Reason != "KubeletNotReady" ||

@@ -65,12 +65,12 @@ type Options struct {
 	// mounted cgroup hierarchy (absolute paths), or none when it has no
 	// cgroup. It is used for the pod's CPU and memory when the runtime does
 	// not report sandbox stats. Nil: such pods' figures are the sums of their
-	// containers'. podsync.CRI's PodCgroupDirs is one.
+	// containers'. cri.Syncer's PodCgroupDirs is one.
 	PodCgroupDirs func(podUID string) []string
 	// PodVolumeDirs returns a pod's volumes kept on the node's disk, by
 	// volume name (emptyDir not backed by memory, configMap, downward API,
 	// ...), whose sizes are the pod's VolumeStats and count in its
-	// ephemeral storage. Nil: pods have no VolumeStats. podsync.CRI's
+	// ephemeral storage. Nil: pods have no VolumeStats. cri.Syncer's
 	// PodVolumeDirs is one.
 	PodVolumeDirs func(podUID string) map[string]string
 }

@@ -163,7 +163,7 @@
 //     volumes count only when the Summary has them (usage.Options.PodVolumeDirs). There are no memcg
 //     threshold notifications: memory is checked every Period only.
 //   - No split containerfs signals, and no dead-container reclaimer of its
-//     own: podsync.CRI.RemoveDeadContainers is one (examples/agent runs it
+//     own: cri.Syncer.RemoveDeadContainers is one (examples/agent runs it
 //     before ImageGC, as kubelet runs its container GC before its image
 //     GC). Preempting pods to admit a critical one is podsync/admission's
 //     (Predicates) and the Engine's.

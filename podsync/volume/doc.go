@@ -3,7 +3,7 @@
 // ConfigMaps such as kube-root-ca.crt, Secrets, downward API), memory-backed
 // emptyDir volumes, environment variables from ConfigMaps, Secrets,
 // container resources and Services, and image pull credentials. Its Manager
-// is the CRI syncer's podsync.PodData:
+// is the CRI syncer's cri.PodData:
 //
 //	core := nodeClientset.CoreV1()
 //	m, _ := volume.New(volume.Options{
@@ -13,7 +13,7 @@
 //		ServiceAccounts: func(ns string) volume.ServiceAccountClient { return core.ServiceAccounts(ns) },
 //		Recorder: rec, Allocatable: node.Allocatable, OnChange: engine.Trigger})
 //	go m.Run(ctx)
-//	cri, _ := podsync.NewCRI(podsync.CRIOptions{Runtime: rt, PodData: m, ...})
+//	cri, _ := cri.New(cri.Options{Runtime: rt, PodData: m, ...})
 //
 // As every nodekit package, volume declares the clients it uses per
 // resource, with only the methods it calls and client-go's signatures

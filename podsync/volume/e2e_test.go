@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -104,12 +105,12 @@ while true; do cat /c/greeting > /out/live.tmp && mv /out/live.tmp /out/live; sl
 	if err != nil {
 		t.Fatal(err)
 	}
-	cri, err := podsync.NewCRI(podsync.CRIOptions{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot,
+	syncer, err := cri.New(cri.Options{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot,
 		ResolvConf: "-", NodeName: n.name, HostIPs: []string{"127.0.0.1"}, PodData: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err = podsync.New(podsync.Options{Syncer: cri, HostIPs: []string{"127.0.0.1"}, RelistPeriod: 200 * time.Millisecond})
+	eng, err = podsync.New(podsync.Options{Syncer: syncer, HostIPs: []string{"127.0.0.1"}, RelistPeriod: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

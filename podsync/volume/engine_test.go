@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -27,12 +28,12 @@ type engineFixture struct {
 func newEngineFixture(t *testing.T) *engineFixture {
 	f := newFixture(t, nil)
 	rt := runtimetest.New(runtimetest.Options{Clock: f.clock})
-	cri, err := podsync.NewCRI(podsync.CRIOptions{Runtime: rt, Clock: f.clock, PodLogRoot: filepath.Join(f.root, "logs"), PodRoot: filepath.Join(f.root, "pods"),
+	syncer, err := cri.New(cri.Options{Runtime: rt, Clock: f.clock, PodLogRoot: filepath.Join(f.root, "logs"), PodRoot: filepath.Join(f.root, "pods"),
 		ResolvConf: "-", HostIPs: []string{"192.0.2.10"}, PodData: f.m, Recorder: f.rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := podsync.New(podsync.Options{Syncer: cri, Clock: f.clock, HostIPs: []string{"192.0.2.10"}})
+	eng, err := podsync.New(podsync.Options{Syncer: syncer, Clock: f.clock, HostIPs: []string{"192.0.2.10"}})
 	if err != nil {
 		t.Fatal(err)
 	}

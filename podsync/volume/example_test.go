@@ -10,12 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/podsync/volume"
 )
 
 // The Manager is the CRI syncer's PodData.
-var _ podsync.PodData = (*volume.Manager)(nil)
+var _ cri.PodData = (*volume.Manager)(nil)
 
 // A ConfigMap volume and an env var from the same ConfigMap, set up for a
 // pod as the CRI syncer does before its sandbox, then torn down.

@@ -120,7 +120,7 @@ var ErrStaticPodReference = errors.New("static pods may not reference API object
 
 // Manager sets up pods' volumes and resolves their data from the API, as
 // the kubelet's volume manager, secret, configMap and token managers do.
-// It implements podsync.PodData.
+// It implements cri.PodData.
 type Manager struct {
 	hasAPI      bool // the API clients are set
 	clock       clock.WithTicker

@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -24,19 +24,20 @@ import (
 
 	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/mountinfo"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// CRIOptions configure the CRI-backed PodSyncer. The zero value of each field
+// Options configure the CRI-backed PodSyncer. The zero value of each field
 // means its default.
-type CRIOptions struct {
+type Options struct {
 	// Runtime runs the pods. Required.
 	Runtime runtime.Runtime
 	// RuntimeHandler is passed to RunPodSandbox. Default "" (the runtime's default).
 	RuntimeHandler string
 	// Probes gives liveness and startup results to the planner. Default nil: none.
-	Probes ProbeResults
+	Probes podsync.ProbeResults
 	// Clock times back-offs and hooks. Default clock.RealClock{}.
 	Clock clock.Clock
 	// Recorder receives the kubelet's events (Pulling, Pulled, Created,
@@ -108,11 +109,11 @@ type CRIOptions struct {
 // runtime reports NetworkReady false; the pod is retried after 1s.
 var ErrNetworkNotReady = errors.New("network is not ready: container runtime network not ready")
 
-// CRI is the kubelet-exact PodSyncer and Relister on a runtime.Runtime.
-type CRI struct {
+// Syncer is the kubelet-exact PodSyncer and Relister on a runtime.Runtime.
+type Syncer struct {
 	rt       runtime.Runtime
 	handler  string
-	probes   ProbeResults
+	probes   podsync.ProbeResults
 	clock    clock.Clock
 	recorder record.EventRecorder
 	hooks    *probe.Handlers
@@ -131,23 +132,23 @@ type CRI struct {
 	netReady  bool   // NetworkReady at the last relist
 	status    observedStatus
 	sandboxes map[string]*sandboxCache
-	ctrs      map[string]*ContainerState
+	ctrs      map[string]*podsync.ContainerState
 }
 
 type sandboxCache struct {
 	state runtimeapi.PodSandboxState
-	s     *SandboxState
+	s     *podsync.SandboxState
 }
 
 var (
-	_ PodSyncer   = (*CRI)(nil)
-	_ PodRelister = (*CRI)(nil)
+	_ podsync.PodSyncer   = (*Syncer)(nil)
+	_ podsync.PodRelister = (*Syncer)(nil)
 )
 
-// NewCRI returns the CRI-backed PodSyncer.
-func NewCRI(o CRIOptions) (*CRI, error) {
+// New returns the CRI-backed PodSyncer.
+func New(o Options) (*Syncer, error) {
 	if o.Runtime == nil {
-		return nil, errors.New("podsync: CRIOptions.Runtime is required")
+		return nil, errors.New("cri: Options.Runtime is required")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -165,10 +166,10 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 		what      string
 		init, max time.Duration
 	}{{"CrashLoop", o.CrashLoopInitial, o.CrashLoopMax}, {"ImagePull", o.ImagePullInitial, o.ImagePullMax}} {
-		if err := backoff.Check("podsync: CRIOptions."+c.what+"Max", c.max, time.Millisecond, time.Hour); err != nil {
+		if err := backoff.Check("cri: Options."+c.what+"Max", c.max, time.Millisecond, time.Hour); err != nil {
 			return nil, err
 		}
-		if err := backoff.Check("podsync: CRIOptions."+c.what+"Initial", c.init, time.Millisecond, c.max); err != nil {
+		if err := backoff.Check("cri: Options."+c.what+"Initial", c.init, time.Millisecond, c.max); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +177,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 		o.MaxParallelImagePulls = 1
 	}
 	if o.MaxParallelImagePulls < 1 || o.MaxParallelImagePulls > 1000 {
-		return nil, fmt.Errorf("podsync: CRIOptions.MaxParallelImagePulls %d must be in [1, 1000]", o.MaxParallelImagePulls)
+		return nil, fmt.Errorf("cri: Options.MaxParallelImagePulls %d must be in [1, 1000]", o.MaxParallelImagePulls)
 	}
 	if o.PodLogRoot == "" {
 		o.PodLogRoot = "/var/log/pods"
@@ -189,7 +190,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 		o.CgroupDriver = CgroupfsDriver
 	case CgroupfsDriver, SystemdDriver:
 	default:
-		return nil, fmt.Errorf("podsync: CRIOptions.CgroupDriver %q must be %q or %q", o.CgroupDriver, CgroupfsDriver, SystemdDriver)
+		return nil, fmt.Errorf("cri: Options.CgroupDriver %q must be %q or %q", o.CgroupDriver, CgroupfsDriver, SystemdDriver)
 	}
 	var resolv []byte
 	switch o.ResolvConf {
@@ -199,7 +200,7 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 	default:
 		var err error
 		if resolv, err = os.ReadFile(o.ResolvConf); err != nil {
-			return nil, fmt.Errorf("podsync: CRIOptions.ResolvConf: %w", err)
+			return nil, fmt.Errorf("cri: Options.ResolvConf: %w", err)
 		}
 	}
 	hooks, err := probe.NewHandlers(probe.HandlerOptions{Execer: o.Runtime, Product: "kube-lifecycle"})
@@ -216,32 +217,32 @@ func NewCRI(o CRIOptions) (*CRI, error) {
 			return nil, err
 		}
 	}
-	c := &CRI{rt: o.Runtime, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
+	c := &Syncer{rt: o.Runtime, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
 			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, data: o.PodData},
 		crashLoop: backoff.Map[string]{Initial: o.CrashLoopInitial, Max: o.CrashLoopMax},
 		pull:      backoff.Map[string]{Initial: o.ImagePullInitial, Max: o.ImagePullMax},
-		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*ContainerState{}, netReady: true,
+		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*podsync.ContainerState{}, netReady: true,
 	}
 	return c, nil
 }
 
 // RuntimeName is the runtime's name as Version reported it at the first
 // relist ("containerd"), the prefix of container IDs in statuses.
-func (c *CRI) RuntimeName() string {
+func (c *Syncer) RuntimeName() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.name
 }
 
-func (c *CRI) event(pod *corev1.Pod, typ, reason, format string, args ...any) {
+func (c *Syncer) event(pod *corev1.Pod, typ, reason, format string, args ...any) {
 	if c.recorder != nil && pod != nil {
 		c.recorder.Eventf(pod, typ, reason, format, args...)
 	}
 }
 
-func (c *CRI) opError(op string, err error) error {
+func (c *Syncer) opError(op string, err error) error {
 	if err != nil {
 		c.metrics.runtimeErrors.WithLabelValues(op).Inc()
 	}
@@ -253,7 +254,7 @@ func (c *CRI) opError(op string, err error) error {
 // io.kubernetes.pod.uid is not a pod's and is left out. Sandbox and
 // container statuses are fetched only for objects new or changed since the
 // last relist.
-func (c *CRI) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
+func (c *Syncer) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, error) {
 	if c.RuntimeName() == "" {
 		v, err := c.rt.Version(ctx)
 		if err != nil {
@@ -281,7 +282,7 @@ func (c *CRI) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
 
 // RelistPod observes one pod: its sandboxes and containers, selected by
 // their pod UID label. It returns nil when the runtime holds nothing of it.
-func (c *CRI) RelistPod(ctx context.Context, uid types.UID) (*PodState, error) {
+func (c *Syncer) RelistPod(ctx context.Context, uid types.UID) (*podsync.PodState, error) {
 	sel := map[string]string{LabelPodUID: string(uid)}
 	sbs, err := c.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: sel})
 	if err != nil {
@@ -301,16 +302,16 @@ func (c *CRI) RelistPod(ctx context.Context, uid types.UID) (*PodState, error) {
 // assemble groups sandboxes and containers by pod, reading a status only
 // where the state changed since the last look; all says the lists are
 // complete, so cached statuses of what is gone are dropped.
-func (c *CRI) assemble(ctx context.Context, sbs []*runtimeapi.PodSandbox, ctrs []*runtimeapi.Container, all bool) (map[types.UID]*PodState, error) {
-	pods := make(map[types.UID]*PodState)
-	pod := func(l map[string]string) *PodState {
+func (c *Syncer) assemble(ctx context.Context, sbs []*runtimeapi.PodSandbox, ctrs []*runtimeapi.Container, all bool) (map[types.UID]*podsync.PodState, error) {
+	pods := make(map[types.UID]*podsync.PodState)
+	pod := func(l map[string]string) *podsync.PodState {
 		uid := types.UID(l[LabelPodUID])
 		if uid == "" {
 			return nil
 		}
 		p := pods[uid]
 		if p == nil {
-			p = &PodState{UID: uid, Name: l[LabelPodName], Namespace: l[LabelPodNamespace]}
+			p = &podsync.PodState{UID: uid, Name: l[LabelPodName], Namespace: l[LabelPodNamespace]}
 			pods[uid] = p
 		}
 		return p
@@ -380,7 +381,7 @@ func (c *CRI) assemble(ctx context.Context, sbs []*runtimeapi.PodSandbox, ctrs [
 	return pods, nil
 }
 
-func (c *CRI) sandboxState(ctx context.Context, sb *runtimeapi.PodSandbox) (*SandboxState, error) {
+func (c *Syncer) sandboxState(ctx context.Context, sb *runtimeapi.PodSandbox) (*podsync.SandboxState, error) {
 	c.mu.Lock()
 	cached := c.sandboxes[sb.Id]
 	c.mu.Unlock()
@@ -392,7 +393,7 @@ func (c *CRI) sandboxState(ctx context.Context, sb *runtimeapi.PodSandbox) (*San
 		return nil, c.opError("podsandbox_status", err)
 	}
 	st := resp.GetStatus()
-	s := &SandboxState{ID: sb.Id, State: sb.State, CreatedAt: time.Unix(0, sb.CreatedAt)}
+	s := &podsync.SandboxState{ID: sb.Id, State: sb.State, CreatedAt: time.Unix(0, sb.CreatedAt)}
 	if md := sb.Metadata; md != nil {
 		s.Attempt = md.Attempt
 	}
@@ -411,7 +412,7 @@ func (c *CRI) sandboxState(ctx context.Context, sb *runtimeapi.PodSandbox) (*San
 	return s, nil
 }
 
-func (c *CRI) containerState(ctx context.Context, ct *runtimeapi.Container) (*ContainerState, error) {
+func (c *Syncer) containerState(ctx context.Context, ct *runtimeapi.Container) (*podsync.ContainerState, error) {
 	c.mu.Lock()
 	cached := c.ctrs[ct.Id]
 	c.mu.Unlock()
@@ -423,7 +424,7 @@ func (c *CRI) containerState(ctx context.Context, ct *runtimeapi.Container) (*Co
 		return nil, c.opError("container_status", err)
 	}
 	st := resp.GetStatus()
-	s := &ContainerState{ID: ct.Id, SandboxID: ct.PodSandboxId, Name: ct.Labels[LabelContainerName], State: st.GetState(),
+	s := &podsync.ContainerState{ID: ct.Id, SandboxID: ct.PodSandboxId, Name: ct.Labels[LabelContainerName], State: st.GetState(),
 		Image: st.GetImage().GetImage(), ImageRef: st.GetImageRef(), Hash: ct.Annotations[AnnotationContainerHash],
 		CreatedAt: time.Unix(0, st.GetCreatedAt()), ExitCode: st.GetExitCode(), Reason: st.GetReason(), Message: st.GetMessage()}
 	s.RestartCount, _ = strconv.Atoi(ct.Annotations[AnnotationContainerRestartCount])
@@ -452,7 +453,7 @@ const maxTerminationMessage = 4096
 
 // terminationMessage reads what an exited container wrote to its
 // termination-message file (the file its terminationMessagePath mounts).
-func (c *CRI) terminationMessage(uid, name string, restartCount int) string {
+func (c *Syncer) terminationMessage(uid, name string, restartCount int) string {
 	f, err := os.Open(c.b.terminationMessageFile(types.UID(uid), name, restartCount))
 	if err != nil {
 		return ""
@@ -512,19 +513,19 @@ func logTail(path string) string {
 }
 
 // crashLoopWait is the planner's view of the crash-loop back-off.
-func (c *CRI) crashLoopWait(key string, finishedAt time.Time) time.Duration {
+func (c *Syncer) crashLoopWait(key string, finishedAt time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.crashLoop.Wait(key, finishedAt)
 }
 
 // SyncPod plans with ComputePodActions and carries the actions out.
-func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
+func (c *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState) (podsync.SyncResult, error) {
 	if err := c.b.setUpPod(ctx, pod); err != nil {
-		return SyncResult{}, err
+		return podsync.SyncResult{}, err
 	}
 	now := c.clock.Now()
-	a := ComputePodActions(PlanInput{Pod: pod, State: observed, Probes: c.probes, Now: now, CrashLoopWait: c.crashLoopWait})
+	a := podsync.ComputePodActions(podsync.PlanInput{Pod: pod, State: observed, Probes: c.probes, Now: now, CrashLoopWait: c.crashLoopWait})
 	res := a.BackOffResult(now)
 	for _, b := range a.BackOff {
 		c.event(pod, corev1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", b.Name, pod.Name, pod.Namespace, pod.UID)
@@ -583,9 +584,9 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 		ips.pod = []string{st.Status.Network.Ip}
 	}
 	for _, k := range a.Kill {
-		spec := ContainerSpec(pod, k.Name)
+		spec := podsync.ContainerSpec(pod, k.Name)
 		grace := containerGrace(pod, spec, k.Probe)
-		var ct *ContainerState
+		var ct *podsync.ContainerState
 		if observed != nil {
 			for _, o := range observed.Containers {
 				if o.ID == k.ID {
@@ -622,32 +623,11 @@ func (c *CRI) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) 
 
 func isInitName(pod *corev1.Pod, name string) bool {
 	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name && !isSidecar(&pod.Spec.InitContainers[i]) {
+		if pod.Spec.InitContainers[i].Name == name && !podsync.IsSidecar(&pod.Spec.InitContainers[i]) {
 			return true
 		}
 	}
 	return false
-}
-
-// ContainerSpec returns the spec of the pod's container called name: an
-// init, regular or ephemeral container; nil when the pod has none.
-func ContainerSpec(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i]
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.EphemeralContainers {
-		if pod.Spec.EphemeralContainers[i].Name == name {
-			return ContainerRef{Ephemeral: true, Index: i}.Spec(pod)
-		}
-	}
-	return nil
 }
 
 // containerGrace is the kubelet's grace for killing one container outside
@@ -672,7 +652,7 @@ const minGrace = 2 * time.Second
 // reason and message.
 // An ephemeral container with a running target (targetID) shares the
 // target's process namespace.
-func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, observed *PodState, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, ips podIPs, targetID string) (string, string, error) {
+func (c *Syncer) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, observed *podsync.PodState, sandboxID string, sbConfig *runtimeapi.PodSandboxConfig, ips podIPs, targetID string) (string, string, error) {
 	now := c.clock.Now()
 	prev := observed.Latest(spec.Name)
 	// A container created for this spec that never started is the start
@@ -681,7 +661,7 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	// aborted the start when that agent's call went away), it is replaced
 	// at the same restart count, once, if an earlier agent created it.
 	// Either way no second container of the name is left.
-	unstarted := prev != nil && prev.StartedAt.IsZero() && prev.Hash == HashContainer(spec) && targetID == ""
+	unstarted := prev != nil && prev.StartedAt.IsZero() && prev.Hash == podsync.HashContainer(spec) && targetID == ""
 	cutShort := unstarted && prev.CutShort
 	if unstarted && prev.State == runtimeapi.ContainerState_CONTAINER_CREATED && prev.SandboxID == sandboxID {
 		reason, msg, err := c.runContainer(ctx, pod, spec, prev.ID, ips)
@@ -697,7 +677,7 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	case cutShort:
 		// Its name (with the attempt) is the replacement's: remove it first.
 		if err := c.rt.RemoveContainer(ctx, prev.ID); err != nil {
-			return ReasonCreateContainerError, err.Error(), c.opError("remove_container", err)
+			return podsync.ReasonCreateContainerError, err.Error(), c.opError("remove_container", err)
 		}
 		restartCount = prev.RestartCount
 	case prev != nil:
@@ -707,7 +687,7 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	}
 	if prev != nil && prev.Exited() && !cutShort {
 		c.mu.Lock()
-		c.crashLoop.Next(CrashLoopKey(pod, spec), now)
+		c.crashLoop.Next(podsync.CrashLoopKey(pod, spec), now)
 		c.mu.Unlock()
 	}
 	if reason, msg, err := c.ensureImage(ctx, pod, spec, sbConfig); err != nil {
@@ -716,7 +696,7 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	cfg, err := c.b.containerConfig(pod, spec, restartCount, ips)
 	if err != nil {
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		return ReasonCreateContainerConfigError, err.Error(), err
+		return podsync.ReasonCreateContainerConfigError, err.Error(), err
 	}
 	if targetID != "" && cfg.Linux != nil && cfg.Linux.SecurityContext != nil && cfg.Linux.SecurityContext.NamespaceOptions != nil {
 		cfg.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_TARGET
@@ -725,7 +705,7 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	id, err := c.rt.CreateContainer(ctx, sandboxID, cfg, sbConfig)
 	if err != nil {
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		return ReasonCreateContainerError, err.Error(), c.opError("create_container", err)
+		return podsync.ReasonCreateContainerError, err.Error(), c.opError("create_container", err)
 	}
 	c.event(pod, corev1.EventTypeNormal, "Created", "Created container %s", spec.Name)
 	return c.runContainer(ctx, pod, spec, id, ips)
@@ -733,7 +713,7 @@ func (c *CRI) startContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.
 
 // runContainer starts the created container id and runs its postStart
 // hook. On failure it returns the waiting reason and message.
-func (c *CRI) runContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, id string, ips podIPs) (string, string, error) {
+func (c *Syncer) runContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, id string, ips podIPs) (string, string, error) {
 	if err := c.rt.StartContainer(ctx, id); err != nil {
 		// Started already: by a sync that saw it created before its start
 		// was observed (container events can lag), or by the call of an
@@ -755,14 +735,14 @@ func (c *CRI) runContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Co
 			return "", "", nil
 		}
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		return ReasonRunContainerError, err.Error(), c.opError("start_container", err)
+		return podsync.ReasonRunContainerError, err.Error(), c.opError("start_container", err)
 	}
 	c.event(pod, corev1.EventTypeNormal, "Started", "Started container %s", spec.Name)
 	if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
 		if msg, ok := c.runHook(ctx, pod, spec, id, spec.Lifecycle.PostStart, ips, containerGrace(pod, spec, nil)); !ok {
 			c.event(pod, corev1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed: %s", msg)
 			_ = c.killContainer(ctx, pod, spec, nil, id, containerGrace(pod, spec, nil), ips)
-			return ReasonPostStartHookError, msg, fmt.Errorf("postStart hook of %s: %s", spec.Name, msg)
+			return podsync.ReasonPostStartHookError, msg, fmt.Errorf("postStart hook of %s: %s", spec.Name, msg)
 		}
 	}
 	return "", "", nil
@@ -774,7 +754,7 @@ var errCutShort = errors.New("podsync: the container's start was cut short by an
 
 // cutShort reports whether a container's status is that of a start cut
 // short before this syncer started (ContainerState.CutShort).
-func (c *CRI) cutShort(st *runtimeapi.ContainerStatus) bool {
+func (c *Syncer) cutShort(st *runtimeapi.ContainerStatus) bool {
 	return st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED && st.GetStartedAt() == 0 &&
 		time.Unix(0, st.GetCreatedAt()).Before(c.started)
 }
@@ -786,7 +766,7 @@ const startInFlightFor = time.Minute
 
 // startMayBeInFlight: the container is still created, an earlier agent
 // created it, and this syncer started less than startInFlightFor ago.
-func (c *CRI) startMayBeInFlight(st *runtimeapi.ContainerStatus) bool {
+func (c *Syncer) startMayBeInFlight(st *runtimeapi.ContainerStatus) bool {
 	return st.GetState() == runtimeapi.ContainerState_CONTAINER_CREATED && time.Unix(0, st.GetCreatedAt()).Before(c.started) &&
 		c.clock.Since(c.started) < startInFlightFor
 }
@@ -807,11 +787,11 @@ func nextLogIndex(dir string) int {
 	return next
 }
 
-func (c *CRI) pullKey(pod *corev1.Pod, spec *corev1.Container) string {
+func (c *Syncer) pullKey(pod *corev1.Pod, spec *corev1.Container) string {
 	return string(pod.UID) + "_" + spec.Image
 }
 
-func (c *CRI) pullBackOffLeft(pod *corev1.Pod, spec *corev1.Container) time.Duration {
+func (c *Syncer) pullBackOffLeft(pod *corev1.Pod, spec *corev1.Container) time.Duration {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -822,9 +802,9 @@ func (c *CRI) pullBackOffLeft(pod *corev1.Pod, spec *corev1.Container) time.Dura
 }
 
 // ensureImage applies imagePullPolicy with the image pull back-off.
-func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, sbConfig *runtimeapi.PodSandboxConfig) (string, string, error) {
+func (c *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, sbConfig *runtimeapi.PodSandboxConfig) (string, string, error) {
 	if spec.Image == "" {
-		return ReasonInvalidImageName, "image is empty", errors.New("empty image")
+		return podsync.ReasonInvalidImageName, "image is empty", errors.New("empty image")
 	}
 	img := &runtimeapi.ImageSpec{Image: spec.Image}
 	policy := spec.ImagePullPolicy
@@ -834,7 +814,7 @@ func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Con
 	if policy != corev1.PullAlways {
 		st, err := c.rt.ImageStatus(ctx, img, false)
 		if err != nil {
-			return ReasonErrImagePull, err.Error(), c.opError("image_status", err)
+			return podsync.ReasonErrImagePull, err.Error(), c.opError("image_status", err)
 		}
 		if st.GetImage() != nil {
 			return "", "", nil
@@ -842,7 +822,7 @@ func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Con
 		if policy == corev1.PullNever {
 			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", spec.Image)
 			c.event(pod, corev1.EventTypeWarning, "ErrImageNeverPull", "%s", msg)
-			return ReasonErrImageNeverPull, msg, errors.New(msg)
+			return podsync.ReasonErrImageNeverPull, msg, errors.New(msg)
 		}
 	}
 	key := c.pullKey(pod, spec)
@@ -853,12 +833,12 @@ func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Con
 	if backingOff {
 		msg := fmt.Sprintf("Back-off pulling image %q", spec.Image)
 		c.event(pod, corev1.EventTypeNormal, "BackOff", "%s", msg)
-		return ReasonImagePullBackOff, msg, errors.New(msg)
+		return podsync.ReasonImagePullBackOff, msg, errors.New(msg)
 	}
 	select {
 	case c.pulls <- struct{}{}:
 	case <-ctx.Done():
-		return ReasonErrImagePull, ctx.Err().Error(), ctx.Err()
+		return podsync.ReasonErrImagePull, ctx.Err().Error(), ctx.Err()
 	}
 	c.event(pod, corev1.EventTypeNormal, "Pulling", "Pulling image %q", spec.Image)
 	start := c.clock.Now()
@@ -880,7 +860,7 @@ func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Con
 		c.pull.Next(key, c.clock.Now())
 		c.mu.Unlock()
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", spec.Image, err)
-		return ReasonErrImagePull, err.Error(), c.opError("pull_image", err)
+		return podsync.ReasonErrImagePull, err.Error(), c.opError("pull_image", err)
 	}
 	c.mu.Lock()
 	c.pull.Forget(key)
@@ -891,7 +871,7 @@ func (c *CRI) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.Con
 
 // runHook runs a lifecycle handler (exec or httpGet) and reports its
 // message and whether it succeeded.
-func (c *CRI) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, id string, h *corev1.LifecycleHandler, ips podIPs, timeout time.Duration) (string, bool) {
+func (c *Syncer) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, id string, h *corev1.LifecycleHandler, ips podIPs, timeout time.Duration) (string, bool) {
 	target := probe.Target{Pod: pod, Container: spec, ContainerID: id}
 	if len(ips.pod) > 0 {
 		target.PodIP = ips.pod[0]
@@ -929,7 +909,7 @@ func (c *CRI) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Contain
 
 // killContainer runs the preStop hook (its time taken off grace) and stops
 // the container with what is left, at least 2s.
-func (c *CRI) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, ct *ContainerState, id string, grace time.Duration, ips podIPs) error {
+func (c *Syncer) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.Container, ct *podsync.ContainerState, id string, grace time.Duration, ips podIPs) error {
 	name := id
 	if spec != nil {
 		name = spec.Name
@@ -954,11 +934,11 @@ func (c *CRI) killContainer(ctx context.Context, pod *corev1.Pod, spec *corev1.C
 
 // podIPsOf returns the pod's addresses as the last relist saw them: the
 // node's on the host network, else the newest sandbox's.
-func (c *CRI) podIPsOf(pod *corev1.Pod, observed *PodState) podIPs {
+func (c *Syncer) podIPsOf(pod *corev1.Pod, observed *podsync.PodState) podIPs {
 	ips := podIPs{host: c.b.hostIPs}
 	if pod.Spec.HostNetwork {
 		ips.pod = c.b.hostIPs
-	} else if sb := observed.newestSandbox(); sb != nil {
+	} else if sb := observed.NewestSandbox(); sb != nil {
 		ips.pod = sb.IPs
 	}
 	return ips
@@ -968,7 +948,7 @@ func (c *CRI) podIPsOf(pod *corev1.Pod, observed *PodState) podIPs {
 // own), as the kubelet orders it: regular containers in parallel first, then
 // init containers and sidecars one at a time in reverse order of the spec,
 // each with what is left of grace (at least 2s); then every sandbox.
-func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, grace time.Duration) error {
+func (c *Syncer) killPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState, grace time.Duration) error {
 	if observed == nil {
 		return nil
 	}
@@ -976,7 +956,7 @@ func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, 
 	for i := range pod.Spec.InitContainers {
 		initIdx[pod.Spec.InitContainers[i].Name] = i
 	}
-	waves := make([][]*ContainerState, 1+len(pod.Spec.InitContainers))
+	waves := make([][]*podsync.ContainerState, 1+len(pod.Spec.InitContainers))
 	for _, ct := range observed.Containers {
 		if ct.Exited() {
 			continue
@@ -994,7 +974,7 @@ func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, 
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for _, ct := range wave {
-			spec := ContainerSpec(pod, ct.Name)
+			spec := podsync.ContainerSpec(pod, ct.Name)
 			g := containerGrace(pod, spec, nil)
 			if grace > 0 {
 				g = max(deadline.Sub(c.clock.Now()), minGrace)
@@ -1028,11 +1008,11 @@ func (c *CRI) killPod(ctx context.Context, pod *corev1.Pod, observed *PodState, 
 // calls it once no source has the pod any more, as the kubelet's garbage
 // collection removes a deleted pod's logs. A directory name that would not be
 // a child of PodLogRoot is refused.
-func (c *CRI) CleanupPod(_ context.Context, pod *corev1.Pod) error {
+func (c *Syncer) CleanupPod(_ context.Context, pod *corev1.Pod) error {
 	if pod.UID == "" {
 		return nil
 	}
-	dir := PodLogDir(c.b.podLogRoot, pod)
+	dir := podsync.PodLogDir(c.b.podLogRoot, pod)
 	if filepath.Dir(dir) != filepath.Clean(c.b.podLogRoot) || strings.ContainsRune(filepath.Base(dir), filepath.Separator) {
 		return fmt.Errorf("pod %s/%s: log directory %q is not below %q", pod.Namespace, pod.Name, dir, c.b.podLogRoot)
 	}
@@ -1042,7 +1022,7 @@ func (c *CRI) CleanupPod(_ context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-var _ PodCleaner = (*CRI)(nil)
+var _ podsync.PodCleaner = (*Syncer)(nil)
 
 // PodVolumeDirs returns the pod's volumes kept on the node's disk, by
 // volume name: the directories <PodRoot>/<uid>/volumes/<plugin>/<name>
@@ -1050,7 +1030,7 @@ var _ PodCleaner = (*CRI)(nil)
 // keeps in memory). nodestatus/usage measures them as the pod's volumes
 // (usage.Options.PodVolumeDirs), for the eviction manager's emptyDir
 // sizeLimit and ephemeral-storage limits.
-func (c *CRI) PodVolumeDirs(uid string) map[string]string {
+func (c *Syncer) PodVolumeDirs(uid string) map[string]string {
 	if uid == "" || strings.ContainsAny(uid, `/\`) || uid == "." || uid == ".." {
 		return nil
 	}
@@ -1086,7 +1066,7 @@ func (c *CRI) PodVolumeDirs(uid string) map[string]string {
 // and hold no container. With replaced (a new sandbox was just created), no
 // observed sandbox is the newest any more: a not-ready one (say, one caught
 // half-made by an agent that was killed) goes at once, not a resync later.
-func (c *CRI) gc(ctx context.Context, observed *PodState, replaced bool) (removed int) {
+func (c *Syncer) gc(ctx context.Context, observed *podsync.PodState, replaced bool) (removed int) {
 	if observed == nil {
 		return 0
 	}
@@ -1126,7 +1106,7 @@ func (c *CRI) gc(ctx context.Context, observed *PodState, replaced bool) (remove
 // disk pressure (kubelet's DeleteAllUnusedContainers); a pod's containers
 // go with it when it ends, so what it finds is what pods left since their
 // last sync, or an agent before this one.
-func (c *CRI) RemoveDeadContainers(ctx context.Context) (int, error) {
+func (c *Syncer) RemoveDeadContainers(ctx context.Context) (int, error) {
 	sbs, err := c.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
 		return 0, c.opError("list_podsandbox", err)
@@ -1148,14 +1128,14 @@ func (c *CRI) RemoveDeadContainers(ctx context.Context) (int, error) {
 
 // SyncTerminatingPod stops the pod's containers within gracePeriod and its
 // sandboxes.
-func (c *CRI) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed *PodState, gracePeriod time.Duration) error {
+func (c *Syncer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState, gracePeriod time.Duration) error {
 	return c.killPod(ctx, pod, observed, gracePeriod)
 }
 
 // SyncTerminatedPod removes the pod's containers and sandboxes from the
 // runtime, its directory under PodRoot and, with CgroupsPerQOS, its pod
 // cgroup. Its logs stay until CleanupPod.
-func (c *CRI) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error {
+func (c *Syncer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState) error {
 	if observed != nil {
 		// Removing a sandbox removes its containers (the CRI's contract);
 		// containers of sandboxes already gone are removed one by one.
@@ -1188,10 +1168,10 @@ func (c *CRI) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *
 	c.mu.Lock()
 	if pod != nil {
 		for i := range pod.Spec.Containers {
-			c.crashLoop.Forget(CrashLoopKey(pod, &pod.Spec.Containers[i]))
+			c.crashLoop.Forget(podsync.CrashLoopKey(pod, &pod.Spec.Containers[i]))
 		}
 		for i := range pod.Spec.InitContainers {
-			c.crashLoop.Forget(CrashLoopKey(pod, &pod.Spec.InitContainers[i]))
+			c.crashLoop.Forget(podsync.CrashLoopKey(pod, &pod.Spec.InitContainers[i]))
 		}
 	}
 	c.crashLoop.GC(c.clock.Now())

@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podsync"
 )
 
 // ErrConfig marks a container configuration the kubelet would refuse
@@ -28,7 +30,7 @@ type configError struct{ err error }
 func (e configError) Error() string   { return e.err.Error() }
 func (e configError) Unwrap() []error { return []error{ErrConfig, e.err} }
 
-// builder turns pods into CRI configs. Fields are set by NewCRISyncer.
+// builder turns pods into CRI configs. Fields are set by New.
 type builder struct {
 	podLogRoot     string
 	podRoot        string
@@ -42,18 +44,6 @@ type builder struct {
 	memoryCapacity int64
 	seccompDefault bool
 	data           PodData // nil: emptyDir on disk and hostPath only
-}
-
-// PodLogDir is the kubelet's log directory of a pod below root:
-// <root>/<namespace>_<name>_<uid>.
-func PodLogDir(root string, pod *corev1.Pod) string {
-	return filepath.Join(root, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
-}
-
-// ContainerLogPath is the path of a container's log relative to its pod's log
-// directory: <container>/<restartCount>.log.
-func ContainerLogPath(name string, restartCount int) string {
-	return filepath.Join(name, strconv.Itoa(restartCount)+".log")
 }
 
 func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
@@ -95,7 +85,7 @@ func (b *builder) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.Pod
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
 		Hostname:     podHostname(pod, b.clusterDomain),
-		LogDirectory: PodLogDir(b.podLogRoot, pod),
+		LogDirectory: podsync.PodLogDir(b.podLogRoot, pod),
 		DnsConfig:    dnsConfig(pod, b.clusterDNS, b.clusterDomain, b.resolvConf),
 		Labels:       sandboxLabels(pod),
 		Annotations:  make(map[string]string, len(pod.Annotations)),
@@ -182,7 +172,7 @@ func (b *builder) containerConfig(pod *corev1.Pod, c *corev1.Container, restartC
 		Mounts:      mounts,
 		Labels:      containerLabels(pod, c),
 		Annotations: containerAnnotations(pod, c, restartCount),
-		LogPath:     ContainerLogPath(c.Name, restartCount),
+		LogPath:     podsync.ContainerLogPath(c.Name, restartCount),
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
@@ -251,7 +241,7 @@ func (b *builder) envVars(pod *corev1.Pod, c *corev1.Container, ips podIPs) ([]*
 			return nil, configError{err}
 		}
 	case len(c.EnvFrom) > 0:
-		return nil, fmt.Errorf("%w: envFrom needs CRIOptions.PodData", ErrConfig)
+		return nil, fmt.Errorf("%w: envFrom needs Options.PodData", ErrConfig)
 	}
 	vars := make(map[string]string, len(from)+len(c.Env)) // the container's own variables
 	all := make(map[string]string, len(services)+len(from)+len(c.Env))
@@ -288,7 +278,7 @@ func (b *builder) envVars(pod *corev1.Pod, c *corev1.Container, ips podIPs) ([]*
 			}
 			v = val
 		default:
-			return nil, fmt.Errorf("%w: env %s: only values and fieldRef are supported without CRIOptions.PodData", ErrConfig, e.Name)
+			return nil, fmt.Errorf("%w: env %s: only values and fieldRef are supported without Options.PodData", ErrConfig, e.Name)
 		}
 		set(e.Name, v)
 	}
@@ -442,7 +432,7 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int,
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("%w: volume %q: only emptyDir and hostPath are supported without CRIOptions.PodData", ErrConfig, vm.Name)
+			return nil, fmt.Errorf("%w: volume %q: only emptyDir and hostPath are supported without Options.PodData", ErrConfig, vm.Name)
 		}
 		if vm.SubPath != "" || vm.SubPathExpr != "" {
 			var err error

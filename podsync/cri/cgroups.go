@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"errors"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit/internal/mountinfo"
+	"github.com/nodekit/nodekit/podsync"
 )
 
 // podCgroups keeps the kubelet's pod-level cgroups (its cgroupsPerQOS) on
@@ -25,7 +26,7 @@ import (
 // created before the sandbox and removed once the pod's containers and
 // sandboxes are gone. Containers' own cgroups below it are the runtime's.
 type podCgroups struct {
-	root   string // CRIOptions.CgroupRoot
+	root   string // Options.CgroupRoot
 	mounts []cgroupMount
 
 	mu        sync.Mutex
@@ -75,7 +76,7 @@ func newPodCgroups(root, table string) (*podCgroups, error) {
 		return nil, fmt.Errorf("podsync: reading cgroup mounts: %w", err)
 	}
 	if len(ms) == 0 {
-		return nil, errors.New("podsync: CRIOptions.CgroupsPerQOS: no cgroup hierarchy is mounted")
+		return nil, errors.New("cri: Options.CgroupsPerQOS: no cgroup hierarchy is mounted")
 	}
 	if root == "" {
 		root = "/"
@@ -121,7 +122,7 @@ type podResources struct {
 }
 
 func podResourceConfig(pod *corev1.Pod) podResources {
-	if QOSClass(pod) == corev1.PodQOSBestEffort {
+	if podsync.QOSClass(pod) == corev1.PodQOSBestEffort {
 		return podResources{shares: minShares}
 	}
 	cpuReq := effective(pod, corev1.ResourceCPU, func(c *corev1.Container) (resource.Quantity, bool) {
@@ -172,7 +173,7 @@ func effective(pod *corev1.Pod, name corev1.ResourceName, get func(*corev1.Conta
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if isSidecar(c) {
+		if podsync.IsSidecar(c) {
 			sum += val(c)
 		} else {
 			initMax = max(initMax, val(c))
@@ -325,7 +326,7 @@ func (p *podCgroups) Ensure(pod *corev1.Pod) error {
 	if exists {
 		return nil
 	}
-	if QOSClass(pod) == corev1.PodQOSBurstable {
+	if podsync.QOSClass(pod) == corev1.PodQOSBurstable {
 		p.burstable[pod.UID] = effective(pod, corev1.ResourceCPU, func(c *corev1.Container) (resource.Quantity, bool) {
 			q, ok := c.Resources.Requests[corev1.ResourceCPU]
 			return q, ok
@@ -405,7 +406,7 @@ func (p *podCgroups) existingDirs(uid types.UID) []string {
 // off, the driver is systemd, or the pod has no cgroup. It is what
 // nodestatus/usage reads a pod's CPU and memory from when the runtime does
 // not report sandbox stats (usage.Options.PodCgroupDirs).
-func (c *CRI) PodCgroupDirs(uid string) []string {
+func (c *Syncer) PodCgroupDirs(uid string) []string {
 	if c.cgroups == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podsync"
 )
 
 func resources(req, lim string) corev1.ResourceRequirements {
@@ -45,7 +47,7 @@ func TestQOSAndCgroups(t *testing.T) {
 		if tc.req == "" && tc.lim != "" {
 			pod.Spec.Containers[0].Resources.Requests = pod.Spec.Containers[0].Resources.Limits
 		}
-		if got := QOSClass(pod); got != tc.qos {
+		if got := podsync.QOSClass(pod); got != tc.qos {
 			t.Errorf("%s/%s: QOS %s, want %s", tc.req, tc.lim, got, tc.qos)
 		}
 		if got := PodCgroupParent(pod, CgroupfsDriver, ""); got != tc.fs {

@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -114,7 +115,7 @@ func TestMeasureRuntime(t *testing.T) {
 
 	// MEASURE_PARALLEL (the engine's default, 16) lists the parallelisms
 	// to try, comma-separated, one after the other.
-	parallel := []int{DefaultMaxParallel}
+	parallel := []int{podsync.DefaultMaxParallel}
 	if s := os.Getenv("MEASURE_PARALLEL"); s != "" {
 		parallel = nil
 		for _, f := range strings.Split(s, ",") {
@@ -139,7 +140,7 @@ func TestMeasureRuntime(t *testing.T) {
 	const pods, per, relists = 100, 3, 50
 	ids := runtimePods(t, c, rt, "relist", pods, per, 8)
 	defer removeRuntimePods(rt, ids, 8)
-	cri, err := NewCRI(CRIOptions{Runtime: rt, ResolvConf: "-"})
+	cri, err := New(Options{Runtime: rt, ResolvConf: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}

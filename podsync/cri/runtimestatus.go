@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ type observedStatus struct {
 }
 
 // observeStatus records the runtime status call of a relist.
-func (c *CRI) observeStatus(st *runtimeapi.StatusResponse, err error) {
+func (c *Syncer) observeStatus(st *runtimeapi.StatusResponse, err error) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -27,7 +27,7 @@ func (c *CRI) observeStatus(st *runtimeapi.StatusResponse, err error) {
 }
 
 // observeNetReady records the NetworkReady condition of a status answer.
-func (c *CRI) observeNetReady(st *runtimeapi.StatusResponse) {
+func (c *Syncer) observeNetReady(st *runtimeapi.StatusResponse) {
 	ready := false
 	for _, cond := range st.GetStatus().GetConditions() {
 		if cond.Type == runtimeapi.NetworkReady {
@@ -44,7 +44,7 @@ func (c *CRI) observeNetReady(st *runtimeapi.StatusResponse) {
 // nodestatus.RuntimeStatusSource, so that the node's Ready condition
 // follows what the pod half sees without a second poll of the runtime. It
 // never waits on the runtime.
-func (c *CRI) LatestRuntimeStatus() (*runtimeapi.StatusResponse, time.Time, error) {
+func (c *Syncer) LatestRuntimeStatus() (*runtimeapi.StatusResponse, time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.status.err != nil {

@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/nodekit/nodekit/podsource"
 )
 
-// The tests below run the whole pod half (podsource → Engine on CRI with
+// The tests below run the whole pod half (podsource → podsync.Engine on CRI with
 // probes → status.Writer) as system:node:<name> under NodeRestriction, on
 // the test control plane and the real containerd.
 

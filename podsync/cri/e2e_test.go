@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -37,8 +38,8 @@ type e2e struct {
 	t      *testing.T
 	c      *containerdtest.Containerd
 	rt     *runtime.Client
-	cri    *CRI
-	eng    *Engine
+	cri    *Syncer
+	eng    *podsync.Engine
 	writer *recordingWriter
 	cancel context.CancelFunc
 	done   chan error
@@ -51,12 +52,12 @@ func startE2E(t *testing.T, c *containerdtest.Containerd, podRoot string) *e2e {
 		t.Fatal(err)
 	}
 	e := &e2e{t: t, c: c, rt: rt, writer: &recordingWriter{}, done: make(chan error, 1)}
-	e.cri, err = NewCRI(CRIOptions{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot, CgroupsPerQOS: true,
+	e.cri, err = New(Options{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot, CgroupsPerQOS: true,
 		ResolvConf: "-", HostIPs: []string{"127.0.0.1"}, CrashLoopInitial: time.Second, CrashLoopMax: 4 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.eng, err = New(Options{Syncer: e.cri, Writer: e.writer, HostIPs: []string{"127.0.0.1"}, RelistPeriod: 200 * time.Millisecond})
+	e.eng, err = podsync.New(podsync.Options{Syncer: e.cri, Writer: e.writer, HostIPs: []string{"127.0.0.1"}, RelistPeriod: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func testE2EPodRunning(t *testing.T, c *containerdtest.Containerd) {
 	if cs.State.Running == nil || cs.ImageID == "" || cs.ContainerID[:13] != "containerd://" || s.PodIP != "127.0.0.1" || s.StartTime == nil {
 		t.Errorf("status %+v", s)
 	}
-	if _, err := os.Stat(filepath.Join(PodLogDir(c.PodLogRoot, pod), "app", "0.log")); err != nil {
+	if _, err := os.Stat(filepath.Join(podsync.PodLogDir(c.PodLogRoot, pod), "app", "0.log")); err != nil {
 		t.Errorf("log file: %v", err)
 	}
 	e.remove(pod)
@@ -158,7 +159,7 @@ func testE2ECrashLoop(t *testing.T, c *containerdtest.Containerd) {
 			return false
 		}
 		cs := s.ContainerStatuses[0]
-		if w := cs.State.Waiting; w != nil && w.Reason == ReasonCrashLoopBackOff {
+		if w := cs.State.Waiting; w != nil && w.Reason == podsync.ReasonCrashLoopBackOff {
 			sawBackOff = true
 		}
 		return cs.RestartCount >= 3
@@ -343,7 +344,7 @@ func testE2EOrphansKilledForeignKept(t *testing.T, c *containerdtest.Containerd)
 
 	ready := make(chan struct{})
 	e := &e2e{t: t, c: c, rt: rt, writer: &recordingWriter{}, done: make(chan error, 1)}
-	if e.cri, err = NewCRI(CRIOptions{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: t.TempDir(), CgroupRoot: c.CgroupRoot, ResolvConf: "-"}); err != nil {
+	if e.cri, err = New(Options{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: t.TempDir(), CgroupRoot: c.CgroupRoot, ResolvConf: "-"}); err != nil {
 		t.Fatal(err)
 	}
 	sourcesReady := func() bool {
@@ -354,7 +355,7 @@ func testE2EOrphansKilledForeignKept(t *testing.T, c *containerdtest.Containerd)
 			return false
 		}
 	}
-	if e.eng, err = New(Options{Syncer: e.cri, Writer: e.writer, RelistPeriod: 100 * time.Millisecond, SourcesReady: sourcesReady}); err != nil {
+	if e.eng, err = podsync.New(podsync.Options{Syncer: e.cri, Writer: e.writer, RelistPeriod: 100 * time.Millisecond, SourcesReady: sourcesReady}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)

@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func (r *readySeen) deletedAt(name string) (time.Time, bool) {
 }
 
 // TestMeasurePods prints figures of the whole pod half (API source →
-// Engine on containerd → status.Writer, as system:node:<name>, default
+// podsync.Engine on containerd → status.Writer, as system:node:<name>, default
 // timing) and asserts nothing about them. It runs only when
 // NODEKIT_MEASURE=1 (hack/measure-pods.sh sets it):
 //

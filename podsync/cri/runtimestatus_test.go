@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 )
 
 // The CRI syncer is a nodestatus.RuntimeStatusSource.
-var _ nodestatus.RuntimeStatusSource = (*CRI)(nil)
+var _ nodestatus.RuntimeStatusSource = (*Syncer)(nil)
 
 // The relist's Status call is what LatestRuntimeStatus returns, dated by
 // the relist; a failed call is its error; nothing before the first relist.

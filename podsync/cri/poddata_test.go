@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podsync"
 )
 
 // The hosts file of a pod-network pod, as the kubelet writes it: the
@@ -111,10 +113,10 @@ func TestPullTriesEachCredential(t *testing.T) {
 	dir := t.TempDir()
 	data := &stubData{auths: []*runtimeapi.AuthConfig{{Username: "team"}, {Username: "any"}}}
 	var err error
-	if h.cri, err = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", PodData: data}); err != nil {
+	if h.cri, err = New(Options{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", PodData: data}); err != nil {
 		t.Fatal(err)
 	}
-	if h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock}); err != nil {
+	if h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock}); err != nil {
 		t.Fatal(err)
 	}
 	h.rt.InjectError("PullImage", status.Error(codes.Unauthenticated, "denied for team"))

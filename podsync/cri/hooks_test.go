@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"errors"
@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -31,7 +32,7 @@ func TestPostStartFailureKillsContainer(t *testing.T) {
 	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
 		t.Fatalf("%d running after a failed postStart", n)
 	}
-	if !h.writer.sawWaiting(pod.UID, ReasonPostStartHookError) {
+	if !h.writer.sawWaiting(pod.UID, podsync.ReasonPostStartHookError) {
 		t.Error("no PostStartHookError status")
 	}
 }
@@ -206,7 +207,7 @@ func TestHTTPGetHooks(t *testing.T) {
 		t.Fatalf("%d running after a postStart hook got no response", n)
 	}
 	w := h.writer.last(bad.UID).ContainerStatuses[0].State.Waiting
-	if w == nil || w.Reason != ReasonPostStartHookError || !strings.Contains(w.Message, `HTTP lifecycle hook (/start) for Container "a" in Pod "bad_default(uid-bad)" failed`) {
+	if w == nil || w.Reason != podsync.ReasonPostStartHookError || !strings.Contains(w.Message, `HTTP lifecycle hook (/start) for Container "a" in Pod "bad_default(uid-bad)" failed`) {
 		t.Errorf("waiting %+v", w)
 	}
 }

@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -82,8 +83,8 @@ type harness struct {
 	ctx    context.Context
 	clock  *clocktesting.FakeClock
 	rt     *runtimetest.Runtime
-	cri    *CRI
-	eng    *Engine
+	cri    *Syncer
+	eng    *podsync.Engine
 	writer *recordingWriter
 }
 
@@ -98,11 +99,11 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) newEngine() {
 	dir := h.t.TempDir()
 	var err error
-	h.cri, err = NewCRI(CRIOptions{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir + "/logs", PodRoot: dir + "/pods", ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
+	h.cri, err = New(Options{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir + "/logs", PodRoot: dir + "/pods", ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestEngineCrashLoop(t *testing.T) {
 				t.Fatalf("round %d: restarted during back-off", i)
 			}
 			s := h.writer.last(pod.UID)
-			if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonCrashLoopBackOff {
+			if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonCrashLoopBackOff {
 				t.Fatalf("round %d: status %+v", i, s.ContainerStatuses[0])
 			}
 			next, _ := h.eng.SyncOnce(h.ctx)
@@ -223,7 +224,7 @@ func TestEngineInitContainersAndNever(t *testing.T) {
 	if len(running) != 1 || running[0].Metadata.Name != "init" {
 		t.Fatalf("running %v, want init alone", running)
 	}
-	if s := h.writer.last(pod.UID); s.Phase != corev1.PodPending || s.ContainerStatuses[0].State.Waiting.Reason != ReasonPodInitializing {
+	if s := h.writer.last(pod.UID); s.Phase != corev1.PodPending || s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonPodInitializing {
 		t.Fatalf("status %+v", s)
 	}
 	_ = h.rt.Exit(running[0].Id, 0)
@@ -238,7 +239,7 @@ func TestEngineInitContainersAndNever(t *testing.T) {
 	if s.Phase != corev1.PodFailed || s.ContainerStatuses[0].State.Terminated.ExitCode != 3 {
 		t.Fatalf("status %+v", s)
 	}
-	if l, _ := h.eng.PodLifecycle(pod.UID); l != Done {
+	if l, _ := h.eng.PodLifecycle(pod.UID); l != podsync.Done {
 		t.Fatalf("lifecycle %s", l)
 	}
 	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
@@ -346,7 +347,7 @@ func TestEngineRun(t *testing.T) {
 	h := newHarness(t)
 	updates := make(chan podsource.Update, 1)
 	var err error
-	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Updates: updates, HostIPs: []string{"192.0.2.1"}})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Updates: updates, HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,25 +367,27 @@ func TestEngineRun(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
-	s := SyncerFuncs{}
-	if _, err := New(Options{Syncer: s}); err == nil {
+	s := podsync.SyncerFuncs{}
+	if _, err := podsync.New(podsync.Options{Syncer: s}); err == nil {
 		t.Error("no Relister accepted")
 	}
-	rl := relisterFunc(func(context.Context) (map[types.UID]*PodState, error) { return nil, nil })
-	if _, err := New(Options{Syncer: s, Relister: rl, RelistPeriod: 10}); err == nil {
+	rl := relisterFunc(func(context.Context) (map[types.UID]*podsync.PodState, error) { return nil, nil })
+	if _, err := podsync.New(podsync.Options{Syncer: s, Relister: rl, RelistPeriod: 10}); err == nil {
 		t.Error("RelistPeriod 10ns accepted")
 	}
-	if _, err := New(Options{Syncer: s, Relister: rl, MaxParallel: -1}); err == nil {
+	if _, err := podsync.New(podsync.Options{Syncer: s, Relister: rl, MaxParallel: -1}); err == nil {
 		t.Error("MaxParallel -1 accepted")
 	}
-	if _, err := NewCRI(CRIOptions{Runtime: runtimetest.New(runtimetest.Options{}), CrashLoopInitial: time.Hour}); err == nil {
+	if _, err := New(Options{Runtime: runtimetest.New(runtimetest.Options{}), CrashLoopInitial: time.Hour}); err == nil {
 		t.Error("CrashLoopInitial above Max accepted")
 	}
 }
 
-type relisterFunc func(context.Context) (map[types.UID]*PodState, error)
+type relisterFunc func(context.Context) (map[types.UID]*podsync.PodState, error)
 
-func (f relisterFunc) Relist(ctx context.Context) (map[types.UID]*PodState, error) { return f(ctx) }
+func (f relisterFunc) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, error) {
+	return f(ctx)
+}
 
 // A removed pod is stopped and cleaned up in one sync: the engine reads the
 // pod alone after SyncTerminatingPod instead of waiting for a relist.
@@ -594,16 +597,16 @@ func TestCutShortStartReplaced(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				s := GeneratePodStatus(StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now()})
+				s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now()})
 				if s.Phase != corev1.PodPending || s.ContainerStatuses[0].State.Waiting == nil ||
-					s.ContainerStatuses[0].State.Waiting.Reason != ReasonContainerCreating || s.ContainerStatuses[0].LastTerminationState.Terminated != nil {
+					s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonContainerCreating || s.ContainerStatuses[0].LastTerminationState.Terminated != nil {
 					t.Errorf("status before the sync: phase %s, container %+v; want Pending, waiting ContainerCreating, no last state",
 						s.Phase, s.ContainerStatuses[0])
 				}
 				// A waiting reason from a sync before does not make it an
 				// exit either.
-				s = GeneratePodStatus(StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now(),
-					Waiting: map[string]Waiting{"a": {Reason: ReasonRunContainerError, Message: "refused"}}})
+				s = podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now(),
+					Waiting: map[string]podsync.Waiting{"a": {Reason: podsync.ReasonRunContainerError, Message: "refused"}}})
 				if s.Phase != corev1.PodPending || s.ContainerStatuses[0].LastTerminationState.Terminated != nil {
 					t.Errorf("status with a waiting reason: phase %s, container %+v; want Pending, no last state", s.Phase, s.ContainerStatuses[0])
 				}
@@ -626,7 +629,7 @@ func TestCutShortStartReplaced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := GeneratePodStatus(StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now()})
+			s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now()})
 			if s.Phase != corev1.PodRunning || s.ContainerStatuses[0].RestartCount != 0 {
 				t.Errorf("status after the sync: phase %s, restartCount %d; want Running, 0", s.Phase, s.ContainerStatuses[0].RestartCount)
 			}
@@ -643,7 +646,7 @@ func TestRemovedPodLogsRemoved(t *testing.T) {
 	running := busyboxPod(corev1.RestartPolicyAlways, "a")
 	h.add(done)
 	h.add(running)
-	logDir := func(p *corev1.Pod) string { return PodLogDir(h.cri.b.podLogRoot, p) }
+	logDir := func(p *corev1.Pod) string { return podsync.PodLogDir(h.cri.b.podLogRoot, p) }
 	for _, p := range []*corev1.Pod{done, running} {
 		if _, err := os.Stat(logDir(p)); err != nil {
 			t.Fatalf("log directory of %s: %v", p.Name, err)
@@ -658,7 +661,7 @@ func TestRemovedPodLogsRemoved(t *testing.T) {
 		}
 	}
 	h.steps(3)
-	if lc, _ := h.eng.PodLifecycle(done.UID); lc != Done {
+	if lc, _ := h.eng.PodLifecycle(done.UID); lc != podsync.Done {
 		t.Fatalf("completed pod is %v, want Done", lc)
 	}
 	if _, err := os.Stat(logDir(done)); err != nil {
@@ -694,7 +697,7 @@ func TestCleanupPodStaysInLogRoot(t *testing.T) {
 	}
 }
 
-// With Options.Sources, a pod the runtime runs is an orphan only once an
+// With podsync.Options.Sources, a pod the runtime runs is an orphan only once an
 // update of every named source was handled: until the API source's first
 // set arrives, a restarted engine keeps (and then adopts) the pod it knows
 // from that source.
@@ -705,7 +708,7 @@ func TestOrphansWaitForEverySource(t *testing.T) {
 	running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	// A new engine over the same runtime, fed by two sources.
 	var err error
-	h.eng, err = New(Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"},
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"},
 		Sources: []string{podsource.FileSource, podsource.APISource}})
 	if err != nil {
 		t.Fatal(err)
@@ -768,7 +771,7 @@ func TestEngineStartsCreatedContainer(t *testing.T) {
 // plugin, and nothing for a UID that could leave PodRoot.
 func TestPodVolumeDirs(t *testing.T) {
 	root := t.TempDir()
-	c, err := NewCRI(CRIOptions{Runtime: runtimetest.New(runtimetest.Options{}), PodLogRoot: root + "/logs", PodRoot: root + "/pods", ResolvConf: "-"})
+	c, err := New(Options{Runtime: runtimetest.New(runtimetest.Options{}), PodLogRoot: root + "/logs", PodRoot: root + "/pods", ResolvConf: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}

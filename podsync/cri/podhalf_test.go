@@ -1,4 +1,4 @@
-package podsync
+package cri
 
 import (
 	"context"
@@ -25,13 +25,14 @@ import (
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 )
 
-// The status writer is the Engine's StatusWriter.
-var _ StatusWriter = (*status.Writer)(nil)
+// The status writer is the podsync.Engine's StatusWriter.
+var _ podsync.StatusWriter = (*status.Writer)(nil)
 
 // apiCounter counts the requests a client sends, the bytes of their bodies
 // and the bytes of the responses (watch streams included).
@@ -105,7 +106,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 
 // podHalf is the whole pod half of a node on the real containerd and the
 // test control plane, as system:node:<name>: podsource's API and file
-// sources through a Merger and MirrorPods, a podsync Engine on the CRI
+// sources through a Merger and MirrorPods, a podsync podsync.Engine on the CRI
 // syncer with a probe.Manager, and a status.Writer.
 type podHalf struct {
 	t        testing.TB
@@ -113,7 +114,7 @@ type podHalf struct {
 	c        *containerdtest.Containerd
 	admin    kubernetes.Interface
 	rt       *runtime.Client
-	eng      *Engine
+	eng      *podsync.Engine
 	writer   *status.Writer
 	static   string // the file source's manifest directory
 	trace    *tracer
@@ -132,7 +133,7 @@ type podHalfOptions struct {
 	crashLoopInitial time.Duration
 	// trace wraps the syncer and the writer in a tracer (podHalf.trace).
 	trace bool
-	// maxParallel is the Engine's MaxParallel (default its default).
+	// maxParallel is the podsync.Engine's MaxParallel (default its default).
 	maxParallel int
 }
 
@@ -197,7 +198,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cri, err := NewCRI(CRIOptions{Runtime: h.rt, Probes: pm, PodLogRoot: c.PodLogRoot, PodRoot: t.TempDir(), CgroupRoot: c.CgroupRoot,
+	cri, err := New(Options{Runtime: h.rt, Probes: pm, PodLogRoot: c.PodLogRoot, PodRoot: t.TempDir(), CgroupRoot: c.CgroupRoot,
 		ResolvConf: "-", NodeName: node, HostIPs: []string{"127.0.0.1"}, CrashLoopInitial: o.crashLoopInitial})
 	if err != nil {
 		t.Fatal(err)
@@ -225,15 +226,15 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 		t.Fatal(err)
 	}
 	var syncer interface {
-		PodSyncer
-		Relister
+		podsync.PodSyncer
+		podsync.Relister
 	} = cri
-	var writer StatusWriter = h.writer
+	var writer podsync.StatusWriter = h.writer
 	if o.trace {
 		h.trace = newTracer(cri, h.writer)
 		syncer, writer = h.trace, h.trace
 	}
-	h.eng, err = New(Options{Syncer: syncer, Writer: writer, Probes: pm, Updates: merger.Updates(),
+	h.eng, err = podsync.New(podsync.Options{Syncer: syncer, Writer: writer, Probes: pm, Updates: merger.Updates(),
 		SourcesReady: merger.SeenAllSources, HostIPs: []string{"127.0.0.1"}, MaxParallel: o.maxParallel})
 	if err != nil {
 		t.Fatal(err)
@@ -400,10 +401,10 @@ func (h *podHalf) removeStatic(name string) {
 // status was handed to the writer; and the relists' durations.
 type tracer struct {
 	syncer interface {
-		PodSyncer
-		Relister
+		podsync.PodSyncer
+		podsync.Relister
 	}
-	writer StatusWriter
+	writer podsync.StatusWriter
 
 	mu        sync.Mutex
 	syncStart map[string]time.Time
@@ -415,13 +416,13 @@ type tracer struct {
 }
 
 func newTracer(s interface {
-	PodSyncer
-	Relister
-}, w StatusWriter) *tracer {
+	podsync.PodSyncer
+	podsync.Relister
+}, w podsync.StatusWriter) *tracer {
 	return &tracer{syncer: s, writer: w, syncStart: map[string]time.Time{}, syncEnd: map[string]time.Time{}, readySet: map[string]time.Time{}}
 }
 
-func (tr *tracer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
+func (tr *tracer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState) (podsync.SyncResult, error) {
 	start := time.Now()
 	res, err := tr.syncer.SyncPod(ctx, pod, observed)
 	tr.mu.Lock()
@@ -432,7 +433,7 @@ func (tr *tracer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *PodSta
 	return res, err
 }
 
-func (tr *tracer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed *PodState, grace time.Duration) error {
+func (tr *tracer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState, grace time.Duration) error {
 	start := time.Now()
 	err := tr.syncer.SyncTerminatingPod(ctx, pod, observed, grace)
 	tr.mu.Lock()
@@ -441,7 +442,7 @@ func (tr *tracer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, obser
 	return err
 }
 
-func (tr *tracer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *PodState) error {
+func (tr *tracer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState) error {
 	start := time.Now()
 	err := tr.syncer.SyncTerminatedPod(ctx, pod, observed)
 	tr.mu.Lock()
@@ -450,7 +451,7 @@ func (tr *tracer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observ
 	return err
 }
 
-func (tr *tracer) Relist(ctx context.Context) (map[types.UID]*PodState, error) {
+func (tr *tracer) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, error) {
 	start := time.Now()
 	pods, err := tr.syncer.Relist(ctx)
 	tr.mu.Lock()

@@ -1,0 +1,76 @@
+// Package cri is podsync's CRI backend, the kubelet's kuberuntime part: a
+// podsync.PodSyncer, PodRelister, PodCleaner, EventWatcher and
+// HealthChecker on a runtime.Runtime, kubelet-exact, so crictl shows what
+// it shows and a restarted agent (or a kubelet) adopts what runs.
+//
+//	syncer, _ := cri.New(cri.Options{Runtime: rt, NodeName: node, HostIPs: ips})
+//	engine, _ := podsync.New(podsync.Options{Syncer: syncer, ...})
+//
+// # Configs
+//
+// New's Syncer builds sandbox and container configs as the kubelet does:
+// labels and annotations (LabelPodUID and the rest; the syncer never touches
+// a sandbox or container without io.kubernetes.pod.uid), log paths
+// <PodLogRoot>/<ns>_<name>_<uid>/<container>/<restartCount>.log
+// (podsync.PodLogDir), hostname, DNS (ClusterDNS/ClusterDomain or the node's
+// resolv.conf), namespaces, port mappings, cgroup parent per QoS class and
+// driver (PodCgroupParent), resources and oom_score_adj, security context,
+// env with $(VAR) expansion and downward-API fieldRefs, emptyDir and
+// hostPath volumes, subPath and subPathExpr mounts, the pod's /etc/hosts and
+// the termination-message file. With Options.PodData (podsync/volume's
+// Manager) it also serves Secret, ConfigMap, downward-API and projected
+// volumes, env from the API and pull credentials.
+//
+// A subPath is mounted as the kubelet mounts it: relative, without "..",
+// symlinks only inside the volume, opened element by element without
+// following symlinks and that open file bind-mounted below
+// <PodRoot>/<uid>/volume-subpaths (SubPathDir); a bad one is
+// CreateContainerConfigError with the kubelet's message.
+//
+// # Running pods
+//
+// Images are pulled per imagePullPolicy with the kubelet's back-off (10s
+// doubling to 5m), one at a time unless Options.MaxParallelImagePulls.
+// Pod-network pods wait while the runtime reports NetworkReady false
+// (ErrNetworkNotReady, retried after 1s). postStart hooks run after start
+// (a failure kills the container); preStop hooks run before a stop, their
+// time taken off the grace period, StopContainer getting at least 2s. A pod
+// stops its regular containers in parallel, then its init containers and
+// sidecars in reverse order. A start that an earlier agent's stop cut short
+// is finished, not counted as a restart. Old containers are removed when
+// no longer the newest exited one of their name (RemoveDeadContainers does
+// it for all pods); SyncTerminatedPod removes the pod's containers,
+// sandboxes, mounts and directory at once; a pod's log directory goes with
+// CleanupPod. Termination messages come from terminationMessagePath (4 KiB)
+// or, under FallbackToLogsOnError, the log's last 80 lines (2 KiB).
+//
+// # Observation
+//
+// Relist and RelistPod read sandboxes and containers, fetching a
+// container's status only when its state changed. WatchEvents streams the
+// runtime's CRI container events (containerd 2, not 1.6: podsync.ErrNoEvents)
+// and CheckHealth asks the runtime's Status. Every relist and check keeps
+// the answer: LatestRuntimeStatus gives it to nodestatus without a second
+// poll. It records the kubelet's events through Options.Recorder and counts
+// kubelet_runtime_operations_errors_total.
+//
+// # Cgroups
+//
+// With Options.CgroupsPerQOS the syncer keeps the pod-level cgroups on the
+// cgroupfs driver, cgroup v1 or v2: <CgroupRoot>/kubepods with burstable and
+// besteffort below it, and a pod<uid> cgroup with the pod's CPU shares,
+// quota and memory limit, created before the sandbox and removed by
+// SyncTerminatedPod. PodCgroupDirs and PodVolumeDirs serve nodestatus/usage.
+//
+// # Differences from the kubelet
+//
+//   - Pod-level cgroups only with CgroupsPerQOS on cgroupfs; no
+//     node-allocatable enforcement, pids limit or hugetlb; QoS cgroups are
+//     set when pods come and go. For systemd the cgroup parent is the slice.
+//   - Without PodData only emptyDir and hostPath volumes; CSI, persistent and
+//     network volumes are not served; credential providers are not used.
+//   - No in-place resize; RestartAllContainers restarts only the container.
+//   - Containers are removed at once instead of by a periodic GC.
+//   - An event relists its pod instead of taking the statuses it carries.
+//   - Seccomp defaults to Unconfined unless Options.SeccompDefault.
+package cri

@@ -1,0 +1,63 @@
+package podsync
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// recordingWriter is a StatusWriter that keeps what it was given.
+type recordingWriter struct {
+	mu         sync.Mutex
+	statuses   map[types.UID][]corev1.PodStatus
+	terminated []types.UID
+	removed    []types.UID
+}
+
+func (r *recordingWriter) SetPodStatus(pod *corev1.Pod, s corev1.PodStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.statuses == nil {
+		r.statuses = map[types.UID][]corev1.PodStatus{}
+	}
+	r.statuses[pod.UID] = append(r.statuses[pod.UID], s)
+}
+func (r *recordingWriter) PodTerminated(pod *corev1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.terminated = append(r.terminated, pod.UID)
+}
+func (r *recordingWriter) RemovePod(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removed = append(r.removed, uid)
+}
+
+// sawWaiting reports whether any status written for uid had its first
+// container waiting for reason.
+func (r *recordingWriter) sawWaiting(uid types.UID, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.statuses[uid] {
+		if w := s.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *recordingWriter) last(uid types.UID) corev1.PodStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.statuses[uid]
+	if len(s) == 0 {
+		return corev1.PodStatus{}
+	}
+	return s[len(s)-1]
+}
+
+type relisterFunc func(context.Context) (map[types.UID]*PodState, error)
+
+func (f relisterFunc) Relist(ctx context.Context) (map[types.UID]*PodState, error) { return f(ctx) }
