@@ -615,12 +615,6 @@ func TestOptionValidation(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or a 10s deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, 10*time.Second, time.Millisecond, what, cond)
-}
-
 // recorder counts requests by verb and resource, safely for Run's goroutines.
 type recorder struct {
 	mu sync.Mutex
@@ -665,7 +659,7 @@ func TestRunLoopsTimingAndFastStartup(t *testing.T) {
 
 	// Registration (the Node created with its status) and the first lease
 	// write happen at t0.
-	waitFor(t, "start-up", func() bool {
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "start-up", func() bool {
 		return req.get("create nodes") == 1 && req.get("create leases") == 1 && e.fc.Waiters() == 2
 	})
 	// Fast status checks every 100ms compute without requests; the node
@@ -673,7 +667,7 @@ func TestRunLoopsTimingAndFastStartup(t *testing.T) {
 	calls := e.setter.calls.Load()
 	for range 10 {
 		e.fc.Step(100 * time.Millisecond)
-		waitFor(t, "fast check", func() bool { return e.setter.calls.Load() > calls && e.fc.Waiters() == 2 })
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, "fast check", func() bool { return e.setter.calls.Load() > calls && e.fc.Waiters() == 2 })
 		calls = e.setter.calls.Load()
 	}
 	if n := req.get("patch nodes"); n != 0 {
@@ -681,17 +675,17 @@ func TestRunLoopsTimingAndFastStartup(t *testing.T) {
 	}
 	e.setter.ready.Store(true)
 	e.fc.Step(100 * time.Millisecond)
-	waitFor(t, "fast post", func() bool { return req.get("patch nodes") == 1 })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "fast post", func() bool { return req.get("patch nodes") == 1 })
 	if at := req.times("patch nodes")[0]; !at.Equal(t0.Add(1100 * time.Millisecond)) {
 		t.Fatalf("fast post at %v", at.Sub(t0))
 	}
 	// After that, regular rounds only: lease every 10s, no status posts
 	// (unchanged) until 5m.
-	waitFor(t, "timers", func() bool { return e.fc.Waiters() == 2 })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "timers", func() bool { return e.fc.Waiters() == 2 })
 	for i := 1; i <= 6; i++ {
 		target := t0.Add(time.Duration(i) * 10 * time.Second)
 		e.fc.SetTime(target)
-		waitFor(t, "lease renewal", func() bool { return req.get("update leases") == i && e.fc.Waiters() == 2 })
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, "lease renewal", func() bool { return req.get("update leases") == i && e.fc.Waiters() == 2 })
 	}
 	if n := req.get("patch nodes"); n != 1 {
 		t.Fatalf("%d status patches, want 1", n)
@@ -718,18 +712,18 @@ func TestRunFastStartupGivesUpAfterGracePeriod(t *testing.T) {
 			t.Errorf("Run returned %v", err)
 		}
 	}()
-	waitFor(t, "start-up", func() bool { return e.hb.Registered() && e.fc.Waiters() == 2 })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "start-up", func() bool { return e.hb.Registered() && e.fc.Waiters() == 2 })
 	for range 12 {
 		c := e.setter.calls.Load()
 		e.fc.Step(100 * time.Millisecond)
-		waitFor(t, "step", func() bool { return e.setter.calls.Load() >= c && e.fc.Waiters() == 2 })
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, "step", func() bool { return e.setter.calls.Load() >= c && e.fc.Waiters() == 2 })
 	}
 	// Past the grace period: stepping 100ms no longer computes status.
 	c := e.setter.calls.Load()
 	for range 5 {
 		e.fc.Step(100 * time.Millisecond)
 	}
-	waitFor(t, "timers", func() bool { return e.fc.Waiters() == 2 })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "timers", func() bool { return e.fc.Waiters() == 2 })
 	if got := e.setter.calls.Load(); got != c {
 		t.Fatalf("fast checks go on after the grace period (%d more)", got-c)
 	}
@@ -756,20 +750,20 @@ func TestRunRegistrationBackoffAndReRegistration(t *testing.T) {
 	go func() { done <- e.hb.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	for i, d := range []time.Duration{100, 200, 400, 800} {
-		waitFor(t, "failed registration", func() bool { return req.get("create nodes") == i+1 && e.fc.HasWaiters() })
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, "failed registration", func() bool { return req.get("create nodes") == i+1 && e.fc.HasWaiters() })
 		e.fc.Step(d*time.Millisecond - time.Millisecond)
 		if req.get("create nodes") != i+1 {
 			t.Fatalf("retried before %dms", d)
 		}
 		e.fc.Step(time.Millisecond)
 	}
-	waitFor(t, "registration", func() bool { return e.hb.Registered() && e.fc.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "registration", func() bool { return e.hb.Registered() && e.fc.HasWaiters() })
 	// Deleted while running: the next round that writes (here: the node
 	// turns Ready) finds out and registers again.
 	_ = e.cs.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", "n1")
 	e.setter.ready.Store(true)
 	e.fc.Step(10 * time.Second)
-	waitFor(t, "re-registration", func() bool { return req.get("create nodes") == 6 && req.get("patch nodes") >= 1 && e.fc.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "re-registration", func() bool { return req.get("create nodes") == 6 && req.get("patch nodes") >= 1 && e.fc.HasWaiters() })
 	if _, err := e.cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -471,12 +471,12 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 	wctx, wcancel := context.WithCancel(ctx)
 	go watchLease(wctx, admin, name, lag)
 
-	waitUntil(t, 30*time.Second, "registration and first renewal", func() bool {
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "registration and first renewal", func() bool {
 		_, last := lag.get()
 		return !last.IsZero()
 	})
 	// Steady state: the lag is sampled across three more renewals.
-	waitUntil(t, 45*time.Second, "three renewals in steady state", func() bool { return lag.count() >= 4 })
+	testenv.Eventually(t, 45*time.Second, 100*time.Millisecond, "three renewals in steady state", func() bool { return lag.count() >= 4 })
 	wcancel()
 	if m, _ := lag.get(); m > 40*time.Second {
 		t.Fatalf("renewTime fell %v behind with the server up", m)
@@ -493,7 +493,7 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 	}
 	back := time.Now()
 	var renewed time.Time
-	waitUntil(t, 20*time.Second, "renewal after the API server returned", func() bool {
+	testenv.Eventually(t, 20*time.Second, 100*time.Millisecond, "renewal after the API server returned", func() bool {
 		l, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
 		if err == nil && l.Spec.RenewTime.After(back) {
 			renewed = l.Spec.RenewTime.Time
@@ -508,7 +508,7 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 	}
 	// The status loop carries on: a change is posted within a round.
 	setter.ready.Store(false)
-	waitUntil(t, 15*time.Second, "status post after the outage", func() bool {
+	testenv.Eventually(t, 15*time.Second, 100*time.Millisecond, "status post after the outage", func() bool {
 		n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return err == nil && readyOf(n) == corev1.ConditionFalse
 	})
@@ -518,7 +518,7 @@ func TestIntegrationRunSurvivesAPIServerOutage(t *testing.T) {
 	defer wcancel()
 	go watchLease(wctx, admin, name, lag)
 	seen := lag.count()
-	waitUntil(t, 30*time.Second, "two renewals after recovery", func() bool { return lag.count() >= seen+2 })
+	testenv.Eventually(t, 30*time.Second, 100*time.Millisecond, "two renewals after recovery", func() bool { return lag.count() >= seen+2 })
 	if m, _ := lag.get(); m > 40*time.Second {
 		t.Fatalf("renewTime %v behind after recovery", m)
 	}
@@ -529,11 +529,6 @@ func readyOf(n *corev1.Node) corev1.ConditionStatus {
 		return c.Status
 	}
 	return ""
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, d, 100*time.Millisecond, what, cond)
 }
 
 var deleteNow = metav1.DeleteOptions{}

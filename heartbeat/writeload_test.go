@@ -2,10 +2,8 @@ package heartbeat_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,55 +11,19 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/lease"
 )
 
-// meter counts requests and request body bytes by method.
-type meter struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	reqs map[string]int
-	body map[string]int64
-}
-
-func (m *meter) RoundTrip(req *http.Request) (*http.Response, error) {
-	var n int64
-	if req.Body != nil && req.GetBody != nil {
-		if b, err := req.GetBody(); err == nil {
-			n, _ = io.Copy(io.Discard, b)
-			_ = b.Close()
-		}
-	}
-	m.mu.Lock()
-	m.reqs[req.Method]++
-	m.body[req.Method] += n
-	m.mu.Unlock()
-	return m.next.RoundTrip(req)
-}
-
-func (m *meter) reset() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.reqs, m.body = map[string]int{}, map[string]int64{}
-}
-
-func (m *meter) writes() (n int, bytes int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// writes is the number of write requests (POST, PUT, PATCH) in c and the
+// bytes of their bodies.
+func writes(c testenv.APICount) (n int64, bytes int64) {
+	verbs := c.Verbs()
 	for _, v := range []string{http.MethodPost, http.MethodPut, http.MethodPatch} {
-		n += m.reqs[v]
-		bytes += m.body[v]
+		n += verbs[v].Requests
+		bytes += verbs[v].RequestBytes
 	}
 	return n, bytes
-}
-
-func (m *meter) all() (n int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, c := range m.reqs {
-		n += c
-	}
-	return n
 }
 
 // BenchmarkWriteLoadPerHour measures what one idle node with the defaults
@@ -98,8 +60,8 @@ func BenchmarkWriteLoadPerHour(b *testing.B) {
 				if tc.protobuf {
 					cfg.ContentType = "application/vnd.kubernetes.protobuf"
 				}
-				m := &meter{reqs: map[string]int{}, body: map[string]int64{}}
-				cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { m.next = rt; return m })
+				m := &testenv.APICounter{}
+				cfg.Wrap(m.Wrap)
 				client, err := kubernetes.NewForConfig(cfg)
 				if err != nil {
 					b.Fatal(err)
@@ -123,14 +85,15 @@ func BenchmarkWriteLoadPerHour(b *testing.B) {
 					fc.Step(10 * time.Second)
 				}
 				step() // registration, first post, lease creation
-				m.reset()
+				m.Take()
 				for range 360 {
 					step()
 				}
-				w, bytes := m.writes()
+				hour := m.Take()
+				w, bytes := writes(hour)
 				b.ReportMetric(float64(w), "writes/h")
 				b.ReportMetric(float64(bytes)/1024, "KiB/h")
-				b.ReportMetric(float64(m.all()), "requests/h")
+				b.ReportMetric(float64(hour.Requests), "requests/h")
 				admin := cp.AdminClient()
 				_ = admin.CoreV1().Nodes().Delete(ctx, name, deleteNow)
 				_ = admin.CoordinationV1().Leases("kube-node-lease").Delete(ctx, name, deleteNow)

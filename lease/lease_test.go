@@ -380,12 +380,6 @@ func TestOnRepeatedFailure(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or a 10s deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, 10*time.Second, time.Millisecond, what, cond)
-}
-
 func TestRunTimingAndBackoff(t *testing.T) {
 	defer leakcheck.Check(t)()
 	cs := fake.NewClientset()
@@ -412,14 +406,14 @@ func TestRunTimingAndBackoff(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- r.Run(ctx) }()
 
-	waitFor(t, "first renewal", func() bool { return n() == 1 && fc.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "first renewal", func() bool { return n() == 1 && fc.HasWaiters() })
 	for i := 2; i <= 4; i++ {
 		fc.Step(10*time.Second - time.Millisecond)
 		if n() != i-1 {
 			t.Fatalf("renewed before the interval passed")
 		}
 		fc.Step(time.Millisecond)
-		waitFor(t, "renewal", func() bool { return n() == i && fc.HasWaiters() })
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, "renewal", func() bool { return n() == i && fc.HasWaiters() })
 	}
 	// API server down: back-off 200ms, 400ms, 800ms, ... 7s.
 	mu.Lock()
@@ -427,7 +421,7 @@ func TestRunTimingAndBackoff(t *testing.T) {
 	mu.Unlock()
 	fc.Step(10 * time.Second)
 	attempts := func() int { return count(cs, "update", "leases") }
-	waitFor(t, "failing renewal", func() bool { return fc.HasWaiters() && attempts() >= 3+lease.MaxUpdateAttempts })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "failing renewal", func() bool { return fc.HasWaiters() && attempts() >= 3+lease.MaxUpdateAttempts })
 	for _, d := range []time.Duration{200, 400, 800, 1600, 3200, 6400, 7000, 7000} {
 		before := len(cs.Actions())
 		fc.Step(d*time.Millisecond - time.Millisecond)
@@ -435,15 +429,15 @@ func TestRunTimingAndBackoff(t *testing.T) {
 			t.Fatalf("retried before the %dms back-off", d)
 		}
 		fc.Step(time.Millisecond)
-		waitFor(t, "retry", func() bool { return len(cs.Actions()) > before && fc.HasWaiters() })
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, "retry", func() bool { return len(cs.Actions()) > before && fc.HasWaiters() })
 	}
 	mu.Lock()
 	failing = false
 	mu.Unlock()
 	fc.Step(7 * time.Second)
-	waitFor(t, "renewal after recovery", func() bool { return n() == 5 && fc.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "renewal after recovery", func() bool { return n() == 5 && fc.HasWaiters() })
 	fc.Step(10 * time.Second)
-	waitFor(t, "regular renewal after recovery", func() bool { return n() == 6 })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "regular renewal after recovery", func() bool { return n() == 6 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v, want nil when its context ends", err)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 func TestAPISourceFake(t *testing.T) {
@@ -38,7 +39,7 @@ func TestAPISourceFake(t *testing.T) {
 		}
 	}()
 	expectUpdate(t, m.Updates(), "ADD api [a/uid-a]")
-	eventually(t, "source seen", m.SeenAllSources)
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "source seen", m.SeenAllSources)
 
 	pods := client.CoreV1().Pods("default")
 	if _, err := pods.Create(ctx, testPod("b", "uid-b"), metav1.CreateOptions{}); err != nil {

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 func manifest(name, image string) string {
@@ -107,7 +108,7 @@ func (r *fileRig) waitEvent(subs ...string) string {
 func (r *fileRig) settledEvent(subs ...string) string {
 	r.t.Helper()
 	var got string
-	eventually(r.t, fmt.Sprintf("event with %q", subs), func() bool {
+	testenv.Eventually(r.t, waitTimeout, 5*time.Millisecond, fmt.Sprintf("event with %q", subs), func() bool {
 		for {
 			select {
 			case ev := <-r.rec.Events:
@@ -198,7 +199,7 @@ func TestFileSourceDirectory(t *testing.T) {
 
 	// Repaired with the old content: the pod was never lost, so nothing.
 	writeAtomic(t, c, manifest("c", "c:1"))
-	eventually(t, "error cleared after repair", func() bool { return r.src.Errors()[c] == nil })
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "error cleared after repair", func() bool { return r.src.Errors()[c] == nil })
 	noUpdate(t, r.ch)
 	// Repaired with new content: the usual replace.
 	writeAtomic(t, c, manifest("c", "c:3"))
@@ -267,7 +268,7 @@ func TestFileSourceDirectoryRemovedAndRecreated(t *testing.T) {
 	// The new directory is watched from its creation (seen through the parent)
 	// or, at the latest, from the next re-list.
 	var got *Update
-	eventually(t, "recreated directory listed", func() bool {
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "recreated directory listed", func() bool {
 		select {
 		case u := <-r.ch:
 			got = &u
@@ -346,7 +347,7 @@ func TestFileSourceTruncateThenWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Make sure the source read the file at its empty moment.
-	eventually(t, "empty file read", func() bool { return r.errSeen(a) })
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "empty file read", func() bool { return r.errSeen(a) })
 	if _, err := fh.WriteString(manifest("a", "a:2")); err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func TestFileSourceTruncateThenWrite(t *testing.T) {
 	if err := os.Truncate(a, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "empty file read", func() bool { return r.errSeen(a) })
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "empty file read", func() bool { return r.errSeen(a) })
 	select {
 	case ev := <-r.rec.Events:
 		t.Fatalf("event %q before SettleDelay", ev)

@@ -7,8 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // waitTimeout bounds every wait for an update; the tests never sleep.
@@ -60,13 +58,6 @@ func testPod(name string, uid types.UID) *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: uid},
 		Spec:       v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "app", Image: "app:1"}}},
 	}
-}
-
-// eventually polls cond every few milliseconds until it holds, failing the
-// test after waitTimeout.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, what, cond)
 }
 
 // noPods is a MirrorPodsOptions.StaticPods with no static pods.

@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // manifestServer serves whatever the test sets, and can hang.
@@ -58,7 +60,7 @@ func (s *manifestServer) serve(status int, body string, hang bool) {
 func (s *manifestServer) waitRequest(t *testing.T) http.Header {
 	t.Helper()
 	var h http.Header
-	eventually(t, "request arrives", func() bool {
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "request arrives", func() bool {
 		select {
 		case h = <-s.arrived:
 			return true
@@ -115,7 +117,7 @@ func TestHTTPSource(t *testing.T) {
 	if h := srv.waitRequest(t); h.Get("Authorization") != "Bearer t0ken" {
 		t.Errorf("header not sent: %v", h)
 	}
-	eventually(t, "error recorded", func() bool { return src.LastError() != nil })
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "error recorded", func() bool { return src.LastError() != nil })
 	if !strings.Contains(src.LastError().Error(), "500 Internal Server Error") {
 		t.Errorf("LastError %v", src.LastError())
 	}
@@ -138,7 +140,7 @@ func TestHTTPSource(t *testing.T) {
 
 	// The same body again: nothing.
 	tick()
-	eventually(t, "fetch done", func() bool { return src.LastError() == nil })
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "fetch done", func() bool { return src.LastError() == nil })
 	noUpdate(t, ch)
 
 	// Bad answers keep the last set: server error, invalid pod, not a pod.
@@ -153,7 +155,7 @@ func TestHTTPSource(t *testing.T) {
 	} {
 		srv.serve(bad.status, bad.body, false)
 		tick()
-		eventually(t, bad.want, func() bool {
+		testenv.Eventually(t, waitTimeout, 5*time.Millisecond, bad.want, func() bool {
 			err := src.LastError()
 			return err != nil && strings.Contains(err.Error(), bad.want)
 		})
@@ -170,7 +172,7 @@ func TestHTTPSource(t *testing.T) {
 	srv.serve(http.StatusOK, podList("a"), true)
 	tick()
 	fc.Step(DefaultHTTPTimeout)
-	eventually(t, "timeout", func() bool {
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "timeout", func() bool {
 		err := src.LastError()
 		return err != nil && errors.Is(err, context.DeadlineExceeded)
 	})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 var cp *controlplane.ControlPlane
@@ -168,7 +169,7 @@ func TestIntegrationSourcesAndMirrorPods(t *testing.T) {
 	if err := pods.Delete(ctx, webName, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "mirror pod gone", func() bool {
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "mirror pod gone", func() bool {
 		_, err := pods.Get(ctx, webName, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 func staticPod(t *testing.T, name, image string) *v1.Pod {
@@ -195,7 +197,7 @@ func TestMirrorPodsRun(t *testing.T) {
 	go func() { done <- mp.Run(ctx) }()
 	wait := func(what string) {
 		t.Helper()
-		eventually(t, what, func() bool {
+		testenv.Eventually(t, waitTimeout, 5*time.Millisecond, what, func() bool {
 			select {
 			case <-calls:
 				return true

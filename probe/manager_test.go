@@ -788,7 +788,7 @@ func TestRunUnderFakeClock(t *testing.T) {
 	if u := next(); u.Result != Success { // initial, at once
 		t.Fatalf("%+v", u)
 	}
-	waitFor(t, h.clock.HasWaiters)
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "Run waiting on the clock", h.clock.HasWaiters)
 	if err := h.m.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
 		t.Errorf("second Run: %v", err)
 	}
@@ -812,11 +812,6 @@ func TestRunUnderFakeClock(t *testing.T) {
 // containerd harness, are ignored).
 func noLeaks(t *testing.T) func() {
 	return leakcheck.Check(t)
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, 10*time.Second, time.Millisecond, "condition", cond)
 }
 
 func TestNewManagerOptions(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // ctrd is the host's containerd 1.x, ctrd2 containerd 2 from the test
@@ -18,29 +20,6 @@ import (
 var ctrd, ctrd2 *Containerd
 
 func TestMain(m *testing.M) { os.Exit(MainBoth(m.Run, &ctrd, &ctrd2)) }
-
-// waitFor polls cond every 50ms until it returns true or the deadline
-// passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s (last error: %v)", timeout, what, last)
-		case <-tick.C:
-		}
-	}
-}
 
 // runBusybox runs a host-network sandbox with one busybox container that
 // prints a line and sleeps, and returns the sandbox and container IDs and the
@@ -141,7 +120,7 @@ func smoke(t *testing.T, c *Containerd) {
 	// The line comes back through the CRI log file:
 	// "<RFC3339Nano timestamp> stdout F hello-from-busybox".
 	var line string
-	waitFor(t, 30*time.Second, "the container's log line", func() (bool, error) {
+	testenv.EventuallyErr(t, 30*time.Second, 50*time.Millisecond, "the container's log line", func() (bool, error) {
 		f, err := os.Open(logPath)
 		if err != nil {
 			return false, err

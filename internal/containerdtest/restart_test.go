@@ -8,6 +8,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // TestKillRestart stops the shared instance's containerd under a running
@@ -26,7 +28,7 @@ func TestKillRestart(t *testing.T) {
 		_, _ = rt.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID})
 	}()
 	var pid int
-	waitFor(t, 30*time.Second, "the container running", func() (bool, error) {
+	testenv.EventuallyErr(t, 30*time.Second, 50*time.Millisecond, "the container running", func() (bool, error) {
 		st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID, Verbose: true})
 		if err != nil || st.Status.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 			return false, err

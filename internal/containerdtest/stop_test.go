@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // alive reports whether pid is a live (non-zombie) process.
@@ -53,7 +55,7 @@ func TestStopLeavesNothing(t *testing.T) {
 			// Wait until the container's process exists, then record what the
 			// instance owns.
 			var pids []int
-			waitFor(t, 30*time.Second, "the container's processes", func() (bool, error) {
+			testenv.EventuallyErr(t, 30*time.Second, 50*time.Millisecond, "the container's processes", func() (bool, error) {
 				pids = c.Processes()
 				return len(pids) >= 4, nil // containerd, shim, pause, sleep
 			})

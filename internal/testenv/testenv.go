@@ -1,13 +1,15 @@
 // Package testenv decides what a test does when something it needs from the
 // machine (a control plane, a containerd) is not there: skip with a message
 // that names the make target providing it, or, with NODEKIT_REQUIRE_ALL=1,
-// fail.
+// fail. It also holds what the tests share: a poll with a deadline
+// (Eventually, EventuallyErr), an API request counter (APICounter), a TCP
+// proxy, fake file trees and /proc readers. It does not link package
+// testing: the interfaces it takes are the parts of testing.TB it uses.
 package testenv
 
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -44,27 +46,6 @@ func MissingMain(what, target string, cause error) string {
 		os.Exit(1)
 	}
 	return msg
-}
-
-// PollTB is the part of testing.TB that Eventually uses.
-type PollTB interface {
-	Helper()
-	Fatalf(format string, args ...any)
-}
-
-// Eventually polls cond every interval until it holds, and fails t when it
-// does not hold within timeout. It is for conditions a test cannot be told
-// about (another process's state, a goroutine's progress); fake-clock tests
-// step the clock instead.
-func Eventually(t PollTB, timeout, interval time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(interval)
-	}
 }
 
 // Metrics gathers reg and returns, by metric name, the value of each

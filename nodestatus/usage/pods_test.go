@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -230,27 +229,15 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	waitFor(t, func() bool { return c.Latest() != nil && clk.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "the first sample, and Run waiting on the clock", func() bool { return c.Latest() != nil && clk.HasWaiters() })
 	if !c.Latest().Time.Equal(t0) {
 		t.Errorf("first sample at %v, want at once", c.Latest().Time)
 	}
 	clk.Step(usage.DefaultInterval)
-	waitFor(t, func() bool { return c.Latest().Time.Equal(t0.Add(usage.DefaultInterval)) })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "the sample of the next interval", func() bool { return c.Latest().Time.Equal(t0.Add(usage.DefaultInterval)) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil", err)
-	}
-}
-
-// waitFor yields until cond holds, failing after 10s of wall time.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		runtime.Gosched()
 	}
 }
 

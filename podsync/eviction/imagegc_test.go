@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -198,9 +199,9 @@ func TestImageGCRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(n.ctx)
 	done := make(chan error, 1)
 	go func() { done <- n.gc.Run(ctx) }()
-	waitFor(t, "first collection", func() bool { return lists() == 1 && n.clock.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "first collection", func() bool { return lists() == 1 && n.clock.HasWaiters() })
 	n.clock.Step(eviction.DefaultImageGCPeriod)
-	waitFor(t, "second collection", func() bool { return lists() == 2 && n.clock.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "second collection", func() bool { return lists() == 2 && n.clock.HasWaiters() })
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run returned %v", err)

@@ -13,11 +13,6 @@ import (
 	"github.com/nodekit/nodekit/podsync/eviction"
 )
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, 10*time.Second, time.Millisecond, what, cond)
-}
-
 func startRun(t *testing.T, f *fixture) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -38,7 +33,7 @@ func TestRun(t *testing.T) {
 	f := newFixture(t, eviction.Options{}, snap, newPod("a"), newPod("b"))
 	stop := startRun(t, f)
 	defer stop()
-	waitFor(t, "first sync", func() bool { return f.obs.Calls() == 1 && f.clock.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "first sync", func() bool { return f.obs.Calls() == 1 && f.clock.HasWaiters() })
 	if n := len(f.evicted()); n != 1 {
 		t.Fatalf("%d evictions after the first sync", n)
 	}
@@ -47,7 +42,7 @@ func TestRun(t *testing.T) {
 		t.Fatal("synced before the period")
 	}
 	f.clock.Step(time.Millisecond)
-	waitFor(t, "second sync", func() bool { return f.obs.Calls() == 2 && f.clock.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "second sync", func() bool { return f.obs.Calls() == 2 && f.clock.HasWaiters() })
 	if n := len(f.evicted()); n != 2 {
 		t.Fatalf("%d evictions after the second sync", n)
 	}
@@ -64,13 +59,13 @@ func TestRunWaitsForCleanup(t *testing.T) {
 	f.m = mustNew(t, f, eviction.Options{PodCleanedUp: func(*corev1.Pod) bool { polls.Add(1); return cleaned.Load() }})
 	stop := startRun(t, f)
 	defer stop()
-	waitFor(t, "first sync", func() bool { return f.obs.Calls() == 1 && f.clock.HasWaiters() })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "first sync", func() bool { return f.obs.Calls() == 1 && f.clock.HasWaiters() })
 	f.clock.Step(eviction.PodCleanupPoll)
-	waitFor(t, "first poll", func() bool { return polls.Load() == 1 })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "first poll", func() bool { return polls.Load() == 1 })
 	if f.obs.Calls() != 1 {
 		t.Fatal("synced before the pod was cleaned up")
 	}
 	cleaned.Store(true)
 	f.clock.Step(eviction.PodCleanupPoll)
-	waitFor(t, "sync after cleanup", func() bool { return f.obs.Calls() == 2 && len(f.evicted()) == 2 })
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "sync after cleanup", func() bool { return f.obs.Calls() == 2 && len(f.evicted()) == 2 })
 }

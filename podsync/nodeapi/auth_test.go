@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +29,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 )
@@ -574,9 +574,7 @@ func TestAuthReviewRetries(t *testing.T) {
 	// step waits for the request to wait for a retry, then moves the clock.
 	step := func(d time.Duration) {
 		t.Helper()
-		for !f.clk.HasWaiters() {
-			goruntime.Gosched()
-		}
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, "the request to wait for a retry", f.clk.HasWaiters)
 		f.clk.Step(d)
 	}
 	f.rv.mu.Lock()

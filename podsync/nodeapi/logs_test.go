@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -105,9 +104,10 @@ func TestParseLogOptions(t *testing.T) {
 // streamWriter is a ResponseWriter whose output a test reads while the
 // handler writes.
 type streamWriter struct {
-	mu     sync.Mutex
-	header http.Header
-	buf    strings.Builder
+	mu      sync.Mutex
+	header  http.Header
+	buf     strings.Builder
+	written chan struct{} // made by waitOutput, closed by the next Write
 }
 
 func (s *streamWriter) Header() http.Header { return s.header }
@@ -116,6 +116,10 @@ func (s *streamWriter) Flush()              {}
 func (s *streamWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
 	return s.buf.Write(b)
 }
 func (s *streamWriter) String() string {
@@ -124,14 +128,28 @@ func (s *streamWriter) String() string {
 	return s.buf.String()
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitOutput waits, woken by each Write, until the output is want, and
+// fails t when it is not within 10s.
+func (s *streamWriter) waitOutput(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		got := s.buf.String()
+		if s.written == nil {
+			s.written = make(chan struct{})
 		}
-		goruntime.Gosched()
+		written := s.written
+		s.mu.Unlock()
+		if got == want {
+			return
+		}
+		select {
+		case <-written:
+		case <-deadline.C:
+			t.Fatalf("output %q: not within 10s (output %q)", want, got)
+		}
 	}
 }
 
@@ -166,11 +184,11 @@ func TestContainerLogsFollow(t *testing.T) {
 	}()
 	step := func(want string) {
 		t.Helper()
-		waitFor(t, "the follower to wait", clk.HasWaiters)
+		testenv.Eventually(t, 10*time.Second, time.Millisecond, "the follower to wait", clk.HasWaiters)
 		clk.Step(time.Second)
-		waitFor(t, "output "+want, func() bool { return w.String() == want })
+		w.waitOutput(t, want)
 	}
-	waitFor(t, "the first line", func() bool { return w.String() == "a\n" })
+	w.waitOutput(t, "a\n") // the first line
 
 	appendFile(t, log, "2026-03-01T12:00:01Z stdout P b\n2026-03-01T12:00:01Z stdout F c\n")
 	step("a\nbc\n")
@@ -187,7 +205,7 @@ func TestContainerLogsFollow(t *testing.T) {
 
 	// A newer run ends the follow.
 	appendFile(t, filepath.Join(dir, "1.log"), "")
-	waitFor(t, "the follower to wait", clk.HasWaiters)
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "the follower to wait", clk.HasWaiters)
 	clk.Step(time.Second)
 	<-done
 
@@ -198,7 +216,7 @@ func TestContainerLogsFollow(t *testing.T) {
 		defer close(done2)
 		h.ServeHTTP(&streamWriter{header: http.Header{}}, httptest.NewRequest(http.MethodGet, "/containerLogs/ns/web/app?follow=true", nil).WithContext(ctx2))
 	}()
-	waitFor(t, "the follower to wait", clk.HasWaiters)
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "the follower to wait", clk.HasWaiters)
 	cancel2()
 	<-done2
 }

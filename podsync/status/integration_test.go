@@ -1,12 +1,8 @@
 package status_test
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync/status"
 )
@@ -25,52 +22,17 @@ var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) { os.Exit(controlplane.Main(m, &cp)) }
 
-// counter counts the requests a client sends and the bytes of their bodies.
-type counter struct {
-	next http.RoundTripper
-
-	mu       sync.Mutex
-	requests []string
-	bytes    int
-}
-
-func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
-	n := 0
-	if req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		if err != nil {
-			return nil, err
-		}
-		_ = req.Body.Close()
-		n = len(b)
-		req.Body = io.NopCloser(bytes.NewReader(b))
-	}
-	c.mu.Lock()
-	c.requests = append(c.requests, req.Method+" "+req.URL.Path)
-	c.bytes += n
-	c.mu.Unlock()
-	return c.next.RoundTrip(req)
-}
-
-func (c *counter) take() ([]string, int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, b := c.requests, c.bytes
-	c.requests, c.bytes = nil, 0
-	return r, b
-}
-
 // nodeClient registers the Node name as the node itself and returns a
 // client with the node's identity whose requests are counted.
-func nodeClient(t *testing.T, name string) (kubernetes.Interface, *corev1.Node, *counter) {
+func nodeClient(t *testing.T, name string) (kubernetes.Interface, *corev1.Node, *testenv.APICounter) {
 	t.Helper()
 	cp := controlplane.Need(t, cp)
 	cfg, err := cp.NodeConfig(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &counter{}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c }
+	c := &testenv.APICounter{}
+	cfg.WrapTransport = c.Wrap
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +44,7 @@ func nodeClient(t *testing.T, name string) (kubernetes.Interface, *corev1.Node, 
 	t.Cleanup(func() {
 		_ = cp.AdminClient().CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-	c.take()
+	c.Take()
 	return client, node, c
 }
 
@@ -120,7 +82,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 		return p
 	}
 	var sent []string
-	total := 0
+	var total int64
 	step := func(what string, p *corev1.Pod, s *corev1.PodStatus) {
 		t.Helper()
 		if s != nil {
@@ -131,10 +93,10 @@ func TestIntegrationLifecycle(t *testing.T) {
 		if _, err := w.SyncOnce(ctx); err != nil {
 			t.Fatalf("%s: SyncOnce: %v", what, err)
 		}
-		r, b := count.take()
-		t.Logf("%s: %v, %d bytes", what, r, b)
-		sent = append(sent, r...)
-		total += b
+		c := count.Take()
+		t.Logf("%s: %v, %d bytes", what, c.Log, c.RequestBytes)
+		sent = append(sent, c.Log...)
+		total += c.RequestBytes
 	}
 	pending, running, ready, done := pendingStatus(), runningStatus(false), runningStatus(true), succeededStatus()
 	step("pending", pod, &pending)
@@ -197,7 +159,7 @@ func TestIntegrationMirrorPod(t *testing.T) {
 	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := count.take(); len(r) != 1 {
+	if r := count.Take().Log; len(r) != 1 {
 		t.Errorf("without a mirror pod: %v, want one read", r)
 	}
 	// Why the read is a LIST: a node's GET of a pod that does not exist is
@@ -205,20 +167,21 @@ func TestIntegrationMirrorPod(t *testing.T) {
 	if _, err := client.CoreV1().Pods("default").Get(ctx, static.Name, metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("node's GET of a missing pod: %v, want Forbidden", err)
 	}
-	count.take()
+	count.Take()
 
 	created, err := client.CoreV1().Pods("default").Create(ctx, mirror, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating the mirror pod as the node: %v", err)
 	}
-	count.take()
+	count.Take()
 	// The lookup is retried after its back-off, and finds the mirror pod.
 	clk.Step(status.DefaultRetryBackoff)
 	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, b := count.take()
-	t.Logf("mirror pod: %v, %d bytes", r, b)
+	c := count.Take()
+	r := c.Log
+	t.Logf("mirror pod: %v, %d bytes", r, c.RequestBytes)
 	if len(r) != 2 {
 		t.Errorf("requests %v, want a LIST (the read) and a PATCH", r)
 	}
@@ -271,13 +234,13 @@ func TestIntegrationRecreatedPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := create()
-	count.take()
+	count.Take()
 	ready := runningStatus(true)
 	w.SetPodStatus(old, ready)
 	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatalf("SyncOnce: %v", err)
 	}
-	r, _ := count.take()
+	r := count.Take().Log
 	t.Logf("recreated pod: %v", r)
 	if len(r) != 2 {
 		t.Errorf("requests %v, want the refused PATCH and a read", r)
@@ -294,7 +257,7 @@ func TestIntegrationRecreatedPod(t *testing.T) {
 	if _, err := w.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := count.take(); len(r) != 0 {
+	if r := count.Take().Log; len(r) != 0 {
 		t.Errorf("requests for a replaced pod: %v", r)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/cri"
@@ -92,12 +94,12 @@ func TestEngineEnvWaitsForConfigMap(t *testing.T) {
 	if ev := e.events(); !hasEvent(ev, "Warning Failed", `Error: configmap "later" not found`) {
 		t.Errorf("events %v", ev)
 	}
-	eventually(t, "watch in place", func() bool { return e.api.watching("configmaps") > 0 })
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "watch in place", func() bool { return e.api.watching("configmaps") > 0 })
 	before := len(e.changedPods())
 	if _, err := e.fake.CoreV1().ConfigMaps("ns").Create(context.Background(), configMap("later", map[string]string{"k": "v"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "OnChange for the pod", func() bool { return e.changedFor(pod.UID, before) })
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "OnChange for the pod", func() bool { return e.changedFor(pod.UID, before) })
 	e.eng.Trigger(pod.UID)
 	if got := waiting(e.step()); got != "running" {
 		t.Errorf("after the ConfigMap appeared: %q", got)
@@ -135,7 +137,7 @@ func TestEngineVolumeWaitsForSecret(t *testing.T) {
 	if _, err := e.fake.CoreV1().Secrets("ns").Create(context.Background(), secret("later", map[string]string{"k": "v"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "OnChange for the pod", func() bool { return e.changedFor(pod.UID, before) })
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "OnChange for the pod", func() bool { return e.changedFor(pod.UID, before) })
 	e.eng.Trigger(pod.UID)
 	if got := waiting(e.step()); got != "running" {
 		t.Errorf("after the Secret appeared: %q", got)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 func service(ns, name, ip string, ports ...corev1.ServicePort) *corev1.Service {
@@ -111,7 +113,7 @@ func TestServiceEnv(t *testing.T) {
 		service("ns", "headless", corev1.ClusterIPNone, corev1.ServicePort{Port: 80}),
 		service("other", "elsewhere", "10.0.0.12", corev1.ServicePort{Port: 80}))
 	pod := newPod("web")
-	eventually(t, "services listed", f.m.services.HasSynced)
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "services listed", f.m.services.HasSynced)
 	_, svc, err := f.m.EnvFrom(context.Background(), pod, &pod.Spec.Containers[0])
 	if err != nil {
 		t.Fatal(err)

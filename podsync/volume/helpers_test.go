@@ -35,11 +35,6 @@ func needRoot(t testing.TB) {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, what, cond)
-}
-
 // hooked wraps the fake clientset's core/v1 client: it counts the
 // Manager's list and watch requests by resource and tells when a watch is
 // in place (the fake clientset drops events sent before).
@@ -157,7 +152,7 @@ func newFixtureWith(t *testing.T, opts *Options, prep func(*fixture), objs ...ru
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	eventually(t, "Run started", func() bool {
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "Run started", func() bool {
 		m.objects.mu.Lock()
 		defer m.objects.mu.Unlock()
 		return m.objects.ctx != nil

@@ -3,13 +3,10 @@ package volume
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // ctrd is the end-to-end tests' containerd and cp the integration tests'
@@ -37,65 +35,6 @@ func TestMain(m *testing.M) {
 	os.Exit(containerdtest.MainFunc(func() int { return controlplane.Main(m, &cp) }, &ctrd))
 }
 
-// apiCounter counts a client's requests by verb and resource and the bytes
-// of request and response bodies (watch streams included).
-type apiCounter struct {
-	next          http.RoundTripper
-	requests      atomic.Int64
-	requestBytes  atomic.Int64
-	responseBytes atomic.Int64
-	mu            sync.Mutex
-	calls         map[string]int
-}
-
-func (c *apiCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	c.requests.Add(1)
-	if req.ContentLength > 0 {
-		c.requestBytes.Add(req.ContentLength)
-	}
-	verb := req.Method
-	if req.URL.Query().Get("watch") == "true" {
-		verb = "WATCH"
-	}
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	res := parts[len(parts)-1]
-	if res == "token" {
-		res = "serviceaccounts/token"
-	}
-	c.mu.Lock()
-	if c.calls == nil {
-		c.calls = map[string]int{}
-	}
-	c.calls[verb+" "+res]++
-	c.mu.Unlock()
-	resp, err := c.next.RoundTrip(req)
-	if resp != nil && resp.Body != nil {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.responseBytes}
-	}
-	return resp, err
-}
-
-func (c *apiCounter) snapshot() (int64, int64, int64, map[string]int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls := map[string]int{}
-	for k, v := range c.calls {
-		calls[k] = v
-	}
-	return c.requests.Load(), c.requestBytes.Load(), c.responseBytes.Load(), calls
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
-
 // apiNode is a Node registered by itself on the test control plane, with a
 // counted node client and an admin client.
 type apiNode struct {
@@ -103,7 +42,7 @@ type apiNode struct {
 	transports *[]http.RoundTripper
 	admin      kubernetes.Interface
 	node       kubernetes.Interface
-	count      *apiCounter
+	count      *testenv.APICounter
 }
 
 func newAPINode(t *testing.T, name string) *apiNode {
@@ -115,7 +54,7 @@ func newAPINode(t *testing.T, name string) *apiNode {
 			utilnet.CloseIdleConnectionsFor(rt)
 		}
 	})
-	n := &apiNode{name: name, count: &apiCounter{}, transports: &transports}
+	n := &apiNode{name: name, count: &testenv.APICounter{}, transports: &transports}
 	adminCfg := cp.AdminConfig()
 	adminCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { transports = append(transports, rt); return rt }
 	var err error
@@ -129,8 +68,7 @@ func newAPINode(t *testing.T, name string) *apiNode {
 	cfg.QPS, cfg.Burst = 1000, 1000
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		transports = append(transports, rt)
-		n.count.next = rt
-		return n.count
+		return n.count.Wrap(rt)
 	}
 	if n.node, err = kubernetes.NewForConfig(cfg); err != nil {
 		t.Fatal(err)
@@ -233,7 +171,7 @@ func TestIntegrationNodeReads(t *testing.T) {
 	}()
 	root := t.TempDir()
 	defer func() { _ = unmountAll(root) }()
-	reqs0, reqBytes0, respBytes0, calls0 := n.count.snapshot()
+	before := n.count.Count()
 	start := time.Now()
 	dir := filepath.Join(root, string(mine.UID))
 	if err := m.SetUpPod(ctx, mine, dir); err != nil {
@@ -266,14 +204,10 @@ func TestIntegrationNodeReads(t *testing.T) {
 		strings.Join(tr.Status.User.Extra["authentication.kubernetes.io/pod-uid"], "") != string(mine.UID) {
 		t.Errorf("token review: %+v", tr.Status)
 	}
-	reqs, reqBytes, respBytes, calls := n.count.snapshot()
-	for k, v := range calls0 {
-		if calls[k] -= v; calls[k] == 0 {
-			delete(calls, k)
-		}
-	}
+	sent := n.count.Count().Sub(before)
+	calls := sent.Calls()
 	t.Logf("one pod (Secret, ConfigMap, projected token, kube-root-ca.crt) set up in %v: %d requests, %d request bytes, %d response bytes so far: %v",
-		setUp, reqs-reqs0, reqBytes-reqBytes0, respBytes-respBytes0, calls)
+		setUp, sent.Requests, sent.RequestBytes, sent.ResponseBytes, calls)
 	if calls["POST serviceaccounts/token"] != 1 || calls["GET secrets"] != 1 || calls["GET configmaps"] != 2 || calls["WATCH secrets"] > 1 || calls["WATCH configmaps"] > 2 {
 		t.Errorf("requests %v: want one token request and one list and at most one watch per object", calls)
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 )
 
@@ -97,18 +98,18 @@ func TestConfigMapUpdateRefreshes(t *testing.T) {
 	if err := f.setUp(pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "watch in place", func() bool { return f.api.watching("configmaps") > 0 })
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "watch in place", func() bool { return f.api.watching("configmaps") > 0 })
 	if _, err := f.fake.CoreV1().ConfigMaps("ns").Update(context.Background(), configMap("cfg", map[string]string{"k": "v2", "new": "n"}), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the update in the volume", func() bool {
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "the update in the volume", func() bool {
 		b, _ := os.ReadFile(filepath.Join(f.dir(pod), "volumes", PluginConfigMap, "cfg", "k"))
 		return string(b) == "v2"
 	})
 	if got := f.read(pod, PluginConfigMap, "cfg", "new"); got != "n" {
 		t.Errorf("new key: %q", got)
 	}
-	eventually(t, "OnChange", func() bool { return len(f.changedPods()) > 0 })
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "OnChange", func() bool { return len(f.changedPods()) > 0 })
 	if got := f.changedPods(); got[0] != pod.UID {
 		t.Errorf("OnChange %v", got)
 	}
@@ -118,7 +119,7 @@ func TestConfigMapUpdateRefreshes(t *testing.T) {
 	if err := f.fake.CoreV1().ConfigMaps("ns").Delete(context.Background(), "cfg", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a FailedMount event for the deleted ConfigMap", func() bool {
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "a FailedMount event for the deleted ConfigMap", func() bool {
 		return hasEvent(f.events(), "FailedMount", `volume "cfg"`, "not found")
 	})
 	if err := f.setUp(pod); err != nil {
@@ -146,12 +147,12 @@ func TestMissingSecretWaitsThenStarts(t *testing.T) {
 	if err := f.setUp(other); err != nil {
 		t.Fatalf("another pod: %v", err)
 	}
-	eventually(t, "watch in place", func() bool { return f.api.watching("secrets") > 0 })
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "watch in place", func() bool { return f.api.watching("secrets") > 0 })
 	before := len(f.changedPods())
 	if _, err := f.fake.CoreV1().Secrets("ns").Create(context.Background(), secret("later", map[string]string{"k": "v"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "OnChange for the waiting pod, and its set-up succeeds", func() bool {
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "OnChange for the waiting pod, and its set-up succeeds", func() bool {
 		for _, uid := range f.changedPods()[before:] {
 			if uid == waiting.UID {
 				return f.setUp(waiting) == nil
@@ -327,7 +328,7 @@ func TestProjectedTokenRefresh(t *testing.T) {
 	}
 	// At 80%: Run's timer fires and the token file is rewritten.
 	f.clock.Step(11 * time.Second)
-	eventually(t, "the refreshed token in the volume", func() bool {
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "the refreshed token in the volume", func() bool {
 		b, _ := os.ReadFile(filepath.Join(f.dir(pod), "volumes", PluginProjected, "kube-api-access", "token"))
 		return string(b) == "token-2"
 	})
@@ -469,7 +470,7 @@ func TestSharedWatch(t *testing.T) {
 	if n := f.m.Watches(); n != 1 {
 		t.Errorf("%d watches for 50 pods of one ConfigMap", n)
 	}
-	eventually(t, "watch in place", func() bool { return f.api.watching("configmaps") > 0 })
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "watch in place", func() bool { return f.api.watching("configmaps") > 0 })
 	f.api.mu.Lock()
 	lists, watches := f.api.lists["configmaps"], f.api.watches["configmaps"]
 	f.api.mu.Unlock()
@@ -523,7 +524,7 @@ func TestForbiddenObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The reflector lists again after its back-off (about a second).
-	eventually(t, "SetUpPod succeeds once the Secret is readable", func() bool { return f.setUp(pod) == nil })
+	testenv.Eventually(t, waitTimeout, 2*time.Millisecond, "SetUpPod succeeds once the Secret is readable", func() bool { return f.setUp(pod) == nil })
 }
 
 // Memory-backed emptyDir: a tmpfs with the size limit, unmounted and

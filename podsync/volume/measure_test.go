@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // TestMeasureAPICost sets up one pod with a Secret, a ConfigMap and the
@@ -54,17 +55,18 @@ func TestMeasureAPICost(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), string(pod.UID))
 	defer func() { _ = unmountAll(filepath.Dir(dir)) }()
 
-	r0, q0, s0, c0 := n.count.snapshot()
+	c0 := n.count.Count()
 	if err := m.SetUpPod(ctx, pod, dir); err != nil {
 		t.Fatal(err)
 	}
-	r1, q1, s1, c1 := n.count.snapshot()
-	t.Logf("set-up: %d requests, %d request bytes, %d response bytes: %s", r1-r0, q1-q0, s1-s0, diff(c1, c0))
+	c1 := n.count.Count()
+	d := c1.Sub(c0)
+	t.Logf("set-up: %d requests, %d request bytes, %d response bytes: %s", d.Requests, d.RequestBytes, d.ResponseBytes, byCall(d))
 	start := time.Now()
 	timer := time.NewTimer(window)
 	<-timer.C
-	r2, q2, s2, c2 := n.count.snapshot()
-	t.Logf("idle %v: %d requests, %d request bytes, %d response bytes: %s", time.Since(start).Round(time.Second), r2-r1, q2-q1, s2-s1, diff(c2, c1))
+	d = n.count.Count().Sub(c1)
+	t.Logf("idle %v: %d requests, %d request bytes, %d response bytes: %s", time.Since(start).Round(time.Second), d.Requests, d.RequestBytes, d.ResponseBytes, byCall(d))
 	if err := m.TearDownPod(ctx, pod, dir); err != nil {
 		t.Error(err)
 	}
@@ -76,19 +78,18 @@ func TestMeasureAPICost(t *testing.T) {
 	snap.Verify(t)
 }
 
-func diff(now, before map[string]int) string {
+// byCall lists the requests of d by call, "GET secrets=1 WATCH secrets=2 ".
+func byCall(d testenv.APICount) string {
 	var keys []string
-	for k, v := range now {
-		if v-before[k] != 0 {
+	for k, v := range d.ByCall {
+		if v.Requests != 0 {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
 	out := ""
 	for _, k := range keys {
-		out += k + "=" + itoa(now[k]-before[k]) + " "
+		out += k + "=" + strconv.FormatInt(d.ByCall[k].Requests, 10) + " "
 	}
 	return out
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,53 @@
+package testenv
+
+import (
+	"fmt"
+	"time"
+)
+
+// PollTB is the part of testing.TB that Eventually and EventuallyErr use.
+type PollTB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Eventually polls cond every interval until it holds, and fails t with
+// "<what>: not within <timeout>" when it does not hold within timeout. It is
+// for conditions a test cannot be told about (another process's state, a
+// goroutine's progress, a fake clock's waiters); fake-clock tests step the
+// clock instead of waiting for time to pass, and a test that can be told
+// (a channel, a callback) waits on that. Call it from the test's goroutine.
+func Eventually(t PollTB, timeout, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
+	EventuallyErr(t, timeout, interval, what, func() (bool, error) { return cond(), nil })
+}
+
+// EventuallyErr is Eventually for a condition that can say why it does not
+// hold yet: the failure ends with the last error cond returned,
+// "<what>: not within <timeout> (last error: <err>)".
+func EventuallyErr(t PollTB, timeout, interval time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	if err := poll(timeout, interval, what, cond); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// poll checks cond at once and then every interval, and returns nil when it
+// holds, or an error naming what, timeout and cond's last error once
+// timeout has passed.
+func poll(timeout, interval time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("%s: not within %v (last error: %w)", what, timeout, err)
+			}
+			return fmt.Errorf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(interval)
+	}
+}
