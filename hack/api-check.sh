@@ -24,27 +24,30 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 baseline=internal/apicheck/v0.1.0
-tool=(go run . -baseline "$root/$baseline")
 export GOWORK=off
 
 case "${1:-}" in
-"")
-  cd "$root/internal/apicheck"
-  exec "${tool[@]}" -root "$root"
-  ;;
---write)
-  rev=${2:-$(cat "$root/$baseline/SOURCE" 2>/dev/null || true)}
-  [ -n "$rev" ] || { echo "api-check: --write needs a commit (no $baseline/SOURCE)" >&2; exit 2; }
-  commit=$(git -C "$root" rev-parse --verify "$rev^{commit}")
-  src=$(mktemp -d "${TMPDIR:-/tmp}/nodekit-api.XXXXXX")
-  trap 'rm -rf "$src"' EXIT
-  git -C "$root" archive "$commit" | tar -x -C "$src"
-  cd "$root/internal/apicheck"
-  "${tool[@]}" -root "$src" -write
-  echo "$commit" >"$root/$baseline/SOURCE"
-  ;;
+"" | --write) ;;
 *)
   echo "usage: hack/api-check.sh [--write [REV]]" >&2
   exit 2
   ;;
 esac
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nodekit-api.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+(cd "$root/internal/apicheck" && go build -o "$tmp/apicheck" .)
+tool=("$tmp/apicheck" -baseline "$root/$baseline")
+
+if [ -z "${1:-}" ]; then
+  "${tool[@]}" -root "$root"
+  exit
+fi
+
+rev=${2:-$(cat "$root/$baseline/SOURCE" 2>/dev/null || true)}
+[ -n "$rev" ] || { echo "api-check: --write needs a commit (no $baseline/SOURCE)" >&2; exit 2; }
+commit=$(git -C "$root" rev-parse --verify "$rev^{commit}")
+mkdir "$tmp/src"
+git -C "$root" archive "$commit" | tar -x -C "$tmp/src"
+"${tool[@]}" -root "$tmp/src" -write
+echo "$commit" >"$root/$baseline/SOURCE"
