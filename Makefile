@@ -4,11 +4,11 @@ SHELL := /bin/bash
 GO ?= go
 # Nested modules with tests of their own (benchmarks against peer code). Each
 # has its own go.mod so the library's go.mod stays lean.
-NESTED_MODULES := $(shell find . -mindepth 2 -name go.mod -not -path './internal/testbin/*' -exec dirname {} \; | sort)
+NESTED_MODULES := $(shell find . -mindepth 2 -name go.mod -not -path './internal/testbin/*' -not -path '*/testdata/*' -exec dirname {} \; | sort)
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 DEMO_SECONDS ?= 0
 
-.PHONY: all test unit testbin containerd vet fmt-check no-testing check-consumer demo clean-cache
+.PHONY: all test unit testbin containerd vet fmt-check no-testing check-consumer api-check demo clean-cache
 
 all: test
 
@@ -50,12 +50,16 @@ no-testing:
 check-consumer:
 	@hack/check-consumer.sh
 
+## api-check: fail if an exported identifier changed incompatibly since v0.1.0 and CHANGELOG.md does not name it.
+api-check:
+	@hack/api-check.sh
+
 ## unit: the tests that need nothing from the machine.
 unit:
 	$(GO) test -short $(TEST_FLAGS) ./...
 
 ## test: every test: unit, integration (real kube-apiserver) and end-to-end (real containerd).
-test: testbin containerd vet fmt-check no-testing check-consumer
+test: testbin containerd vet fmt-check no-testing check-consumer api-check
 	KUBEBUILDER_ASSETS=$$(hack/testbin.sh) $(GO) test $(TEST_FLAGS) ./...
 	@for m in $(NESTED_MODULES); do echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...) || exit 1; done
 
