@@ -755,3 +755,19 @@ func (s *serviceCache) HasSynced() bool {
 
 // List returns the services.
 func (s *serviceCache) List() []any { return s.store.List() }
+
+// WithClients returns o with its four API clients taken from c: a client
+// with per-namespace accessors, such as nodekit.Client or a clientset's
+// CoreV1().
+func WithClients[S SecretClient, C ConfigMapClient, V ServiceClient, A ServiceAccountClient](o Options, c interface {
+	Secrets(namespace string) S
+	ConfigMaps(namespace string) C
+	Services(namespace string) V
+	ServiceAccounts(namespace string) A
+}) Options {
+	o.Secrets = func(ns string) SecretClient { return c.Secrets(ns) }
+	o.ConfigMaps = func(ns string) ConfigMapClient { return c.ConfigMaps(ns) }
+	o.Services = func(ns string) ServiceClient { return c.Services(ns) }
+	o.ServiceAccounts = func(ns string) ServiceAccountClient { return c.ServiceAccounts(ns) }
+	return o
+}
