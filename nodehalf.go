@@ -36,6 +36,10 @@ type NodeHalfOptions struct {
 	// SetterDiskPressure and SetterPIDPressure. Default:
 	// nodestatus.DefaultSetters(Status).
 	Setters nodestatus.Setters
+	// CustomSetters are the agent's own setters (a disk-usage condition,
+	// hardware health), inserted in order before SetterReady, which reads
+	// what the others found. Default none.
+	CustomSetters []nodestatus.Named
 	// Pods is the agent's pod half, built first: the node reports its
 	// runtime status (Ready) and its eviction manager's pressure
 	// conditions, and publishes the Node to the pod half's view.
@@ -98,9 +102,16 @@ func NewNodeHalf(o NodeHalfOptions) (*NodeHalf, error) {
 			return nil, err
 		}
 	}
+	var err error
 	if o.Pods != nil {
-		var err error
 		if setters, err = o.Pods.pressureSetters(setters); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range o.CustomSetters {
+		if setters.Index(nodestatus.SetterReady) < 0 {
+			setters = append(setters, c)
+		} else if setters, err = setters.InsertBefore(nodestatus.SetterReady, c); err != nil {
 			return nil, err
 		}
 	}

@@ -382,6 +382,10 @@ func (p *PodHalf) Recorder() record.EventRecorder { return p.recorder }
 // Merger returns the merged pod sources.
 func (p *PodHalf) Merger() *podsource.Merger { return p.merger }
 
+// MirrorPods returns the mirror pods' manager, nil without an API server
+// or static pod sources.
+func (p *PodHalf) MirrorPods() *podsource.MirrorPods { return p.mirrors }
+
 // Engine returns the pod workers.
 func (p *PodHalf) Engine() *podsync.Engine { return p.engine }
 
@@ -390,6 +394,10 @@ func (p *PodHalf) Probes() *probe.Manager { return p.probes }
 
 // Writer returns the status writer.
 func (p *PodHalf) Writer() *status.Writer { return p.writer }
+
+// RuntimeStatus returns the backend's runtime status (the node's Ready
+// condition reads it), nil when the backend has none.
+func (p *PodHalf) RuntimeStatus() podsync.RuntimeStatusSource { return p.runtimeStatus }
 
 // Eviction returns the eviction manager, nil when the backend cannot be
 // observed.

@@ -11,6 +11,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -20,9 +22,14 @@ import (
 func TestAdmissionNodeBeforeRegistration(t *testing.T) {
 	cfg := &config{maxPods: 7, nodeLabels: map[string]string{"zone": "north"},
 		registerWithTaints: []corev1.Taint{{Key: "edge", Effect: corev1.TaintEffectNoExecute}}}
-	rc := newRuntimeConn("", clocktesting.NewFakeClock(t0))
-	n := &admissionNode{cfg: cfg, name: "n1", rt: rc, clock: clocktesting.NewFakeClock(t0)}
-	node, err := n.Node()
+	rc := runtimetest.New(runtimetest.Options{})
+	localNode := func(cfg *config) func() (*corev1.Node, error) {
+		so := statusOptions(cfg, "n1", rc)
+		so.Clock = clocktesting.NewFakeClock(t0)
+		return nodekit.LocalNode(nodeTemplate(cfg, "n1"), so)
+	}
+	n := localNode(cfg)
+	node, err := n()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +43,13 @@ func TestAdmissionNodeBeforeRegistration(t *testing.T) {
 		t.Error("no allocatable cpu")
 	}
 	// Computed once.
-	if again, _ := n.Node(); again != node {
+	if again, _ := n(); again != node {
 		t.Error("the local node was computed again")
 	}
 
 	// --pods-per-core caps pods capacity at that many per core.
 	cfg = &config{maxPods: 110, podsPerCore: 1}
-	n = &admissionNode{cfg: cfg, name: "n1", rt: rc, clock: clocktesting.NewFakeClock(t0)}
-	node, err = n.Node()
+	node, err = localNode(cfg)()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +64,12 @@ func TestAdmissionNodeBeforeRegistration(t *testing.T) {
 func TestEnsurePauseImage(t *testing.T) {
 	ctx := context.Background()
 	rt := runtimetest.New(runtimetest.Options{Images: map[string]uint64{}})
-	ensurePauseImage(ctx, rt, "registry.example/pause:3.10")
+	cri.EnsureImage(ctx, rt, "registry.example/pause:3.10")
 	if st, err := rt.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: "registry.example/pause:3.10"}, false); err != nil || st.GetImage() == nil {
 		t.Fatalf("image not pulled: %v %v", st, err)
 	}
 	rt.ResetCalls()
-	ensurePauseImage(ctx, rt, "registry.example/pause:3.10")
+	cri.EnsureImage(ctx, rt, "registry.example/pause:3.10")
 	for _, c := range rt.Calls() {
 		if c.Method == "PullImage" {
 			t.Fatal("pulled an image the runtime has")
@@ -71,9 +77,9 @@ func TestEnsurePauseImage(t *testing.T) {
 	}
 	// A failed pull is logged, not fatal; an empty flag asks nothing.
 	rt.InjectError("PullImage", errors.New("no registry"))
-	ensurePauseImage(ctx, rt, "registry.example/other:1")
+	cri.EnsureImage(ctx, rt, "registry.example/other:1")
 	rt.ResetCalls()
-	ensurePauseImage(ctx, rt, "")
+	cri.EnsureImage(ctx, rt, "")
 	if n := len(rt.Calls()); n != 0 {
 		t.Fatalf("%d runtime calls with no image", n)
 	}

@@ -2,138 +2,103 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	goruntime "runtime"
-	"sync"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
+	"github.com/nodekit/nodekit/nodestatus/usage"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
+	"github.com/nodekit/nodekit/podsync/cri/backend"
+	"github.com/nodekit/nodekit/podsync/eviction"
+	"github.com/nodekit/nodekit/podsync/logrotate"
+	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/podsync/volume"
+	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 // userAgent is what the agent calls itself in API requests.
 const userAgent = "nodekit-agent/" + nodestatus.DefaultKubeletVersion
 
-// component is one long-running part of the agent. Run returns when ctx
-// ends (its error is then ignored) or when the part fails, which stops the
-// others. The node half is the runtime connection, the heartbeat and the
-// local HTTP server; the pod half (podHalf: pod sources, mirror pods, pod
-// sync, probes, status writer) is one more component of the same list.
-type component struct {
-	name string
-	run  func(ctx context.Context) error
-}
-
-// agent is a node agent built from nodekit's packages.
+// agent is a node agent composed from nodekit's node and pod halves.
 type agent struct {
 	name      string
-	client    *nodeClient // nil: standalone (no --kubeconfig)
-	runtime   *runtimeConn
+	client    *nodekit.Client // nil: standalone (no --kubeconfig)
+	runtime   runtime.Runtime // the CRI connection, or the in-memory fake
+	backend   *backend.Backend
+	pods      *nodekit.PodHalf     // nil: no pod source configured
+	node      *nodekit.NodeHalf    // nil: standalone
+	heartbeat *heartbeat.Heartbeat // the node half's; nil: standalone
 	setters   nodestatus.Setters
-	heartbeat *heartbeat.Heartbeat // nil: standalone
 	registry  *prometheus.Registry
 	listener  net.Listener // nil: no local server
 	server    *http.Server
 	nodeAPI   net.Listener // kubelet's port; nil: --port=0
-
-	pods *podHalf // nil: no pod source configured
-
-	components []component
+	group     nodekit.Group
 }
 
-// newAgent builds the agent from cfg. It makes no request to the API server
-// or the runtime; it does bind the local listener, so that a busy port is an
-// error at start.
-func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
+// newAgent builds the agent from cfg: the runtime connection, the pod half
+// (with the API server: always, its API source's relists giving the node
+// its runtime status), the node half, the node API and the local server,
+// in that order. It makes no request to the API server or the runtime; it
+// does bind its listeners, so that a busy port is an error at start.
+func newAgent(cfg *config, clk clock.WithTicker) (*agent, error) {
 	name, err := cfg.nodeName()
 	if err != nil {
 		return nil, err
 	}
 	a := &agent{name: name, registry: prometheus.NewRegistry()}
-	a.registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-
-	a.runtime = newRuntimeConn(cfg.runtimeEndpoint, clk)
-	// With an API server there is always a pod half (the API source), whose
-	// relists give the node its runtime status.
-	rs := &runtimeStatus{conn: a.runtime}
-	pr := &pressure{} // the pod half's eviction manager, for the node's pressure conditions
-	a.components = []component{{name: "runtime", run: a.runtime.Run}}
-
-	// The node half: only with an API server.
-	if cfg.kubeconfig != "" {
-		restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", cfg.kubeconfig, err)
-		}
-		counter, err := newAPICounter(a.registry)
-		if err != nil {
-			return nil, err
-		}
-		restCfg.QPS, restCfg.Burst = float32(cfg.kubeAPIQPS), cfg.kubeAPIBurst
-		if a.client, err = newClient(restCfg, counter); err != nil {
-			return nil, err
-		}
-		if a.setters, err = newSetters(cfg, name, a.runtime, rs); err != nil {
-			return nil, err
-		}
-		if a.setters, err = pr.setters(a.setters); err != nil {
-			return nil, err
-		}
-		hbOpts := heartbeat.Options{
-			Nodes:                     a.client.Nodes(),
-			Leases:                    a.client.nodeLeases(),
-			NodeName:                  name,
-			Node:                      nodeTemplate(cfg, name),
-			StatusSetter:              a.setters,
-			Strategy:                  heartbeat.LeaseStrategy(),
-			NodeStatusUpdateFrequency: cfg.statusUpdateFrequency,
-			NodeStatusReportFrequency: cfg.statusReportFrequency,
-			DisableRegistration:       !cfg.registerNode,
-			Clock:                     clk,
-			Registerer:                a.registry,
-			LeaseOptions:              leaseOptions(cfg.leaseDuration),
-			OnRepeatedFailure:         a.client.closeConnections,
-		}
-		if a.heartbeat, err = heartbeat.New(hbOpts); err != nil {
-			return nil, err
-		}
-		a.components = append(a.components, component{name: "heartbeat", run: a.heartbeat.Run})
-	}
-
-	// The pod half.
-	tclk, ok := clk.(clock.WithTicker)
-	if !ok {
-		tclk = clock.RealClock{}
-	}
-	if a.pods, err = newPodHalf(cfg, name, tclk, a.runtime, rs, a.client, a.heartbeat, a.registry); err != nil {
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.newRuntime(cfg, clk); err != nil {
 		return nil, err
 	}
-	if a.pods != nil {
-		if a.setters != nil {
-			a.pods.pressure = pr
+	var api *nodekit.API
+	if cfg.kubeconfig != "" {
+		if a.client, err = newClient(cfg, a.registry); err != nil {
+			return nil, err
 		}
-		a.components = append(a.components, component{name: "pods", run: a.pods.Run})
+		api = a.client.API()
 	}
-
+	tmpl := nodeTemplate(cfg, name)
+	so := statusOptions(cfg, name, a.runtime)
+	so.Clock = clk
+	if api != nil || cfg.podManifestPath != "" || cfg.manifestURL != "" {
+		if a.pods, err = a.newPodHalf(cfg, api, clk, tmpl, so); err != nil {
+			return nil, err
+		}
+		_ = a.group.AddGroup("pods", a.pods.Group())
+	}
+	if api != nil {
+		no := nodekit.NodeHalfOptions{NodeName: name, API: api, Node: tmpl, Status: so, Pods: a.pods, Clock: clk, Registerer: a.registry,
+			Heartbeat: heartbeat.Options{NodeStatusUpdateFrequency: cfg.statusUpdateFrequency, NodeStatusReportFrequency: cfg.statusReportFrequency,
+				DisableRegistration: !cfg.registerNode, LeaseOptions: lease.Options{LeaseDuration: cfg.leaseDuration}}}
+		if no.CustomSetters, err = customSetters(cfg); err != nil {
+			return nil, err
+		}
+		if a.node, err = nodekit.NewNodeHalf(no); err != nil {
+			return nil, err
+		}
+		a.heartbeat, a.setters = a.node.Heartbeat(), a.node.Setters()
+		_ = a.group.Add("heartbeat", a.node)
+	}
 	if cfg.port != 0 {
-		if err = a.newNodeAPI(cfg, tclk); err != nil {
+		if err = a.newNodeAPI(cfg, clk); err != nil {
 			return nil, err
 		}
 	}
@@ -142,90 +107,111 @@ func newAgent(cfg *config, clk clock.Clock) (*agent, error) {
 			return nil, fmt.Errorf("--listen: %w", err)
 		}
 		a.server = &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
-		a.components = append(a.components, component{name: "http", run: a.serve})
+		_ = a.group.Add("http", nodekit.RunnableFunc(a.serve))
 	}
 	return a, nil
 }
 
-// leaseOptions returns the lease options for duration: kubelet's timing (a
-// renewal every quarter of the duration, the lease package's default).
-func leaseOptions(duration time.Duration) lease.Options {
-	return lease.Options{LeaseDuration: duration}
+// newRuntime connects to --container-runtime-endpoint in the background
+// (registration does not wait for it), or runs on the in-memory fake.
+func (a *agent) newRuntime(cfg *config, clk clock.WithTicker) error {
+	if cfg.runtimeEndpoint == "" {
+		a.runtime = runtimetest.New(runtimetest.Options{NoCallLog: true})
+		return nil
+	}
+	conn, err := remote.NewConn(remote.ConnOptions{Options: remote.Options{Endpoint: cfg.runtimeEndpoint,
+		ConnectionTimeout: 2 * time.Second, RequestTimeout: 10 * time.Second}, Clock: clk})
+	if err != nil {
+		return fmt.Errorf("--container-runtime-endpoint: %w", err)
+	}
+	a.runtime = conn
+	return a.group.Add("runtime", conn)
 }
 
-// newClient returns the agent's one API client: protobuf on the wire (smaller
-// writes than JSON), every request counted, rate-limited as cfg says
-// (--kube-api-qps and --kube-api-burst; client-go's own default, 5 per
-// second, would space a pod's status writes and events 200 ms apart).
-func newClient(cfg *rest.Config, counter *apiCounter) (*nodeClient, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.UserAgent = userAgent
-	cfg.Wrap(counter.wrap)
-	return newNodeClient(cfg)
+// newClient returns the agent's one API client: protobuf on the wire,
+// every request counted, rate-limited as --kube-api-qps and
+// --kube-api-burst say (client-go's own default, 5 per second, would space
+// a pod's status writes and events 200 ms apart).
+func newClient(cfg *config, reg prometheus.Registerer) (*nodekit.Client, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", cfg.kubeconfig, err)
+	}
+	count, err := nodekit.CountRequests(reg)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst, rc.UserAgent = float32(cfg.kubeAPIQPS), cfg.kubeAPIBurst, userAgent
+	rc.Wrap(count)
+	return nodekit.NewClient(rc)
+}
+
+// newPodHalf builds the pod half on the CRI backend.
+func (a *agent) newPodHalf(cfg *config, api *nodekit.API, clk clock.WithTicker, tmpl *corev1.Node, so nodestatus.Options) (*nodekit.PodHalf, error) {
+	_, fake := a.runtime.(*runtimetest.Runtime)
+	bo := backend.Options{
+		Syncer: cri.Options{Runtime: a.runtime, PodLogRoot: cfg.podLogRoot, PodRoot: filepath.Join(cfg.rootDir, "pods"),
+			CgroupDriver: cfg.cgroupDriver, CgroupRoot: cfg.cgroupRoot, CgroupsPerQOS: cfg.cgroupsPerQOS && !fake,
+			ClusterDNS: cfg.clusterDNS, ClusterDomain: cfg.clusterDomain, ResolvConf: cfg.resolvConf, SeccompDefault: cfg.seccompDefault},
+		Usage: usage.Options{RootDir: cfg.rootDir},
+		Logs:  logrotate.Options{MaxSize: cfg.logMaxSize, MaxFiles: cfg.logMaxFiles, MonitorInterval: cfg.logMonitorInterval},
+		ImageGC: eviction.ImageGCOptions{HighThresholdPercent: cfg.imageGCHigh, LowThresholdPercent: cfg.imageGCLow,
+			MinAge: cfg.imageMinAge},
+		PauseImage: cfg.podInfraImage,
+	}
+	if a.client != nil {
+		bo.Volume = volume.WithClients(bo.Volume, a.client)
+	}
+	a.backend = backend.New(bo)
+	var hostIPs []string
+	for _, ip := range cfg.nodeIPs {
+		hostIPs = append(hostIPs, ip.String())
+	}
+	return nodekit.NewPodHalf(nodekit.PodHalfOptions{
+		NodeName: a.name, API: api, Backend: a.backend.Build,
+		ManifestPath: cfg.podManifestPath, FileCheckFrequency: cfg.fileCheckFrequency,
+		ManifestURL: cfg.manifestURL, ManifestURLHeader: cfg.manifestURLHeader, HTTPCheckFrequency: cfg.httpCheckFrequency,
+		LocalNode: nodekit.LocalNode(tmpl, so), HostIPs: hostIPs, Execer: a.runtime,
+		Engine: podsync.Options{ResyncPeriod: cfg.syncFrequency},
+		Status: status.Options{PendingDelay: cfg.pendingStatusDelay},
+		Eviction: eviction.Options{EvictionHard: cfg.evictionHard, EvictionSoft: cfg.evictionSoft,
+			EvictionSoftGracePeriod: cfg.evictionSoftGrace, EvictionMinimumReclaim: cfg.evictionMinReclaim,
+			PressureTransitionPeriod: cfg.evictionTransition, MaxPodGracePeriod: cfg.evictionMaxPodGrace},
+		Clock: clk, Registerer: a.registry,
+	})
 }
 
 // nodeTemplate is the Node the agent registers: kubelet's default labels,
 // the user's labels, the attach/detach annotation kubelet sets, and the
 // taints and provider ID asked for.
 func nodeTemplate(cfg *config, name string) *corev1.Node {
-	l := map[string]string{
-		corev1.LabelHostname:      name,
-		corev1.LabelOSStable:      goruntime.GOOS,
-		corev1.LabelArchStable:    goruntime.GOARCH,
-		"beta.kubernetes.io/os":   goruntime.GOOS,
-		"beta.kubernetes.io/arch": goruntime.GOARCH,
-	}
-	for k, v := range cfg.nodeLabels {
-		l[k] = v
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Labels:      l,
-			Annotations: map[string]string{heartbeat.ControllerManagedAttachAnnotation: "true"},
-		},
-		Spec: corev1.NodeSpec{Taints: cfg.registerWithTaints, ProviderID: cfg.providerID},
-	}
+	n := nodekit.NodeTemplate(name, cfg.nodeLabels)
+	n.Spec = corev1.NodeSpec{Taints: cfg.registerWithTaints, ProviderID: cfg.providerID}
+	return n
 }
 
-// newSetters returns kubelet's default setters with the custom DiskUsage
-// setter placed before Ready.
-// status, when not nil, is the runtime's status as the pod half observes it.
-func newSetters(cfg *config, name string, rt nodestatus.RuntimeInfo, status nodestatus.RuntimeStatusSource) (nodestatus.Setters, error) {
-	setters, err := nodestatus.DefaultSetters(nodestatus.Options{
-		Hostname:       name,
-		NodeIPs:        cfg.nodeIPs,
-		Runtime:        rt,
-		RuntimeStatus:  status,
-		KubeletPort:    int32(cfg.port), // 0 (not served): nodestatus's default
-		MaxPods:        cfg.maxPods,
-		PodsPerCore:    cfg.podsPerCore,
-		SystemReserved: cfg.systemReserved,
-		KubeReserved:   cfg.kubeReserved,
+// statusOptions are the default setters' options as the flags say.
+func statusOptions(cfg *config, name string, rt nodestatus.RuntimeInfo) nodestatus.Options {
+	return nodestatus.Options{Hostname: name, NodeIPs: cfg.nodeIPs, Runtime: rt,
+		KubeletPort: int32(cfg.port), // 0 (not served): nodestatus's default
+		MaxPods:     cfg.maxPods, PodsPerCore: cfg.podsPerCore, SystemReserved: cfg.systemReserved, KubeReserved: cfg.kubeReserved,
+		RuntimeDownAfter: cfg.runtimeDownAfter}
+}
 
-		RuntimeDownAfter: cfg.runtimeDownAfter,
-	})
-	if err != nil {
-		return nil, err
-	}
+// customSetters is the custom DiskUsage setter, placed before Ready.
+func customSetters(cfg *config) ([]nodestatus.Named, error) {
 	if cfg.diskUsagePath == "" {
-		return setters, nil
+		return nil, nil
 	}
-	du, err := nodestatus.DiskUsage(nodestatus.DiskUsageOptions{
-		Path:             cfg.diskUsagePath,
-		ThresholdPercent: cfg.diskUsageThreshold,
-		ResourceName:     corev1.ResourceName(cfg.diskUsageResource),
-	})
+	du, err := nodestatus.DiskUsage(nodestatus.DiskUsageOptions{Path: cfg.diskUsagePath, ThresholdPercent: cfg.diskUsageThreshold,
+		ResourceName: corev1.ResourceName(cfg.diskUsageResource)})
 	if err != nil {
 		return nil, fmt.Errorf("--disk-usage-*: %w", err)
 	}
-	return setters.InsertBefore(nodestatus.SetterReady, nodestatus.Named{Name: "DiskUsage", StatusSetter: du})
+	return []nodestatus.Named{{Name: "DiskUsage", StatusSetter: du}}, nil
 }
 
-// handler serves /healthz and /metrics (the agent's own registry, not the
-// process-wide default one).
+// handler serves /healthz and /metrics (the agent's own registry).
 func (a *agent) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -254,44 +240,9 @@ func (a *agent) serve(ctx context.Context) error {
 	return nil
 }
 
-// Run runs every component until ctx ends or one fails; it then stops the
-// others and waits for them. The node lease is not deleted: like kubelet's,
-// it is left to expire.
-func (a *agent) Run(ctx context.Context) error {
-	return runComponents(ctx, a.components)
-}
-
-// runComponents runs comps concurrently until ctx ends or one of them returns
-// while ctx is still live; then it cancels the rest, waits for all, and
-// returns the failures joined (nil after a plain stop).
-func runComponents(ctx context.Context, comps []component) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, c := range comps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := c.run(ctx)
-			if ctx.Err() != nil {
-				return // stopping: whatever it returned is the stop
-			}
-			if err == nil {
-				err = errors.New("stopped unexpectedly")
-			}
-			mu.Lock()
-			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
-			mu.Unlock()
-			cancel()
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+// Run runs every part until ctx ends or one fails (nodekit.Group). The node
+// lease is left to expire, as kubelet's is.
+func (a *agent) Run(ctx context.Context) error { return a.group.Run(ctx) }
 
 // metricsHandler serves the agent's registry in Prometheus' format, on
 // --listen and on the node API's /metrics.

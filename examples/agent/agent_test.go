@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
@@ -149,98 +149,6 @@ func TestParsePodFlags(t *testing.T) {
 	}
 }
 
-func TestAPIResource(t *testing.T) {
-	for path, want := range map[string]string{
-		"/api/v1/nodes":                         "nodes",
-		"/api/v1/nodes/n1":                      "nodes",
-		"/api/v1/nodes/n1/status":               "nodes/status",
-		"/api/v1/namespaces/default/pods":       "pods",
-		"/api/v1/namespaces/default/pods/p/log": "pods/log",
-		"/api/v1/namespaces/default":            "namespaces",
-		"/api/v1/namespaces/default/status":     "namespaces/status",
-		"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1": "leases",
-		"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases":    "leases",
-		"/version": "other",
-		"/api":     "other",
-		"/api/v1":  "other",
-	} {
-		if got := apiResource(path); got != want {
-			t.Errorf("apiResource(%q) = %q; want %q", path, got, want)
-		}
-	}
-}
-
-func TestCountingTransport(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("0123456789"))
-	}))
-	defer srv.Close()
-	reg := prometheus.NewRegistry()
-	c, err := newAPICounter(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hc := &http.Client{Transport: c.wrap(http.DefaultTransport)}
-	for range 2 {
-		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n", strings.NewReader("hello"))
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	if got := testutil.ToFloat64(c.requests.WithLabelValues("PUT", "leases", "200")); got != 2 {
-		t.Errorf("requests = %v; want 2", got)
-	}
-	if got := testutil.ToFloat64(c.requestBytes.WithLabelValues("PUT", "leases")); got != 10 {
-		t.Errorf("request bytes = %v; want 10", got)
-	}
-	if got := testutil.ToFloat64(c.responseBytes.WithLabelValues("PUT", "leases")); got != 20 {
-		t.Errorf("response bytes = %v; want 20", got)
-	}
-	// A request that gets no response is counted with code 0.
-	srv.Close()
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/nodes/n", nil)
-	if _, err := hc.Do(req); err == nil {
-		t.Fatal("request to a closed server succeeded")
-	}
-	if got := testutil.ToFloat64(c.requests.WithLabelValues("GET", "nodes", "0")); got != 1 {
-		t.Errorf("failed requests = %v; want 1", got)
-	}
-}
-
-func TestRunComponents(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	stopped := 0
-	err := runComponents(ctx, []component{
-		{name: "a", run: func(ctx context.Context) error { <-ctx.Done(); stopped++; return ctx.Err() }},
-	})
-	if err != nil || stopped != 1 {
-		t.Errorf("plain stop: err %v, stopped %d", err, stopped)
-	}
-
-	boom := errors.New("boom")
-	done := make(chan struct{})
-	err = runComponents(context.Background(), []component{
-		{name: "waits", run: func(ctx context.Context) error { <-ctx.Done(); close(done); return nil }},
-		{name: "fails", run: func(context.Context) error { return boom }},
-	})
-	<-done
-	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "fails: boom") {
-		t.Errorf("failure: err %v", err)
-	}
-	err = runComponents(context.Background(), []component{
-		{name: "quits", run: func(context.Context) error { return nil }},
-	})
-	if err == nil || !strings.Contains(err.Error(), "quits: stopped unexpectedly") {
-		t.Errorf("early return: err %v", err)
-	}
-}
-
 // The fake runtime makes a Ready node with the disk condition on a fake
 // clientset: the composition without a control plane.
 func TestAgentOnFakes(t *testing.T) {
@@ -248,21 +156,23 @@ func TestAgentOnFakes(t *testing.T) {
 	defer cancel()
 	cfg := &config{hostnameOverride: "n1", registerNode: true, leaseDuration: 40 * time.Second,
 		diskUsagePath: t.TempDir(), diskUsageThreshold: 99.9, maxPods: 110}
-	rc := newRuntimeConn("", clock.RealClock{})
-	setters, err := newSetters(cfg, "n1", rc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if i, j := setters.Index("DiskUsage"), setters.Index(nodestatus.SetterReady); i < 0 || i != j-1 {
-		t.Errorf("DiskUsage at %d, Ready at %d; want DiskUsage just before Ready", i, j)
-	}
+	rc := runtimetest.New(runtimetest.Options{NoCallLog: true})
 	client := fake.NewClientset()
 	tmpl := nodeTemplate(&config{nodeLabels: map[string]string{"x": "y"}}, "n1")
 	// The node's pod CIDR reaches the runtime through the agent's runtime connection.
 	tmpl.Spec.PodCIDR, tmpl.Spec.PodCIDRs = "10.244.7.0/24", []string{"10.244.7.0/24"}
-	hb, err := heartbeat.New(heartbeat.Options{Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace), NodeName: "n1", Node: tmpl, StatusSetter: setters})
+	custom, err := customSetters(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	node := &nodekit.API{Nodes: client.CoreV1().Nodes(), Leases: client.CoordinationV1().Leases(lease.DefaultNamespace)}
+	half, err := nodekit.NewNodeHalf(nodekit.NodeHalfOptions{NodeName: "n1", API: node, Node: tmpl, Status: statusOptions(cfg, "n1", rc), CustomSetters: custom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, setters := half.Heartbeat(), half.Setters()
+	if i, j := setters.Index("DiskUsage"), setters.Index(nodestatus.SetterReady); i < 0 || i != j-1 {
+		t.Errorf("DiskUsage at %d, Ready at %d; want DiskUsage just before Ready", i, j)
 	}
 	if setters.Index(nodestatus.SetterPodCIDR) != 0 {
 		t.Errorf("PodCIDR setter at %d, want first: the agent's runtime must take the node's pod CIDRs", setters.Index(nodestatus.SetterPodCIDR))
@@ -270,22 +180,21 @@ func TestAgentOnFakes(t *testing.T) {
 	if err := hb.SyncStatus(ctx); err != nil {
 		t.Fatal(err)
 	}
-	node, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	got, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fakeRT, _ := rc.Runtime(ctx)
-	if got := fakeRT.(*runtimetest.Runtime).RuntimeConfig().GetNetworkConfig().GetPodCidr(); got != "10.244.7.0/24" {
+	if got := rc.RuntimeConfig().GetNetworkConfig().GetPodCidr(); got != "10.244.7.0/24" {
 		t.Errorf("runtime pod CIDR = %q, want 10.244.7.0/24", got)
 	}
-	if node.Labels["x"] != "y" || node.Labels[corev1.LabelHostname] != "n1" || node.Labels[corev1.LabelOSStable] == "" {
-		t.Errorf("labels = %v", node.Labels)
+	if got.Labels["x"] != "y" || got.Labels[corev1.LabelHostname] != "n1" || got.Labels[corev1.LabelOSStable] == "" {
+		t.Errorf("labels = %v", got.Labels)
 	}
-	if got := node.Status.NodeInfo.ContainerRuntimeVersion; got != "fake://1.0.0" {
+	if got := got.Status.NodeInfo.ContainerRuntimeVersion; got != "fake://1.0.0" {
 		t.Errorf("containerRuntimeVersion = %q", got)
 	}
 	conds := map[corev1.NodeConditionType]corev1.ConditionStatus{}
-	for _, c := range node.Status.Conditions {
+	for _, c := range got.Status.Conditions {
 		conds[c.Type] = c.Status
 	}
 	if conds[corev1.NodeReady] != corev1.ConditionTrue || conds[nodestatus.DiskUsageCondition] == "" {
@@ -293,25 +202,9 @@ func TestAgentOnFakes(t *testing.T) {
 	}
 }
 
-func TestRuntimeConnUnreachable(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	rc := newRuntimeConn("unix://"+t.TempDir()+"/none.sock", clock.RealClock{})
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- rc.Run(runCtx) }()
-	if _, err := rc.Version(ctx); err == nil {
-		t.Error("Version succeeded without a runtime")
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Errorf("Run = %v", err)
-	}
-}
-
 func TestServeHealthzAndMetrics(t *testing.T) {
 	a := &agent{registry: prometheus.NewRegistry()}
-	if _, err := newAPICounter(a.registry); err != nil {
+	if _, err := nodekit.CountRequests(a.registry); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

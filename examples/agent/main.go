@@ -32,6 +32,8 @@ import (
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 func main() {
@@ -65,6 +67,7 @@ func run(args []string) int {
 	runtimeName := cfg.runtimeEndpoint
 	if runtimeName == "" {
 		runtimeName = "fake (in memory)"
+		logger.Info("No --container-runtime-endpoint: using the in-memory fake runtime (nothing runs; the node reports runtime fake://" + runtimetest.DefaultRuntimeVersion + ")")
 	}
 	logger.Info("Starting node agent", "node", a.name, "runtime", runtimeName, "standalone", a.client == nil, "pods", a.pods != nil,
 		"leaseDuration", cfg.leaseDuration, "setters", len(a.setters))

@@ -2,25 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	kubeclient "github.com/nodekit/nodekit"
-	"github.com/nodekit/nodekit/nodestatus/usage"
-	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
-)
-
-// The small client's review clients are the node API's.
-var (
-	_ nodeapi.TokenReviewInterface         = (*kubeclient.TokenReviewResource)(nil)
-	_ nodeapi.SubjectAccessReviewInterface = (*kubeclient.SubjectAccessReviewResource)(nil)
 )
 
 // newNodeAPI adds kubelet's port to the agent: podsync/nodeapi's handler
@@ -36,8 +27,8 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 	ho := nodeapi.Options{PodLogRoot: cfg.podLogRoot, Clock: clk,
 		Metrics: a.metricsHandler(), Registerer: a.registry}
 	if a.pods != nil {
-		ps := nodeapi.PodStates{Pods: a.pods.runningPods, State: a.pods.podState}
-		ho.Stats, ho.Pods = a.pods, a.pods.runningPods
+		ps := nodeapi.PodStates{Pods: a.pods.Pods, State: a.pods.PodState}
+		ho.Stats, ho.Pods = a.backend.Usage(), a.pods.Pods
 		ho.Runtime, ho.Container, ho.Sandbox = a.runtime, ps.Container, ps.Sandbox
 	}
 	h, err := nodeapi.New(ho)
@@ -59,9 +50,18 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 		CertFile: cfg.tlsCertFile, KeyFile: cfg.tlsKeyFile, CertDir: cfg.certDir,
 		Hostnames: []string{a.name}, IPs: cfg.nodeIPs, Clock: clk,
 	}
-	if cfg.serverTLS {
-		if so.Certificate, err = a.bootstrapServing(cfg, clk); err != nil {
+	if cfg.serverTLS { // kubelet's serverTLSBootstrap
+		if a.client == nil {
+			return errors.New("--rotate-server-certificates: needs --kubeconfig")
+		}
+		certs, err := nodeapi.NewServingCertificates(nodeapi.ServingCSROptions{CSRs: a.client.CertificateSigningRequests(),
+			NodeName: a.name, Hostnames: []string{a.name}, IPs: servingIPs(cfg), Clock: clk}, cfg.certDir)
+		if err != nil {
 			return fmt.Errorf("--rotate-server-certificates: %w", err)
+		}
+		so.Certificate = certs.Current
+		if err := a.group.Add("serving certificate", certs); err != nil {
+			return err
 		}
 	}
 	srv, err := nodeapi.NewServer(so)
@@ -73,10 +73,7 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 		return fmt.Errorf("--port: %w", err)
 	}
 	a.nodeAPI = ln
-	a.components = append(a.components, component{name: "node API", run: func(ctx context.Context) error {
-		return srv.Run(ctx, ln)
-	}})
-	return nil
+	return a.group.Add("node API", nodekit.RunnableFunc(func(ctx context.Context) error { return srv.Run(ctx, ln) }))
 }
 
 // cacheTTL maps a flag's cache TTL (0: not kept) to nodeapi's (negative:
@@ -88,24 +85,15 @@ func cacheTTL(d time.Duration) time.Duration {
 	return d
 }
 
-// Latest is the pod half's last usage sample (nodeapi.Stats), nil until
-// its collector has taken one.
-func (p *podHalf) Latest() *usage.Snapshot {
-	if c := p.usage.Load(); c != nil {
-		return c.Latest()
+// servingIPs are the addresses the serving certificate is requested for:
+// --node-ip, else the default-route address.
+func servingIPs(cfg *config) []net.IP {
+	if len(cfg.nodeIPs) > 0 {
+		return cfg.nodeIPs
 	}
-	return nil
-}
-
-// podState is what the engine's last relist saw of a pod (for /exec,
-// /attach, /portForward and /run), nil before the engine runs.
-func (p *podHalf) podState(uid types.UID) *podsync.PodState {
-	if e := p.engine.Load(); e != nil {
-		return e.State(uid)
+	var ips []net.IP
+	for _, ip := range nodekit.DefaultHostIPs() {
+		ips = append(ips, net.ParseIP(ip))
 	}
-	return nil
+	return ips
 }
-
-// runningPods are the pods the sources want on the node, for /pods and
-// /containerLogs (a pod's log directory has its UID).
-func (p *podHalf) runningPods(context.Context) []*corev1.Pod { return p.merger.Pods() }

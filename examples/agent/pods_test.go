@@ -49,7 +49,7 @@ func TestAgentStandalonePodsOnFakeRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.client != nil || a.heartbeat != nil || a.pods == nil || a.pods.mirrors != nil {
+	if a.client != nil || a.heartbeat != nil || a.pods == nil || a.pods.MirrorPods() != nil {
 		t.Fatalf("standalone agent: client %v, heartbeat %v, pods %v", a.client, a.heartbeat, a.pods)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -61,10 +61,7 @@ func TestAgentStandalonePodsOnFakeRuntime(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	rt, err := a.runtime.Runtime(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rt := a.runtime
 	running := func(pod string) bool {
 		cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{
 			State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},

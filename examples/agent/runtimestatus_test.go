@@ -21,9 +21,14 @@ func TestNodeReadyFromPodHalfRelist(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := &config{hostnameOverride: "n1", maxPods: 110}
-	rc := newRuntimeConn("", clock.RealClock{})
-	rs := &runtimeStatus{conn: rc}
-	setters, err := newSetters(cfg, "n1", rc, rs)
+	rt := runtimetest.New(runtimetest.Options{NoCallLog: true})
+	syncer, err := cri.New(cri.Options{Runtime: rt, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := statusOptions(cfg, "n1", rt)
+	so.RuntimeStatus = syncer // as the node half takes it from the pod half's backend
+	setters, err := nodestatus.DefaultSetters(so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,15 +48,6 @@ func TestNodeReadyFromPodHalfRelist(t *testing.T) {
 		t.Fatalf("before the pod half: %s %q", c.Status, c.Message)
 	}
 
-	rt, err := rc.Runtime(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syncer, err := cri.New(cri.Options{Runtime: rt, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs.cri.Store(syncer)
 	if _, err := syncer.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +55,7 @@ func TestNodeReadyFromPodHalfRelist(t *testing.T) {
 		t.Fatalf("after a relist: %s %q", c.Status, c.Message)
 	}
 
-	fake := rt.(*runtimetest.Runtime)
+	fake := rt
 	fake.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
 	// Still Ready: the setters read the last relist, not the runtime.
 	if c := ready(); c.Status != corev1.ConditionTrue {

@@ -36,9 +36,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	kubeclient "github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
-	kubeclient "github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/lease"
 )
 

@@ -1,4 +1,16 @@
-package cri
+// Package backend is a pod half's backend on a container runtime, the
+// kubelet's runtime side assembled from podsync/cri and the packages beside
+// it: the CRI syncer, the pods' data from the API (podsync/volume), usage
+// sampling (nodestatus/usage), container log rotation (podsync/logrotate),
+// image garbage collection and reclaim under pressure (podsync/eviction),
+// and the runtime's status for the node's Ready condition.
+//
+//	b := backend.New(backend.Options{Syncer: cri.Options{Runtime: rt, ...}})
+//	pods, err := nodekit.NewPodHalf(nodekit.PodHalfOptions{..., Backend: b.Build})
+//
+// It is a package of its own so that podsync/cri's users (and tests) need
+// not link the pod data, usage and log rotation code.
+package backend
 
 import (
 	"context"
@@ -6,26 +18,24 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/podsync/logrotate"
 	"github.com/nodekit/nodekit/podsync/volume"
-	"github.com/nodekit/nodekit/runtime"
 )
 
-// BackendOptions configure a Backend: the kubelet's runtime side of a pod
+// Options configure a Backend: the kubelet's runtime side of a pod
 // half on a container runtime. Each part's options hold only what the
 // agent chooses; what comes from the pod half (clock, recorder, metrics,
 // probes, the node) is set by Build.
-type BackendOptions struct {
+type Options struct {
 	// Syncer holds the CRI syncer's options; Runtime is required. Probes,
 	// PodData, NodeName, HostIPs, Clock, Recorder and Registerer are set by
 	// Build.
-	Syncer Options
+	Syncer cri.Options
 	// Volume holds the pod data manager's options: its API clients
 	// (volume.WithClients), else pods that use API objects wait. Clock,
 	// Recorder, Allocatable and OnChange are set by Build.
@@ -55,15 +65,15 @@ type BackendOptions struct {
 // image reclaim under pressure, and the runtime's status for the node's
 // Ready condition. Build is a podsync.BackendFunc.
 type Backend struct {
-	o      BackendOptions
-	syncer *Syncer
+	o      Options
+	syncer *cri.Syncer
 	data   *volume.Manager
 	usage  *usage.Collector
 }
 
-// NewBackend returns a backend to be built by a pod half
+// New returns a backend to be built by a pod half
 // (PodHalfOptions.Backend: b.Build).
-func NewBackend(o BackendOptions) *Backend { return &Backend{o: o} }
+func New(o Options) *Backend { return &Backend{o: o} }
 
 // errNoSample is the observer's error before the first usage sample.
 var errNoSample = errors.New("no usage sample yet")
@@ -71,11 +81,11 @@ var errNoSample = errors.New("no usage sample yet")
 // Build builds the backend's parts from the pod half's.
 func (b *Backend) Build(p podsync.BackendParts) (podsync.Backend, error) {
 	if b.syncer != nil {
-		return podsync.Backend{}, errors.New("cri: Backend.Build called twice")
+		return podsync.Backend{}, errors.New("backend: Build called twice")
 	}
 	rt := b.o.Syncer.Runtime
 	if rt == nil {
-		return podsync.Backend{}, errors.New("cri: BackendOptions.Syncer.Runtime is required")
+		return podsync.Backend{}, errors.New("backend: Options.Syncer.Runtime is required")
 	}
 	vo := b.o.Volume
 	vo.Clock, vo.Recorder, vo.OnChange = p.Clock, p.Recorder, p.Triggers.Trigger
@@ -97,7 +107,7 @@ func (b *Backend) Build(p podsync.BackendParts) (podsync.Backend, error) {
 	if p.Probes != nil {
 		so.Probes = p.Probes
 	}
-	syncer, err := New(so)
+	syncer, err := cri.New(so)
 	if err != nil {
 		return podsync.Backend{}, err
 	}
@@ -152,7 +162,7 @@ func (b *Backend) Build(p podsync.BackendParts) (podsync.Backend, error) {
 		}), gc},
 		Runnables: []podsync.BackendRunnable{
 			{Name: "sandbox image", Run: func(ctx context.Context) error {
-				EnsureImage(ctx, rt, b.o.PauseImage)
+				cri.EnsureImage(ctx, rt, b.o.PauseImage)
 				<-ctx.Done()
 				return nil
 			}},
@@ -165,7 +175,7 @@ func (b *Backend) Build(p podsync.BackendParts) (podsync.Backend, error) {
 }
 
 // Syncer returns the CRI syncer, nil before Build.
-func (b *Backend) Syncer() *Syncer { return b.syncer }
+func (b *Backend) Syncer() *cri.Syncer { return b.syncer }
 
 // PodData returns the pods' data manager, nil before Build.
 func (b *Backend) PodData() *volume.Manager { return b.data }
@@ -174,23 +184,3 @@ func (b *Backend) PodData() *volume.Manager { return b.data }
 // Build.
 func (b *Backend) Usage() *usage.Collector { return b.usage }
 
-// EnsureImage makes sure the runtime has image, pulling it when it is
-// missing. A failure is logged: what needs the image then fails with the
-// runtime's own error.
-func EnsureImage(ctx context.Context, rt runtime.Runtime, image string) {
-	if image == "" {
-		return
-	}
-	logger := klog.FromContext(ctx)
-	spec := &runtimeapi.ImageSpec{Image: image}
-	if st, err := rt.ImageStatus(ctx, spec, false); err == nil && st.GetImage() != nil {
-		logger.V(2).Info("Sandbox image present", "image", image)
-		return
-	}
-	ref, err := rt.PullImage(ctx, spec, nil, nil)
-	if err != nil {
-		logger.Error(err, "Cannot pull the sandbox image", "image", image)
-		return
-	}
-	logger.Info("Pulled the sandbox image", "image", image, "ref", ref)
-}
