@@ -10,7 +10,7 @@
 // the probe's spec:
 //
 //   - exec: the command runs through the runtime's ExecSync
-//     (HandlerOptions.Execer, a runtime.Execer such as runtime.Client) with the
+//     (HandlerOptions.Execer, a runtime.Execer such as remote.Client) with the
 //     probe's timeout. Exit code 0 is Success, any other Failure; the message
 //     is stdout then stderr. A command that outlives its timeout is a Failure
 //     that says so. $(VAR) in the command is expanded from the container's

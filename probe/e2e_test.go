@@ -14,7 +14,7 @@ import (
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/probe"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 var ctrd *containerdtest.Containerd
@@ -29,7 +29,7 @@ func TestExecOnContainerd(t *testing.T) {
 	c := containerdtest.Need(t, ctrd)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rt, err := runtime.Dial(ctx, runtime.Options{Endpoint: c.Endpoint})
+	rt, err := remote.Dial(ctx, remote.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}

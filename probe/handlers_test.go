@@ -593,8 +593,8 @@ func TestExecLeavesTheTimeoutToTheRuntime(t *testing.T) {
 	if !de.ok {
 		t.Fatal("ExecSync's context has no deadline: a runtime that never answers would hold the probe for ever")
 	}
-	if left := de.deadline.Sub(start); left < time.Second+runtime.DefaultRequestTimeout-time.Second || left > time.Second+runtime.DefaultRequestTimeout+time.Second {
-		t.Errorf("ExecSync's deadline is %v after the probe began, want the 1s timeout plus %v", left, runtime.DefaultRequestTimeout)
+	if left := de.deadline.Sub(start); left < time.Second+DefaultExecGrace-time.Second || left > time.Second+DefaultExecGrace+time.Second {
+		t.Errorf("ExecSync's deadline is %v after the probe began, want the 1s timeout plus %v", left, DefaultExecGrace)
 	}
 }
 

@@ -38,12 +38,16 @@ type HandlerOptions struct {
 	// ExecGrace is how long past the probe's timeout an exec probe waits for
 	// the runtime to answer. As in kubelet, the runtime enforces the probe's
 	// timeout (ExecSync's timeout) and the call may take up to the runtime
-	// request timeout more (runtime.Client bounds it so); ExecGrace is the
+	// request timeout more (remote.Client bounds it so); ExecGrace is the
 	// bound for an Execer that never answers, after which the probe gives up
-	// and reports a timeout. Default runtime.DefaultRequestTimeout (2m), as
-	// kubelet's gRPC deadline; between 10ms and 1h.
+	// and reports a timeout. Default DefaultExecGrace (2m, remote.DefaultRequestTimeout),
+	// as kubelet's gRPC deadline; between 10ms and 1h.
 	ExecGrace time.Duration
 }
+
+// DefaultExecGrace is the default of HandlerOptions.ExecGrace: kubelet's
+// runtime request timeout, as runtime/remote's DefaultRequestTimeout.
+const DefaultExecGrace = 2 * time.Minute
 
 // DefaultVersion is the kube-probe version sent when HandlerOptions.Version is empty.
 const DefaultVersion = "1.37"
@@ -81,7 +85,7 @@ func NewHandlers(o HandlerOptions) (*Handlers, error) {
 		o.TLSConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // kubelet does not verify probe targets
 	}
 	if o.ExecGrace == 0 {
-		o.ExecGrace = runtime.DefaultRequestTimeout
+		o.ExecGrace = DefaultExecGrace
 	}
 	if err := backoff.Check("probe: HandlerOptions.ExecGrace", o.ExecGrace, 10*time.Millisecond, time.Hour); err != nil {
 		return nil, err

@@ -10,7 +10,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Error is the error every Client call returns when it fails. It names the
+// Error is the error every runtime/remote Client call returns when it fails
+// (the fake in runtime/runtimetest returns it too). It names the
 // runtime endpoint and the CRI method, and keeps the runtime's gRPC status:
 // status.Code, status.FromError, errors.As and errors.Is all see through it.
 // When the call's context ended, errors.Is also matches context.Canceled or
@@ -87,7 +88,7 @@ func IsUnavailable(err error) bool { return Code(err) == codes.Unavailable }
 // NewExecTimeoutError returns an error for an ExecSync on endpoint that did not
 // finish in time: it matches ErrExecTimeout with errors.Is and has gRPC code
 // DeadlineExceeded. Other Runtime implementations (fakes, proxies) use it to
-// report exec timeouts the way Client does.
+// report exec timeouts the way runtime/remote's Client does.
 func NewExecTimeoutError(endpoint string, cause error) error {
 	if cause == nil || status.Code(cause) != codes.DeadlineExceeded {
 		msg := "command did not finish in time"
@@ -99,12 +100,19 @@ func NewExecTimeoutError(endpoint string, cause error) error {
 	return &Error{Endpoint: endpoint, Method: "ExecSync", Err: cause, execTimeout: true}
 }
 
-// wrap builds the Error for a failed call. It runs only on failure, so the
-// success path allocates nothing for errors.
-func wrapErr(ctx context.Context, endpoint, method string, err error) error {
+// WrapError returns the *Error for a call of method on endpoint, made under
+// ctx, that failed with err: when ctx had ended (or its deadline had passed,
+// whoever reported it), errors.Is also matches ctx's error; an ExecSync that
+// failed with DeadlineExceeded also matches ErrExecTimeout. It is how
+// runtime/remote's Client builds its errors, for other Runtime
+// implementations that talk to a runtime (proxies) to build them alike. It
+// runs only on failure, so the success path allocates nothing for errors.
+func WrapError(ctx context.Context, endpoint, method string, err error) error {
 	e := &Error{Endpoint: endpoint, Method: method, Err: err}
+	code := status.Code(err)
+	e.execTimeout = method == "ExecSync" && code == codes.DeadlineExceeded
 	cerr := ctx.Err()
-	if cerr == nil && status.Code(err) == codes.DeadlineExceeded {
+	if cerr == nil && code == codes.DeadlineExceeded {
 		// The answer can beat the context's own timer: a deadline that
 		// has passed is the context's, whoever reported it.
 		if dl, ok := ctx.Deadline(); ok && !wallClock.Now().Before(dl.Add(-deadlineSlack)) {

@@ -13,28 +13,8 @@ import (
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
-// Connect to containerd's CRI socket. New fails at once when the socket is
-// not there or does not serve CRI v1; later calls fail with Unavailable while
-// the runtime is down, and the client reconnects when it is back.
-func ExampleNew() {
-	rt, err := runtime.New(runtime.Options{
-		Endpoint:       "unix:///run/containerd/containerd.sock",
-		RequestTimeout: 2 * time.Minute,
-	})
-	if err != nil {
-		log.Fatal(err) // e.g. "cri unix:///run/containerd/containerd.sock: Version: Unavailable: ..."
-	}
-	defer rt.Close()
-
-	v, err := rt.Version(context.Background())
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(v.RuntimeName, v.RuntimeVersion)
-}
-
 // Run a pod through the Runtime interface: here on the fake, which the same
-// code would run on a Client.
+// code would run on runtime/remote's Client.
 func Example_runPod() {
 	ctx := context.Background()
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nodekit/nodekit/internal/criproxy"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -48,7 +48,7 @@ func Example() {
 		return nil
 	})
 
-	rt, err := runtime.New(runtime.Options{Endpoint: p.Endpoint, ConnectionTimeout: 5 * time.Second})
+	rt, err := remote.New(remote.Options{Endpoint: p.Endpoint, ConnectionTimeout: 5 * time.Second})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/nodestatus/usage"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // ctrd is the real containerd of the end-to-end test (the host's 1.x) and
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctr
 
 // noSandboxStats is a runtime without sandbox stats, as containerd 1.6
 // can be, so that the collector reads the pod's cgroup.
-type noSandboxStats struct{ *runtime.Client }
+type noSandboxStats struct{ *remote.Client }
 
 func (noSandboxStats) ListPodSandboxStats(context.Context, *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
 	return nil, status.Error(codes.Unimplemented, "no sandbox stats")
@@ -53,7 +53,7 @@ func TestE2EMemoryWorkingSetContainerd2(t *testing.T) {
 func memoryWorkingSet(t *testing.T, c *containerdtest.Containerd, wantSandboxStats bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	client, err := remote.New(remote.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}

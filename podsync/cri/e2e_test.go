@@ -18,7 +18,7 @@ import (
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // ctrd and ctrd2 are the real containerds of the end-to-end tests and cp the control
@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 type e2e struct {
 	t      *testing.T
 	c      *containerdtest.Containerd
-	rt     *runtime.Client
+	rt     *remote.Client
 	cri    *Syncer
 	eng    *podsync.Engine
 	writer *recordingWriter
@@ -47,7 +47,7 @@ type e2e struct {
 
 func startE2E(t *testing.T, c *containerdtest.Containerd, podRoot string) *e2e {
 	t.Helper()
-	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+	rt, err := remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestE2EOrphansKilledForeignKept(t *testing.T) {
 
 func testE2EOrphansKilledForeignKept(t *testing.T, c *containerdtest.Containerd) {
 	defer leakcheck.Check(t)()
-	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	rt, err := remote.New(remote.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}

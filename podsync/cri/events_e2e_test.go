@@ -19,7 +19,7 @@ import (
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // TestE2EContainerEvents checks how the engine observes a real containerd
@@ -45,7 +45,7 @@ func TestE2EContainerEvents(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.need(t, tc.c)
 			t.Cleanup(leakcheck.Check(t))
-			rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+			rt, err := remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

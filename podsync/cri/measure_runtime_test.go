@@ -15,6 +15,7 @@ import (
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // procCPU is a process's user+system CPU time.
@@ -99,7 +100,7 @@ func TestMeasureRuntime(t *testing.T) {
 		t.Skip("set NODEKIT_MEASURE=1 (hack/measure-pods.sh) to measure the runtime")
 	}
 	c := containerdtest.Need(t, ctrd)
-	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	rt, err := remote.New(remote.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ import (
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/probe"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // The status writer is the podsync.Engine's StatusWriter.
@@ -113,7 +113,7 @@ type podHalf struct {
 	node     string
 	c        *containerdtest.Containerd
 	admin    kubernetes.Interface
-	rt       *runtime.Client
+	rt       *remote.Client
 	eng      *podsync.Engine
 	writer   *status.Writer
 	static   string // the file source's manifest directory
@@ -186,7 +186,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	}
 	t.Cleanup(func() { _ = h.admin.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}) })
 
-	h.rt, err = runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+	h.rt, err = remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

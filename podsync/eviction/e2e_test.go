@@ -11,7 +11,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/podsync/eviction"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // ctrd and ctrd2 are the real containerd 1.x and 2 the end-to-end test
@@ -30,7 +30,7 @@ func TestE2EImageGC(t *testing.T) {
 
 func imageGC(t *testing.T, c *containerdtest.Containerd) {
 	_, ctx := ktesting.NewTestContext(t)
-	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+	client, err := remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/testenv"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 var ctrd, ctrd2 *containerdtest.Containerd
@@ -27,7 +27,7 @@ func TestE2ERotationOnContainerd(t *testing.T) {
 
 func rotation(t *testing.T, c *containerdtest.Containerd) {
 	ctx := context.Background()
-	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	rt, err := remote.New(remote.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}

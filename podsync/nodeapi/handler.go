@@ -71,7 +71,7 @@ type Options struct {
 	Clock clock.WithTicker
 	// Runtime serves /exec, /attach and /portForward (it hands out a URL
 	// on its streaming server, to which the handler proxies the client's
-	// upgraded connection) and /run (ExecSync). A *runtime.Client is one.
+	// upgraded connection) and /run (ExecSync). A *remote.Client (runtime/remote) is one.
 	// Nil: those paths answer 503 Service Unavailable.
 	Runtime StreamRuntime
 	// Container finds the runtime's ID of a running container of a pod,

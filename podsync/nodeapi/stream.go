@@ -21,13 +21,14 @@ import (
 
 // StreamRuntime is what the streaming paths ask of the container runtime:
 // Exec, Attach and PortForward for /exec, /attach and /portForward, and
-// ExecSync for /run. A *runtime.Client is one.
+// ExecSync for /run. Every runtime.Runtime (runtime/remote's Client, the
+// fake) is one.
 type StreamRuntime interface {
 	runtime.Streamer
 	runtime.Execer
 }
 
-var _ StreamRuntime = (*runtime.Client)(nil)
+var _ StreamRuntime = runtime.Runtime(nil)
 
 // StreamOptions are the query parameters of /exec and /attach, as kubectl
 // (through the API server) sends them: command (repeated, exec only),

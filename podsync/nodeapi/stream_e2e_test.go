@@ -25,7 +25,7 @@ import (
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // e2ePod is a host-network busybox pod run on the real containerd with a
@@ -33,7 +33,7 @@ import (
 // whose process echoes its stdin, and the node API handler serving it on
 // httptest.
 type e2ePod struct {
-	rt        *runtime.Client
+	rt        *remote.Client
 	sandbox   string
 	container string
 	// containers are the pod's containers by name, for Container.
@@ -57,7 +57,7 @@ func newE2EPod(t testing.TB, c *containerdtest.Containerd) *e2ePod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	rt, err := remote.New(remote.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/cri"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // A busybox pod on the real containerd whose data comes from the test API
@@ -92,7 +92,7 @@ while true; do cat /c/greeting > /out/live.tmp && mv /out/live.tmp /out/live; sl
 		_ = n.admin.CoreV1().Pods("default").Delete(ctx, "data", metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	}()
 
-	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+	rt, err := remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

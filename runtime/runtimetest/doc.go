@@ -47,7 +47,7 @@
 // # The server
 //
 // NewServer(rt).Register(grpcServer) serves rt as runtime.v1 RuntimeService and
-// ImageService, so a CRI client (runtime.Client or another) can be tested over
+// ImageService, so a CRI client (remote.Client or another) can be tested over
 // a real socket, with the fake's controls behind it, GetContainerEvents
 // included.
 package runtimetest

@@ -296,7 +296,7 @@ func (f *Runtime) record(method, id string, cmd []string) error {
 	return nil
 }
 
-// wrap makes err read like runtime.Client's errors ("cri fake://runtimetest:
+// wrap makes err read like runtime/remote's Client's errors ("cri fake://runtimetest:
 // <Method>: <code>: <message>"), keeping its gRPC status. Errors that are
 // already a *runtime.Error are left as they are.
 func (f *Runtime) wrap(method string, err *error) {

@@ -186,7 +186,7 @@ func TestScriptExec(t *testing.T) {
 	}
 }
 
-// The fake's errors, its own and injected ones, read like runtime.Client's
+// The fake's errors, its own and injected ones, read like runtime/remote's Client's
 // and keep their gRPC codes.
 func TestErrorsReadLikeClient(t *testing.T) {
 	ctx := context.Background()

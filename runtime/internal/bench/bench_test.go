@@ -14,7 +14,7 @@ import (
 	cri "k8s.io/cri-client/pkg"
 	"k8s.io/cri-client/pkg/fake"
 
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 const numContainers = 100
@@ -80,7 +80,7 @@ type ops struct {
 }
 
 func nodekitOps(b *testing.B, endpoint string) ops {
-	c, err := runtime.New(runtime.Options{Endpoint: endpoint})
+	c, err := remote.New(remote.Options{Endpoint: endpoint})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,7 @@
 // skip where the runtime answers Unimplemented, as containerd 1.6 does).
 // Target.Fake tells the suite it runs on a fake, so it scripts the commands
 // it runs and skips wall-clock checks. The suite passes on the fake, on
-// runtime.Client over runtimetest's Server, and on runtime.Client against
+// remote.Client over runtimetest's Server, and on remote.Client against
 // real containerds in nodekit's end-to-end tests: 1.6 (where the events and
 // metrics cases skip) and 2.4 (where every case runs; the end-to-end test
 // fails if one skips).

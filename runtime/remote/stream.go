@@ -1,4 +1,4 @@
-package runtime
+package remote
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Exec asks the runtime to prepare req.Cmd in container req.ContainerId
@@ -43,7 +45,7 @@ func (c *Client) PortForward(ctx context.Context, req *runtimeapi.PortForwardReq
 // streamURL refuses an empty URL, which a proxy could not use.
 func (c *Client) streamURL(method, url string) (string, error) {
 	if url == "" {
-		return "", &Error{Endpoint: c.endpoint, Method: method,
+		return "", &runtime.Error{Endpoint: c.endpoint, Method: method,
 			Err: status.Error(codes.Internal, "runtime returned no streaming URL")}
 	}
 	return url, nil

@@ -1,4 +1,4 @@
-package runtime_test
+package remote_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/runtime/runtimetest/contract"
 )
 
@@ -58,7 +59,7 @@ func TestE2EContractContainerd2(t *testing.T) {
 // runContract runs the contract suite on c and returns the names of the
 // cases that skipped.
 func runContract(t *testing.T, c *containerdtest.Containerd) map[string]bool {
-	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+	client, err := remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -93,7 +94,7 @@ func runContract(t *testing.T, c *containerdtest.Containerd) map[string]bool {
 // fake server: version, errors naming the endpoint and call, NotFound.
 func TestE2EClientErrors(t *testing.T) {
 	c := containerdtest.Need(t, ctrd)
-	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	client, err := remote.New(remote.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -115,7 +116,7 @@ func TestE2EClientErrors(t *testing.T) {
 // map) with what the generated CRI client returns.
 func TestE2EClientMatchesGenerated(t *testing.T) {
 	c := containerdtest.Need(t, ctrd)
-	client, err := runtime.New(runtime.Options{Endpoint: c.Endpoint})
+	client, err := remote.New(remote.Options{Endpoint: c.Endpoint})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

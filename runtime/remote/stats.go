@@ -1,4 +1,4 @@
-package runtime
+package remote
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 )
 
 // ContainerStats returns the usage of one container. A missing container is
-// an error for which IsNotFound is true.
+// an error for which runtime.runtime.IsNotFound is true.
 func (c *Client) ContainerStats(ctx context.Context, containerID string) (*runtimeapi.ContainerStats, error) {
 	resp := new(runtimeapi.ContainerStatsResponse)
 	if err := c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_ContainerStats_FullMethodName, "ContainerStats",
@@ -29,7 +29,7 @@ func (c *Client) ListContainerStats(ctx context.Context, filter *runtimeapi.Cont
 }
 
 // PodSandboxStats returns the usage of one sandbox. containerd 1.6 answers
-// Unimplemented (IsUnimplemented).
+// Unimplemented (runtime.IsUnimplemented).
 func (c *Client) PodSandboxStats(ctx context.Context, podSandboxID string) (*runtimeapi.PodSandboxStats, error) {
 	resp := new(runtimeapi.PodSandboxStatsResponse)
 	if err := c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_PodSandboxStats_FullMethodName, "PodSandboxStats",
@@ -40,7 +40,7 @@ func (c *Client) PodSandboxStats(ctx context.Context, podSandboxID string) (*run
 }
 
 // ListPodSandboxStats returns the usage of the sandboxes that match filter
-// (nil: all). containerd 1.6 answers Unimplemented (IsUnimplemented).
+// (nil: all). containerd 1.6 answers Unimplemented (runtime.IsUnimplemented).
 func (c *Client) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
 	resp := new(runtimeapi.ListPodSandboxStatsResponse)
 	if err := c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_ListPodSandboxStats_FullMethodName, "ListPodSandboxStats",

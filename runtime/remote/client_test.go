@@ -1,4 +1,4 @@
-package runtime_test
+package remote_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 	"github.com/nodekit/nodekit/runtime/runtimetest/contract"
 
@@ -67,9 +68,9 @@ func fakeServer(t *testing.T) (*runtimetest.Runtime, string) {
 	return f, "unix://" + path
 }
 
-func dial(t *testing.T, opts runtime.Options) *runtime.Client {
+func dial(t *testing.T, opts remote.Options) *remote.Client {
 	t.Helper()
-	c, err := runtime.Dial(context.Background(), opts)
+	c, err := remote.Dial(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
@@ -77,11 +78,13 @@ func dial(t *testing.T, opts runtime.Options) *runtime.Client {
 	return c
 }
 
-func TestContractClientOverFake(t *testing.T) {
+// contractOverFake runs the contract suite on the Runtime that connect
+// makes to a fake served at endpoint ep.
+func contractOverFake(t *testing.T, connect func(t *testing.T, ep string) runtime.Runtime) {
 	contract.Run(t, func(t *testing.T) contract.Target {
 		f, ep := fakeServer(t)
 		return contract.Target{
-			Runtime:      dial(t, runtime.Options{Endpoint: ep}),
+			Runtime:      connect(t, ep),
 			Fake:         f,
 			PauseImage:   runtimetest.PauseImage,
 			BusyboxImage: runtimetest.BusyboxImage,
@@ -89,24 +92,28 @@ func TestContractClientOverFake(t *testing.T) {
 	})
 }
 
+func TestContractClientOverFake(t *testing.T) {
+	contractOverFake(t, func(t *testing.T, ep string) runtime.Runtime { return dial(t, remote.Options{Endpoint: ep}) })
+}
+
 func TestOptionsValidation(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		opts  runtime.Options
+		opts  remote.Options
 		field string
 	}{
-		{"tcp endpoint", runtime.Options{Endpoint: "tcp://127.0.0.1:1"}, "Options.Endpoint"},
-		{"bare path", runtime.Options{Endpoint: "/run/containerd/containerd.sock"}, "Options.Endpoint"},
-		{"empty unix path", runtime.Options{Endpoint: "unix://"}, "Options.Endpoint"},
-		{"nanosecond request timeout", runtime.Options{RequestTimeout: 10}, "Options.RequestTimeout"},
-		{"negative request timeout", runtime.Options{RequestTimeout: -time.Second}, "Options.RequestTimeout"},
-		{"huge request timeout", runtime.Options{RequestTimeout: 48 * time.Hour}, "Options.RequestTimeout"},
-		{"nanosecond connection timeout", runtime.Options{ConnectionTimeout: 5}, "Options.ConnectionTimeout"},
-		{"tiny message size", runtime.Options{MaxMessageSize: 100}, "Options.MaxMessageSize"},
-		{"negative message size", runtime.Options{MaxMessageSize: -1}, "Options.MaxMessageSize"},
+		{"tcp endpoint", remote.Options{Endpoint: "tcp://127.0.0.1:1"}, "Options.Endpoint"},
+		{"bare path", remote.Options{Endpoint: "/run/containerd/containerd.sock"}, "Options.Endpoint"},
+		{"empty unix path", remote.Options{Endpoint: "unix://"}, "Options.Endpoint"},
+		{"nanosecond request timeout", remote.Options{RequestTimeout: 10}, "Options.RequestTimeout"},
+		{"negative request timeout", remote.Options{RequestTimeout: -time.Second}, "Options.RequestTimeout"},
+		{"huge request timeout", remote.Options{RequestTimeout: 48 * time.Hour}, "Options.RequestTimeout"},
+		{"nanosecond connection timeout", remote.Options{ConnectionTimeout: 5}, "Options.ConnectionTimeout"},
+		{"tiny message size", remote.Options{MaxMessageSize: 100}, "Options.MaxMessageSize"},
+		{"negative message size", remote.Options{MaxMessageSize: -1}, "Options.MaxMessageSize"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := runtime.New(tc.opts)
+			c, err := remote.New(tc.opts)
 			if err == nil {
 				c.Close()
 				t.Fatal("New: nil error")
@@ -121,7 +128,7 @@ func TestOptionsValidation(t *testing.T) {
 func TestDialRuntimeDown(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ep := "unix://" + socketPath(t)
-	_, err := runtime.Dial(context.Background(), runtime.Options{Endpoint: ep, ConnectionTimeout: 2 * time.Second})
+	_, err := remote.Dial(context.Background(), remote.Options{Endpoint: ep, ConnectionTimeout: 2 * time.Second})
 	if err == nil {
 		t.Fatal("Dial to nothing: nil error")
 	}
@@ -138,11 +145,11 @@ func TestDialNotCRIv1(t *testing.T) {
 	path := socketPath(t)
 	stop := serve(t, path, func(g *grpc.Server) { healthpb.RegisterHealthServer(g, health.NewServer()) })
 	defer stop()
-	_, err := runtime.New(runtime.Options{Endpoint: "unix://" + path})
+	_, err := remote.New(remote.Options{Endpoint: "unix://" + path})
 	if err == nil {
 		t.Fatal("New: nil error for a server without runtime.v1")
 	}
-	if !errors.Is(err, runtime.ErrNotCRIv1) || !runtime.IsUnimplemented(err) {
+	if !errors.Is(err, remote.ErrNotCRIv1) || !runtime.IsUnimplemented(err) {
 		t.Errorf("New: %v, want ErrNotCRIv1 and code Unimplemented", err)
 	}
 	if !strings.Contains(err.Error(), "does not serve runtime.v1") || !strings.Contains(err.Error(), path) {
@@ -166,11 +173,11 @@ func TestDialHTTP1NotCRIv1(t *testing.T) {
 	go func() { defer close(done); _ = srv.Serve(l) }()
 	defer func() { _ = srv.Close(); <-done }()
 
-	_, err = runtime.Dial(context.Background(), runtime.Options{Endpoint: "unix://" + path, ConnectionTimeout: 10 * time.Second})
+	_, err = remote.Dial(context.Background(), remote.Options{Endpoint: "unix://" + path, ConnectionTimeout: 10 * time.Second})
 	if err == nil {
 		t.Fatal("Dial to an HTTP/1 server: nil error")
 	}
-	if !errors.Is(err, runtime.ErrNotCRIv1) {
+	if !errors.Is(err, remote.ErrNotCRIv1) {
 		t.Errorf("Dial to an HTTP/1 server: %v, want ErrNotCRIv1", err)
 	}
 	if runtime.IsUnavailable(err) {
@@ -183,7 +190,7 @@ func TestDialHTTP1NotCRIv1(t *testing.T) {
 
 func TestErrorsNameEndpointAndCall(t *testing.T) {
 	f, ep := fakeServer(t)
-	c := dial(t, runtime.Options{Endpoint: ep})
+	c := dial(t, remote.Options{Endpoint: ep})
 	ctx := context.Background()
 
 	f.InjectError("ListContainers", status.Error(codes.Internal, "boom"))
@@ -270,7 +277,7 @@ func (r *recorder) ContainerStatus(ctx context.Context, _ *runtimeapi.ContainerS
 	}
 }
 
-func recorderServer(t *testing.T, opts runtime.Options) (*recorder, *runtime.Client) {
+func recorderServer(t *testing.T, opts remote.Options) (*recorder, *remote.Client) {
 	t.Helper()
 	r := &recorder{Server: runtimetest.NewServer(runtimetest.New(runtimetest.Options{})), block: make(chan struct{})}
 	path := socketPath(t)
@@ -283,7 +290,7 @@ func recorderServer(t *testing.T, opts runtime.Options) (*recorder, *runtime.Cli
 }
 
 func TestStopContainerRoundsUp(t *testing.T) {
-	r, c := recorderServer(t, runtime.Options{})
+	r, c := recorderServer(t, remote.Options{})
 	ctx := context.Background()
 	for _, d := range []time.Duration{0, -time.Second, time.Millisecond, time.Second, 1500 * time.Millisecond, 30 * time.Second} {
 		if err := c.StopContainer(ctx, "x", d); err != nil {
@@ -305,7 +312,7 @@ func TestStopContainerRoundsUp(t *testing.T) {
 }
 
 func TestExecSyncExitCodeIsAResult(t *testing.T) {
-	r, c := recorderServer(t, runtime.Options{})
+	r, c := recorderServer(t, remote.Options{})
 	r.execResult = &runtimeapi.ExecSyncResponse{Stdout: []byte("out"), Stderr: []byte("err"), ExitCode: 3}
 	res, err := c.ExecSync(context.Background(), "x", []string{"false"}, 500*time.Millisecond)
 	if err != nil {
@@ -322,7 +329,7 @@ func TestExecSyncExitCodeIsAResult(t *testing.T) {
 }
 
 func TestExecSyncTimeoutFromRuntime(t *testing.T) {
-	r, c := recorderServer(t, runtime.Options{})
+	r, c := recorderServer(t, remote.Options{})
 	close(r.block) // the runtime answers DeadlineExceeded at once
 	_, err := c.ExecSync(context.Background(), "x", []string{"sleep", "9"}, time.Second)
 	if !errors.Is(err, runtime.ErrExecTimeout) {
@@ -337,7 +344,7 @@ func TestExecSyncTimeoutFromRuntime(t *testing.T) {
 }
 
 func TestExecSyncTimeoutFromContext(t *testing.T) {
-	_, c := recorderServer(t, runtime.Options{})
+	_, c := recorderServer(t, remote.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := c.ExecSync(ctx, "x", []string{"sleep", "9"}, 0)
@@ -354,7 +361,7 @@ func TestExecSyncTimeoutFromContext(t *testing.T) {
 }
 
 func TestRequestTimeout(t *testing.T) {
-	_, c := recorderServer(t, runtime.Options{RequestTimeout: 100 * time.Millisecond})
+	_, c := recorderServer(t, remote.Options{RequestTimeout: 100 * time.Millisecond})
 	_, err := c.ContainerStatus(context.Background(), "x", false)
 	if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ContainerStatus past the request timeout: %v", err)
@@ -364,18 +371,12 @@ func TestRequestTimeout(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every 20ms until it holds or 15s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testenv.Eventually(t, 15*time.Second, 20*time.Millisecond, what, cond)
-}
-
 func TestReconnectAfterRuntimeRestart(t *testing.T) {
 	defer leakcheck.Check(t)()
 	f := runtimetest.New(runtimetest.Options{})
 	path := socketPath(t)
 	stop := serve(t, path, runtimetest.NewServer(f).Register)
-	c, err := runtime.New(runtime.Options{Endpoint: "unix://" + path})
+	c, err := remote.New(remote.Options{Endpoint: "unix://" + path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 
 	restart := serve(t, path, runtimetest.NewServer(f).Register) // and comes back
 	defer restart()
-	waitFor(t, "client reconnects", func() bool {
+	testenv.Eventually(t, 15*time.Second, 20*time.Millisecond, "client reconnects", func() bool {
 		_, err := c.Version(ctx)
 		return err == nil
 	})
@@ -409,7 +410,7 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 
 func TestCallsAfterClose(t *testing.T) {
 	_, ep := fakeServer(t)
-	c, err := runtime.New(runtime.Options{Endpoint: ep})
+	c, err := remote.New(remote.Options{Endpoint: ep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +428,7 @@ func TestCallsAfterClose(t *testing.T) {
 func TestOptionalMethodsUnimplemented(t *testing.T) {
 	f, ep := fakeServer(t)
 	f.SetContainerEvents(false)
-	c := dial(t, runtime.Options{Endpoint: ep})
+	c := dial(t, remote.Options{Endpoint: ep})
 	if _, err := c.ListPodSandboxMetrics(context.Background()); !runtime.IsUnimplemented(err) {
 		t.Errorf("ListPodSandboxMetrics: %v, want Unimplemented", err)
 	}
@@ -443,7 +444,7 @@ func TestOptionalMethodsUnimplemented(t *testing.T) {
 func TestWatchContainerEventsEnds(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t)) // after the server and client close
 	f, ep := fakeServer(t)
-	c := dial(t, runtime.Options{Endpoint: ep})
+	c := dial(t, remote.Options{Endpoint: ep})
 	ctx := context.Background()
 	got := make(chan *runtimeapi.ContainerEventResponse, 16)
 	done := make(chan error, 1)

@@ -1,4 +1,4 @@
-package runtime
+package remote
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // Defaults and bounds of Options. The defaults are kubelet's.
@@ -97,9 +99,9 @@ func (o Options) withDefaults() (Options, error) {
 // endpoint answers but does not serve the CRI v1 runtime service.
 var ErrNotCRIv1 = errors.New("endpoint does not serve runtime.v1 (CRI v1)")
 
-// Client is a Runtime that talks CRI v1 over gRPC to a runtime such as
+// Client is a runtime.Runtime that talks CRI v1 over gRPC to a runtime such as
 // containerd or CRI-O. It is safe for concurrent use. When the runtime goes
-// away, calls fail with errors of gRPC code Unavailable (see IsUnavailable),
+// away, calls fail with errors of gRPC code Unavailable (see runtime.IsUnavailable),
 // and the client reconnects by itself when the runtime is back.
 type Client struct {
 	endpoint string
@@ -108,9 +110,9 @@ type Client struct {
 }
 
 var (
-	_ Runtime                 = (*Client)(nil)
-	_ PodSandboxMetricsLister = (*Client)(nil)
-	_ ContainerEventWatcher   = (*Client)(nil)
+	_ runtime.Runtime                 = (*Client)(nil)
+	_ runtime.PodSandboxMetricsLister = (*Client)(nil)
+	_ runtime.ContainerEventWatcher   = (*Client)(nil)
 )
 
 // New connects to the runtime at opts.Endpoint and checks that it serves CRI
@@ -126,7 +128,7 @@ func New(opts Options) (*Client, error) {
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
-		return nil, fmt.Errorf("runtime: %w", err)
+		return nil, fmt.Errorf("remote: %w", err)
 	}
 	conn, err := grpc.NewClient(opts.Endpoint,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -145,7 +147,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		}),
 	)
 	if err != nil {
-		return nil, &Error{Endpoint: opts.Endpoint, Method: "Dial", Err: err}
+		return nil, &runtime.Error{Endpoint: opts.Endpoint, Method: "Dial", Err: err}
 	}
 	c := &Client{endpoint: opts.Endpoint, timeout: opts.RequestTimeout, conn: conn}
 
@@ -157,7 +159,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err := conn.Invoke(vctx, runtimeapi.RuntimeService_Version_FullMethodName, &runtimeapi.VersionRequest{Version: "v1"}, resp); err != nil {
 		_ = conn.Close()
 		if status.Code(err) == codes.Unimplemented {
-			return nil, &Error{Endpoint: opts.Endpoint, Method: "Version",
+			return nil, &runtime.Error{Endpoint: opts.Endpoint, Method: "Version",
 				Err: fmt.Errorf("%w: %w", ErrNotCRIv1, err)}
 		}
 		if status.Code(err) == codes.Unavailable {
@@ -166,11 +168,11 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 			// runtime that is down. Ask it directly, so that a wrong socket
 			// is not mistaken for one to retry.
 			if head, ok := sniffHTTP1(vctx, opts.Endpoint); ok {
-				return nil, &Error{Endpoint: opts.Endpoint, Method: "Version",
+				return nil, &runtime.Error{Endpoint: opts.Endpoint, Method: "Version",
 					Err: fmt.Errorf("%w: %w", ErrNotCRIv1, status.Errorf(codes.FailedPrecondition, "the endpoint answers HTTP/1 (%q), not gRPC", head))}
 			}
 		}
-		return nil, wrapErr(vctx, opts.Endpoint, "Version", err)
+		return nil, runtime.WrapError(vctx, opts.Endpoint, "Version", err)
 	}
 	return c, nil
 }
@@ -223,14 +225,14 @@ func (c *Client) invoke(ctx context.Context, timeout time.Duration, method, name
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		err = c.conn.Invoke(cctx, method, req, resp)
 		if err != nil {
-			err = wrapErr(cctx, c.endpoint, name, err)
+			err = runtime.WrapError(cctx, c.endpoint, name, err)
 		}
 		cancel()
 		return err
 	}
 	err = c.conn.Invoke(ctx, method, req, resp)
 	if err != nil {
-		err = wrapErr(ctx, c.endpoint, name, err)
+		err = runtime.WrapError(ctx, c.endpoint, name, err)
 	}
 	return err
 }
@@ -239,7 +241,7 @@ func (c *Client) invoke(ctx context.Context, timeout time.Duration, method, name
 // idempotent (stop and remove of something already gone). Some runtimes
 // (containerd 1.6 for StopContainer and StopPodSandbox) answer NotFound there.
 func ignoreNotFound(err error) error {
-	if err != nil && IsNotFound(err) {
+	if err != nil && runtime.IsNotFound(err) {
 		return nil
 	}
 	return err
@@ -272,7 +274,7 @@ func (c *Client) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandbo
 		return "", err
 	}
 	if resp.PodSandboxId == "" {
-		return "", &Error{Endpoint: c.endpoint, Method: "RunPodSandbox", Err: status.Error(codes.Internal, "runtime returned an empty sandbox ID")}
+		return "", &runtime.Error{Endpoint: c.endpoint, Method: "RunPodSandbox", Err: status.Error(codes.Internal, "runtime returned an empty sandbox ID")}
 	}
 	return resp.PodSandboxId, nil
 }
@@ -292,7 +294,7 @@ func (c *Client) RemovePodSandbox(ctx context.Context, podSandboxID string) erro
 }
 
 // PodSandboxStatus inspects a sandbox. A missing sandbox is an error for
-// which IsNotFound is true.
+// which runtime.IsNotFound is true.
 func (c *Client) PodSandboxStatus(ctx context.Context, podSandboxID string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error) {
 	resp := new(runtimeapi.PodSandboxStatusResponse)
 	if err := c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_PodSandboxStatus_FullMethodName, "PodSandboxStatus",
@@ -320,7 +322,7 @@ func (c *Client) CreateContainer(ctx context.Context, podSandboxID string, confi
 		return "", err
 	}
 	if resp.ContainerId == "" {
-		return "", &Error{Endpoint: c.endpoint, Method: "CreateContainer", Err: status.Error(codes.Internal, "runtime returned an empty container ID")}
+		return "", &runtime.Error{Endpoint: c.endpoint, Method: "CreateContainer", Err: status.Error(codes.Internal, "runtime returned an empty container ID")}
 	}
 	return resp.ContainerId, nil
 }
@@ -366,7 +368,7 @@ func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.Containe
 }
 
 // ContainerStatus inspects a container. A missing container is an error for
-// which IsNotFound is true.
+// which runtime.IsNotFound is true.
 func (c *Client) ContainerStatus(ctx context.Context, containerID string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
 	resp := new(runtimeapi.ContainerStatusResponse)
 	if err := c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_ContainerStatus_FullMethodName, "ContainerStatus",
@@ -400,8 +402,8 @@ func (c *Client) UpdateRuntimeConfig(ctx context.Context, config *runtimeapi.Run
 // is given timeout rounded up to whole seconds (0: no limit), and the call is
 // bounded by the request timeout plus that. A non-zero exit code is a result;
 // a command that does not finish in time (the runtime's DeadlineExceeded, or
-// the context's deadline) is an error matching ErrExecTimeout.
-func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*ExecResult, error) {
+// the context's deadline) is an error matching runtime.ErrExecTimeout.
+func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtime.ExecResult, error) {
 	secs := seconds(timeout)
 	var callTimeout time.Duration
 	if secs > 0 {
@@ -410,12 +412,9 @@ func (c *Client) ExecSync(ctx context.Context, containerID string, cmd []string,
 	resp := new(runtimeapi.ExecSyncResponse)
 	if err := c.invoke(ctx, callTimeout, runtimeapi.RuntimeService_ExecSync_FullMethodName, "ExecSync",
 		&runtimeapi.ExecSyncRequest{ContainerId: containerID, Cmd: cmd, Timeout: secs}, resp); err != nil {
-		if e := (*Error)(nil); errors.As(err, &e) && status.Code(e.Err) == codes.DeadlineExceeded {
-			e.execTimeout = true
-		}
-		return nil, err
+		return nil, err // a DeadlineExceeded matches runtime.ErrExecTimeout
 	}
-	return &ExecResult{Stdout: resp.Stdout, Stderr: resp.Stderr, ExitCode: resp.ExitCode}, nil
+	return &runtime.ExecResult{Stdout: resp.Stdout, Stderr: resp.Stderr, ExitCode: resp.ExitCode}, nil
 }
 
 // ListImages lists the images that match filter (nil: all).
@@ -447,7 +446,7 @@ func (c *Client) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, aut
 		return "", err
 	}
 	if resp.ImageRef == "" {
-		return "", &Error{Endpoint: c.endpoint, Method: "PullImage", Err: status.Errorf(codes.Internal, "runtime returned an empty reference for image %q", image.GetImage())}
+		return "", &runtime.Error{Endpoint: c.endpoint, Method: "PullImage", Err: status.Errorf(codes.Internal, "runtime returned an empty reference for image %q", image.GetImage())}
 	}
 	return resp.ImageRef, nil
 }
@@ -488,13 +487,13 @@ func (c *Client) WatchContainerEvents(ctx context.Context, fn func(*runtimeapi.C
 	defer cancel()
 	stream, err := c.conn.NewStream(ctx, &containerEventsDesc, runtimeapi.RuntimeService_GetContainerEvents_FullMethodName)
 	if err != nil {
-		return wrapErr(ctx, c.endpoint, "GetContainerEvents", err)
+		return runtime.WrapError(ctx, c.endpoint, "GetContainerEvents", err)
 	}
 	if err := stream.SendMsg(&runtimeapi.GetEventsRequest{}); err != nil && err != io.EOF {
-		return wrapErr(ctx, c.endpoint, "GetContainerEvents", err)
+		return runtime.WrapError(ctx, c.endpoint, "GetContainerEvents", err)
 	}
 	if err := stream.CloseSend(); err != nil {
-		return wrapErr(ctx, c.endpoint, "GetContainerEvents", err)
+		return runtime.WrapError(ctx, c.endpoint, "GetContainerEvents", err)
 	}
 	for {
 		ev := new(runtimeapi.ContainerEventResponse)
@@ -505,7 +504,7 @@ func (c *Client) WatchContainerEvents(ctx context.Context, fn func(*runtimeapi.C
 			if cerr := ctx.Err(); cerr != nil && status.Code(err) == codes.Canceled {
 				return cerr
 			}
-			return wrapErr(ctx, c.endpoint, "GetContainerEvents", err)
+			return runtime.WrapError(ctx, c.endpoint, "GetContainerEvents", err)
 		}
 		fn(ev)
 	}
