@@ -167,7 +167,7 @@ func applyConfigFile(fs *flag.FlagSet, defs []flagDef, path string, set map[stri
 	}
 	// healthzBindAddress (default 127.0.0.1) and healthzPort (default
 	// 10248; 0 turns the endpoint off) together are --listen.
-	host, port, listen := "127.0.0.1", int32(10248), ""
+	host, port, given := "127.0.0.1", int32(10248), false
 	for _, h := range []struct {
 		field string
 		v     any
@@ -176,14 +176,16 @@ func applyConfigFile(fs *flag.FlagSet, defs []flagDef, path string, set map[stri
 			if err := strict(raw, h.v); err != nil {
 				return nil, fail("field %q: %v", h.field, err)
 			}
-			listen = "set"
+			given = true
 		}
 	}
 	if port < 0 || port > 65535 {
 		return nil, fail("field %q: %d is not a port", "healthzPort", port)
-	} else if listen == "" || set["listen"] {
+	} else if !given || set["listen"] {
 		return fromFile, nil
-	} else if listen = ""; port != 0 {
+	}
+	listen := ""
+	if port != 0 {
 		listen = net.JoinHostPort(host, strconv.Itoa(int(port)))
 	}
 	if err := fs.Set("listen", listen); err != nil {

@@ -30,41 +30,34 @@ import (
 // that the packages apply kubelet's rules for defaults that depend on each
 // other (the report frequency follows an explicitly set update frequency).
 type config struct {
-	configFile, kubeconfig, hostnameOverride, runtimeEndpoint, providerID string
-	nodeIPs                                                               []net.IP
-	nodeLabels                                                            map[string]string
-	registerNode, seccompDefault, cgroupsPerQOS                           bool
-	statusUpdateFrequency, statusReportFrequency, leaseDuration           time.Duration
-	maxPods, podsPerCore, kubeAPIBurst, logMaxFiles                       int
-	registerWithTaints                                                    []corev1.Taint
-	systemReserved, kubeReserved                                          corev1.ResourceList
-	runtimeDownAfter, syncFrequency, logMonitorInterval                   time.Duration
-	diskUsagePath, diskUsageResource, listen                              string
-	diskUsageThreshold, kubeAPIQPS                                        float64
-	memoryLimit, logMaxSize                                               int64
-
-	// The node API (kubelet's port). SubjectAccessReview answers are kept
-	// for the TTLs (0: not kept); nodeAPIOff says why the node API is not
-	// served though --port asked for it.
+	configFile, kubeconfig, hostnameOverride, runtimeEndpoint, providerID, diskUsagePath, diskUsageResource, listen  string
+	nodeIPs                                                                                                          []net.IP
+	nodeLabels                                                                                                       map[string]string
+	registerNode, seccompDefault, cgroupsPerQOS                                                                      bool
+	statusUpdateFrequency, statusReportFrequency, leaseDuration, runtimeDownAfter, syncFrequency, logMonitorInterval time.Duration
+	maxPods, podsPerCore, kubeAPIBurst, logMaxFiles                                                                  int
+	registerWithTaints                                                                                               []corev1.Taint
+	systemReserved, kubeReserved                                                                                     corev1.ResourceList
+	diskUsageThreshold, kubeAPIQPS                                                                                   float64
+	memoryLimit, logMaxSize                                                                                          int64
+	// The node API (kubelet's port). serverTLS is --rotate-server-certificates; SubjectAccessReview answers are
+	// kept for the TTLs (0: not kept); nodeAPIOff says why the node API is not served though --port asked for it.
 	address                                                   net.IP
 	port                                                      int
 	tlsCertFile, tlsKeyFile, certDir, clientCAFile, authzMode string
-	serverTLS, tokenWebhook, anonymousAuth                    bool // serverTLS: --rotate-server-certificates
+	serverTLS, tokenWebhook, anonymousAuth                    bool
 	authzAllowedTTL, authzDeniedTTL                           time.Duration
 	nodeAPIOff                                                string
-
 	// Node-pressure eviction and image garbage collection.
 	evictionHard, evictionSoft, evictionSoftGrace, evictionMinReclaim map[string]string
 	evictionTransition, imageMinAge, pendingStatusDelay               time.Duration
 	evictionMaxPodGrace                                               int64
 	imageGCHigh, imageGCLow                                           int
-
 	// The pod half.
-	podManifestPath, manifestURL, rootDir, podLogRoot, cgroupDriver string
-	cgroupRoot, clusterDomain, resolvConf, podInfraImage            string
-	fileCheckFrequency, httpCheckFrequency                          time.Duration
-	manifestURLHeader                                               http.Header
-	clusterDNS                                                      []string
+	podManifestPath, manifestURL, rootDir, podLogRoot, cgroupDriver, cgroupRoot, clusterDomain, resolvConf, podInfraImage string
+	fileCheckFrequency, httpCheckFrequency                                                                                time.Duration
+	manifestURLHeader                                                                                                     http.Header
+	clusterDNS                                                                                                            []string
 }
 
 // headerFlag is a repeated --manifest-url-header key:value.
