@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The --config file is kubelet's KubeletConfiguration. It is decoded into
-// the agent's own table of the fields it supports, each applied as the
-// flag it matches, rather than through k8s.io/kubelet's types: those link
+// The --config file is kubelet's KubeletConfiguration. It is decoded by the
+// flag table (flagDef.field and .kind), each field applied as the flag it
+// matches, rather than through k8s.io/kubelet's types: those link
 // component-base's configuration and logging machinery into the binary for
 // fields the agent rejects anyway.
 const (
@@ -27,93 +27,94 @@ const (
 	kubeletConfigKind       = "KubeletConfiguration"
 )
 
-// configField is a KubeletConfiguration field the agent supports: the flag
-// it sets and how its JSON value becomes that flag's values.
-type configField struct {
-	name  string
-	flag  string
-	value func(raw json.RawMessage) ([]string, error)
-}
-
-// configFields are the supported fields, in the order they are applied.
-var configFields = []configField{
-	{"staticPodPath", "pod-manifest-path", stringValue},
-	{"fileCheckFrequency", "file-check-frequency", durationValue},
-	{"httpCheckFrequency", "http-check-frequency", durationValue},
-	{"staticPodURL", "manifest-url", stringValue},
-	{"staticPodURLHeader", "manifest-url-header", headerValue},
-	{"syncFrequency", "sync-frequency", durationValue},
-	{"podLogsDir", "pod-log-root", stringValue},
-	{"nodeStatusUpdateFrequency", "node-status-update-frequency", durationValue},
-	{"nodeStatusReportFrequency", "node-status-report-frequency", durationValue},
-	{"nodeLeaseDurationSeconds", "node-lease-duration-seconds", intValue},
-	{"cgroupDriver", "cgroup-driver", stringValue},
-	{"cgroupRoot", "cgroup-root", stringValue},
-	{"clusterDNS", "cluster-dns", listValue},
-	{"clusterDomain", "cluster-domain", stringValue},
-	{"resolvConf", "resolv-conf", stringValue},
-	{"maxPods", "max-pods", intValue},
-	{"podsPerCore", "pods-per-core", intValue},
-	{"containerRuntimeEndpoint", "container-runtime-endpoint", stringValue},
-	{"registerNode", "register-node", boolValue},
-	{"registerWithTaints", "register-with-taints", taintsValue},
-	{"providerID", "provider-id", stringValue},
-	{"systemReserved", "system-reserved", resourcesValue},
-	{"kubeReserved", "kube-reserved", resourcesValue},
-	{"seccompDefault", "seccomp-default", boolValue},
-	{"cgroupsPerQOS", "cgroups-per-qos", boolValue},
-	{"kubeAPIQPS", "kube-api-qps", intValue},
-	{"kubeAPIBurst", "kube-api-burst", intValue},
-	{"containerLogMaxSize", "container-log-max-size", stringValue},
-	{"containerLogMaxFiles", "container-log-max-files", intValue},
-	{"containerLogMonitorInterval", "container-log-monitor-interval", durationValue},
-	{"address", "address", stringValue},
-	{"port", "port", intValue},
-	{"tlsCertFile", "tls-cert-file", stringValue},
-	{"tlsPrivateKeyFile", "tls-private-key-file", stringValue},
-	{"serverTLSBootstrap", "rotate-server-certificates", boolValue},
-	{"evictionHard", "eviction-hard", signalMapValue("<")},
-	{"evictionSoft", "eviction-soft", signalMapValue("<")},
-	{"evictionSoftGracePeriod", "eviction-soft-grace-period", signalMapValue("=")},
-	{"evictionMinimumReclaim", "eviction-minimum-reclaim", signalMapValue("=")},
-	{"evictionPressureTransitionPeriod", "eviction-pressure-transition-period", durationValue},
-	{"evictionMaxPodGracePeriod", "eviction-max-pod-grace-period", intValue},
-	{"imageGCHighThresholdPercent", "image-gc-high-threshold", intValue},
-	{"imageGCLowThresholdPercent", "image-gc-low-threshold", intValue},
-	{"imageMinimumGCAge", "minimum-image-ttl-duration", durationValue},
-	// healthzBindAddress and healthzPort together are --listen.
-}
-
 // kubeletConfigFields are the KubeletConfiguration (v1beta1) fields this
 // agent does not support: set in a --config file, they are an error that
 // says so, rather than one that calls a kubelet field unknown.
-var kubeletConfigFields = []string{
-	"enableServer", "readOnlyPort", "tlsCipherSuites",
-	"tlsCurvePreferences", "tlsMinVersion", "rotateCertificates", "authentication", "authorization",
-	"registryPullQPS", "registryBurst", "imagePullCredentialsVerificationPolicy", "preloadedImagesVerificationAllowlist",
-	"eventRecordQPS", "eventBurst", "enableDebuggingHandlers", "enableContentionProfiling", "oomScoreAdj",
-	"streamingConnectionIdleTimeout", "imageMaximumGCAge", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups",
-	"cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod",
-	"memoryManagerPolicy", "topologyManagerPolicy", "topologyManagerScope", "topologyManagerPolicyOptions", "qosReserved",
-	"runtimeRequestTimeout", "hairpinMode", "podCIDR", "podPidsLimit", "runOnce", "cpuCFSQuota", "cpuCFSQuotaPeriod",
-	"nodeStatusMaxImages", "maxOpenFiles", "contentType", "serializeImagePulls",
-	"maxParallelImagePulls", "mergeDefaultEvictionSettings", "enableControllerAttachDetach",
-	"protectKernelDefaults", "makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit", "featureGates",
-	"failSwapOn", "memorySwap", "containerLogMaxWorkers", "configMapAndSecretChangeDetectionStrategy", "reservedSystemCPUs",
-	"showHiddenMetricsForVersion", "systemReservedCgroup", "kubeReservedCgroup", "enforceNodeAllocatable",
-	"allowedUnsafeSysctls", "defaultPodSysctls", "volumePluginDir", "kernelMemcgNotification", "logging",
-	"enableSystemLogHandler", "enableSystemLogQuery", "shutdownGracePeriod", "shutdownGracePeriodCriticalPods",
-	"shutdownGracePeriodByPodPriority", "crashLoopBackOff", "reservedMemory", "enableProfilingHandler",
-	"enableDebugFlagsHandler", "memoryThrottlingFactor", "memoryReservationPolicy", "tracing",
-	"localStorageCapacityIsolation", "imageServiceEndpoint", "failCgroupV1", "userNamespaces",
+var kubeletConfigFields = strings.Fields(`enableServer readOnlyPort tlsCipherSuites tlsCurvePreferences tlsMinVersion rotateCertificates authentication authorization registryPullQPS
+	registryBurst imagePullCredentialsVerificationPolicy preloadedImagesVerificationAllowlist eventRecordQPS eventBurst enableDebuggingHandlers
+	enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout imageMaximumGCAge volumeStatsAggPeriod kubeletCgroups systemCgroups
+	cpuManagerPolicy singleProcessOOMKill cpuManagerPolicyOptions cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope
+	topologyManagerPolicyOptions qosReserved runtimeRequestTimeout hairpinMode podCIDR podPidsLimit runOnce cpuCFSQuota cpuCFSQuotaPeriod
+	nodeStatusMaxImages maxOpenFiles contentType serializeImagePulls maxParallelImagePulls mergeDefaultEvictionSettings enableControllerAttachDetach
+	protectKernelDefaults makeIPTablesUtilChains iptablesMasqueradeBit iptablesDropBit featureGates failSwapOn memorySwap containerLogMaxWorkers
+	configMapAndSecretChangeDetectionStrategy reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup
+	enforceNodeAllocatable allowedUnsafeSysctls defaultPodSysctls volumePluginDir kernelMemcgNotification logging enableSystemLogHandler
+	enableSystemLogQuery shutdownGracePeriod shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff reservedMemory
+	enableProfilingHandler enableDebugFlagsHandler memoryThrottlingFactor memoryReservationPolicy tracing localStorageCapacityIsolation
+	imageServiceEndpoint failCgroupV1 userNamespaces`)
+
+// A fileKind turns a --config field's JSON value into the values its flag
+// is set to.
+type fileKind func(raw json.RawMessage) ([]string, error)
+
+// decode is the fileKind of fields whose value decodes strictly into a T
+// that format writes as flag values.
+func decode[T any](format func(T) []string) fileKind {
+	return func(raw json.RawMessage) ([]string, error) {
+		var v T
+		err := strict(raw, &v)
+		return format(v), err
+	}
+}
+
+// one is decode for a T written as one flag value.
+func one[T any](format func(T) string) fileKind {
+	return decode(func(v T) []string { return []string{format(v)} })
+}
+
+var (
+	asString   = one(func(s string) string { return s })
+	asDuration = one(func(d metav1.Duration) string { return d.Duration.String() })
+	asInt      = one(func(i int32) string { return strconv.Itoa(int(i)) })
+	asBool     = one(strconv.FormatBool)
+	asList     = one(func(l []string) string { return strings.Join(l, ",") })
+	// asHeaders is staticPodURLHeader, repeated key:value flag values.
+	asHeaders = decode(func(h map[string][]string) (out []string) {
+		for _, k := range slices.Sorted(maps.Keys(h)) {
+			for _, v := range h[k] {
+				out = append(out, k+":"+v)
+			}
+		}
+		return out
+	})
+	asTaints = one(func(taints []corev1.Taint) string {
+		var parts []string
+		for _, t := range taints {
+			if s := t.Key; t.Value == "" {
+				parts = append(parts, s+":"+string(t.Effect))
+			} else {
+				parts = append(parts, s+"="+t.Value+":"+string(t.Effect))
+			}
+		}
+		return strings.Join(parts, ",")
+	})
+)
+
+// asPairs is a map (of resources, of eviction signals) written as its flag's
+// "key<sep>value,..." form.
+func asPairs(sep string) fileKind {
+	return one(func(m map[string]string) string {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, k+sep+m[k])
+		}
+		return strings.Join(parts, ",")
+	})
+}
+
+// strict decodes raw into v, rejecting fields v does not have.
+func strict(raw json.RawMessage, v any) error {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
 }
 
 // applyConfigFile reads the KubeletConfiguration at path and sets, for
-// every field it has, the matching flag, unless that flag was given on the
+// every field of defs it has, the flag, unless that flag was given on the
 // command line (set): the command line overrides the file, as with kubelet.
 // Errors start with "--config <path>:" and name the field. It returns the
 // flags it set, with the field that set each.
-func applyConfigFile(fs *flag.FlagSet, path string, set map[string]bool) (map[string]string, error) {
+func applyConfigFile(fs *flag.FlagSet, defs []flagDef, path string, set map[string]bool) (map[string]string, error) {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("--config %s: "+format, append([]any{path}, a...)...)
 	}
@@ -138,17 +139,9 @@ func applyConfigFile(fs *flag.FlagSet, path string, set map[string]bool) (map[st
 	if kind != kubeletConfigKind {
 		return nil, fail("kind %q is not %s", kind, kubeletConfigKind)
 	}
-	delete(fields, "apiVersion")
-	delete(fields, "kind")
-
-	var names []string
-	for name := range fields {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		switch {
-		case name == "healthzBindAddress" || name == "healthzPort" || slices.ContainsFunc(configFields, func(f configField) bool { return f.name == name }):
+		case slices.Contains([]string{"apiVersion", "kind", "healthzBindAddress", "healthzPort"}, name) || slices.ContainsFunc(defs, func(d flagDef) bool { return d.field == name }):
 		case slices.Contains(kubeletConfigFields, name):
 			return nil, fail("field %q is not supported by this agent", name)
 		default:
@@ -156,154 +149,48 @@ func applyConfigFile(fs *flag.FlagSet, path string, set map[string]bool) (map[st
 		}
 	}
 	fromFile := map[string]string{}
-	for _, f := range configFields {
-		raw, ok := fields[f.name]
-		if !ok || set[f.flag] || string(raw) == "null" {
+	for _, d := range defs {
+		raw, ok := fields[d.field]
+		if d.field == "" || !ok || set[d.name] || string(raw) == "null" {
 			continue
 		}
-		values, err := f.value(raw)
+		values, err := d.kind(raw)
 		if err != nil {
-			return nil, fail("field %q: %v", f.name, err)
+			return nil, fail("field %q: %v", d.field, err)
 		}
 		for _, v := range values {
-			if err := fs.Set(f.flag, v); err != nil {
-				return nil, fail("field %q: %v", f.name, err)
+			if err := fs.Set(d.name, v); err != nil {
+				return nil, fail("field %q: %v", d.field, err)
 			}
 		}
-		fromFile[f.flag] = f.name
+		fromFile[d.name] = d.field
 	}
-	if listen, ok, err := healthzListen(fields); err != nil {
-		return nil, fail("%v", err)
-	} else if ok && !set["listen"] {
-		if err := fs.Set("listen", listen); err != nil {
-			return nil, fail("fields healthzBindAddress/healthzPort: %v", err)
+	// healthzBindAddress (default 127.0.0.1) and healthzPort (default
+	// 10248; 0 turns the endpoint off) together are --listen.
+	host, port, given := "127.0.0.1", int32(10248), false
+	for _, h := range []struct {
+		field string
+		v     any
+	}{{"healthzBindAddress", &host}, {"healthzPort", &port}} {
+		if raw, ok := fields[h.field]; ok {
+			if err := strict(raw, h.v); err != nil {
+				return nil, fail("field %q: %v", h.field, err)
+			}
+			given = true
 		}
-		fromFile["listen"] = "healthzBindAddress/healthzPort"
-	}
-	return fromFile, nil
-}
-
-// strict decodes raw into v, rejecting fields v does not have.
-func strict(raw json.RawMessage, v any) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	return d.Decode(v)
-}
-
-// signalMapValue turns a map of eviction signals (evictionHard: {"memory.available": "100Mi"})
-// into its flag's "signal<value,..." (sep "<") or "signal=value,..." form.
-func signalMapValue(sep string) func(raw json.RawMessage) ([]string, error) {
-	return func(raw json.RawMessage) ([]string, error) {
-		var m map[string]string
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, err
-		}
-		parts := make([]string, 0, len(m))
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			parts = append(parts, k+sep+m[k])
-		}
-		return []string{strings.Join(parts, ",")}, nil
-	}
-}
-
-func stringValue(raw json.RawMessage) ([]string, error) {
-	var s string
-	err := strict(raw, &s)
-	return []string{s}, err
-}
-
-func durationValue(raw json.RawMessage) ([]string, error) {
-	var d metav1.Duration
-	err := strict(raw, &d)
-	return []string{d.Duration.String()}, err
-}
-
-func intValue(raw json.RawMessage) ([]string, error) {
-	var i int32
-	err := strict(raw, &i)
-	return []string{strconv.Itoa(int(i))}, err
-}
-
-func boolValue(raw json.RawMessage) ([]string, error) {
-	var b bool
-	err := strict(raw, &b)
-	return []string{strconv.FormatBool(b)}, err
-}
-
-func listValue(raw json.RawMessage) ([]string, error) {
-	var l []string
-	err := strict(raw, &l)
-	return []string{strings.Join(l, ",")}, err
-}
-
-// headerValue turns staticPodURLHeader (a map of header names to values)
-// into repeated key:value flag values.
-func headerValue(raw json.RawMessage) ([]string, error) {
-	var h map[string][]string
-	if err := strict(raw, &h); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		for _, v := range h[k] {
-			out = append(out, k+":"+v)
-		}
-	}
-	return out, nil
-}
-
-func resourcesValue(raw json.RawMessage) ([]string, error) {
-	var m map[string]string
-	if err := strict(raw, &m); err != nil {
-		return nil, err
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+"="+m[k])
-	}
-	return []string{strings.Join(parts, ",")}, nil
-}
-
-func taintsValue(raw json.RawMessage) ([]string, error) {
-	var taints []corev1.Taint
-	if err := strict(raw, &taints); err != nil {
-		return nil, err
-	}
-	var parts []string
-	for _, t := range taints {
-		s := t.Key
-		if t.Value != "" {
-			s += "=" + t.Value
-		}
-		parts = append(parts, s+":"+string(t.Effect))
-	}
-	return []string{strings.Join(parts, ",")}, nil
-}
-
-// healthzListen is --listen from healthzBindAddress (default 127.0.0.1) and
-// healthzPort (default 10248; 0 turns the endpoint off), if either is set.
-func healthzListen(fields map[string]json.RawMessage) (string, bool, error) {
-	rawAddr, okAddr := fields["healthzBindAddress"]
-	rawPort, okPort := fields["healthzPort"]
-	if !okAddr && !okPort {
-		return "", false, nil
-	}
-	host, port := "127.0.0.1", int32(10248)
-	if okAddr {
-		if err := strict(rawAddr, &host); err != nil {
-			return "", false, fmt.Errorf("field %q: %v", "healthzBindAddress", err)
-		}
-	}
-	if okPort {
-		if err := strict(rawPort, &port); err != nil {
-			return "", false, fmt.Errorf("field %q: %v", "healthzPort", err)
-		}
-	}
-	if port == 0 {
-		return "", true, nil
 	}
 	if port < 0 || port > 65535 {
-		return "", false, fmt.Errorf("field %q: %d is not a port", "healthzPort", port)
+		return nil, fail("field %q: %d is not a port", "healthzPort", port)
+	} else if !given || set["listen"] {
+		return fromFile, nil
 	}
-	return net.JoinHostPort(host, strconv.Itoa(int(port))), true, nil
+	listen := ""
+	if port != 0 {
+		listen = net.JoinHostPort(host, strconv.Itoa(int(port)))
+	}
+	if err := fs.Set("listen", listen); err != nil {
+		return nil, fail("fields healthzBindAddress/healthzPort: %v", err)
+	}
+	fromFile["listen"] = "healthzBindAddress/healthzPort"
+	return fromFile, nil
 }
