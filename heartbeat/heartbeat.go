@@ -613,9 +613,9 @@ func (h *Heartbeat) syncFast(ctx context.Context) (done bool, err error) {
 	return true, err
 }
 
-// Kick makes the next SyncOnce run a full status round, whatever its
+// Trigger makes the next SyncOnce run a full status round, whatever its
 // schedule (for example after a setter learned something new).
-func (h *Heartbeat) Kick() {
+func (h *Heartbeat) Trigger() {
 	h.mu.Lock()
 	h.nextStatus = time.Time{}
 	h.mu.Unlock()
@@ -631,7 +631,7 @@ func (h *Heartbeat) Kick() {
 // deleted meanwhile is registered again only with Options.ReRegister. Run is
 // a loop over SyncOnce; a scheduler of many nodes calls it directly (it
 // may call it earlier than asked: nothing that is not due runs, except a
-// status round after Kick). The lease is renewed separately (SyncLease).
+// status round after Trigger). The lease is renewed separately (SyncLease).
 func (h *Heartbeat) SyncOnce(ctx context.Context) (time.Duration, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

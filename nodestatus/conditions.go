@@ -14,6 +14,8 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/pressure"
 )
 
 // SetCondition writes c into node's conditions with kubelet's bookkeeping:
@@ -80,27 +82,27 @@ type pressureSetter struct {
 
 func (p *pressureSetter) SetStatus(ctx context.Context, node *corev1.Node) error {
 	var errs []error
-	pressure := false
+	met := false
 	if len(p.thresholds) > 0 {
 		facts, err := p.src.facts(ctx)
 		if err != nil {
 			errs = append(errs, err)
 		} else {
 			for i := range p.thresholds {
-				met, err := p.thresholds[i].met(facts)
+				on, err := p.thresholds[i].met(facts)
 				if err != nil && !slices.ContainsFunc(p.thresholds[:i], func(t threshold) bool { return t.fact == p.thresholds[i].fact }) {
 					errs = append(errs, err) // once per fact
 				}
-				pressure = pressure || met
+				met = met || on
 			}
 		}
 	}
 	now := passNow(ctx, p.clock)
 	p.mu.Lock()
-	if pressure {
+	if met {
 		p.lastObserved = now
 	}
-	under := !p.lastObserved.IsZero() && now.Sub(p.lastObserved) < p.period
+	under := pressure.Under(p.lastObserved, now, p.period)
 	p.mu.Unlock()
 
 	c := corev1.NodeCondition{Type: p.spec.condType, Status: corev1.ConditionFalse, Reason: p.spec.falseReason, Message: p.spec.falseMessage}

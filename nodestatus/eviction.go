@@ -1,14 +1,15 @@
 package nodestatus
 
 import (
+	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/internal/pressure"
 )
 
 // threshold is one hard eviction threshold: the signal is met while what is
@@ -17,18 +18,17 @@ type threshold struct {
 	signal    string
 	fact      Fact
 	condition corev1.NodeConditionType
-	percent   float64 // of capacity, 0..1, when isPercent
-	isPercent bool
-	quantity  int64
+	quantity  *resource.Quantity // nil for a percentage
+	percent   float64            // of capacity, in (0, 1], when quantity is nil
 	observe   func(f *HostFacts) (available, capacity uint64)
 }
 
 // limit returns the threshold in the signal's unit for a given capacity.
 func (t *threshold) limit(capacity uint64) int64 {
-	if t.isPercent {
+	if t.quantity == nil {
 		return int64(float64(capacity) * t.percent)
 	}
-	return t.quantity
+	return t.quantity.Value()
 }
 
 // met reports whether the threshold is met, or the fact it needs is missing.
@@ -100,22 +100,14 @@ func parseThresholds(m map[string]string) (thresholds, error) {
 		if !ok {
 			return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: unsupported signal", k)
 		}
-		v := strings.TrimSpace(m[k])
-		t := threshold{signal: k, fact: info.fact, condition: info.condition, observe: info.observe}
-		if p, ok := strings.CutSuffix(v, "%"); ok {
-			f, err := strconv.ParseFloat(p, 64)
-			if err != nil || f < 0 || f > 100 {
-				return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: %q is not a percentage between 0%% and 100%%", k, v)
-			}
-			t.isPercent, t.percent = true, f/100
-		} else {
-			q, err := resource.ParseQuantity(v)
-			if err != nil || q.Sign() < 0 {
-				return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: %q is not a non-negative quantity or percentage", k, v)
-			}
-			t.quantity = q.Value()
+		q, percent, err := pressure.ParseThreshold(m[k])
+		switch {
+		case errors.Is(err, pressure.ErrIgnored):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: %w", k, err)
 		}
-		out = append(out, t)
+		out = append(out, threshold{signal: k, fact: info.fact, condition: info.condition, quantity: q, percent: percent / 100, observe: info.observe})
 	}
 	return out, nil
 }

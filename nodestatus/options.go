@@ -12,6 +12,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/pressure"
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // RuntimeInfo is the part of the container runtime the default setters use:
@@ -66,21 +69,13 @@ const (
 	DefaultKubeletPort              = 10250
 	DefaultMaxImages                = 50
 	DefaultMaxNamesPerImage         = 5
-	DefaultPressureTransitionPeriod = 5 * time.Minute
+	DefaultPressureTransitionPeriod = pressure.DefaultTransitionPeriod
 )
 
 // DefaultEvictionHard returns kubelet's hard eviction thresholds on Linux:
 // memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
 // imagefs.available<15%, imagefs.inodesFree<5%.
-func DefaultEvictionHard() map[string]string {
-	return map[string]string{
-		"memory.available":   "100Mi",
-		"nodefs.available":   "10%",
-		"nodefs.inodesFree":  "5%",
-		"imagefs.available":  "15%",
-		"imagefs.inodesFree": "5%",
-	}
-}
+func DefaultEvictionHard() map[string]string { return pressure.DefaultEvictionHard() }
 
 // Options configures DefaultSetters. The zero value of a field means its
 // default, stated in its comment.
@@ -191,7 +186,7 @@ func DefaultSetters(opts Options) (Setters, error) {
 		return &pressureSetter{spec: spec, src: src, clock: o.Clock, period: o.PressureTransitionPeriod, thresholds: thresholds.forCondition(spec.condType)}
 	}
 	var list Setters
-	if u, ok := o.Runtime.(RuntimeConfigUpdater); ok {
+	if u, ok := o.Runtime.(runtime.RuntimeConfigUpdater); ok {
 		list = append(list, mk(SetterPodCIDR, PodCIDR(u)))
 	}
 	return append(list,

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // nodeAddress sets status.addresses: the InternalIP(s), the ExternalIP(s),
@@ -554,12 +556,6 @@ func volumesInUse(fn func() []corev1.UniqueVolumeName) StatusSetter {
 	})
 }
 
-// RuntimeConfigUpdater is the part of the runtime the PodCIDR setter uses;
-// runtime.Runtime has it.
-type RuntimeConfigUpdater interface {
-	UpdateRuntimeConfig(ctx context.Context, config *runtimeapi.RuntimeConfig) error
-}
-
 // PodCIDR returns a setter that passes the node's pod CIDRs
 // (spec.podCIDRs, joined with ",") to the runtime through
 // UpdateRuntimeConfig when they change, as kubelet does before it computes a
@@ -567,10 +563,10 @@ type RuntimeConfigUpdater interface {
 // A node without pod CIDRs is left alone. It sets nothing in the status.
 // DefaultSetters includes it, first, when Options.Runtime has
 // UpdateRuntimeConfig.
-func PodCIDR(rt RuntimeConfigUpdater) StatusSetter { return &podCIDR{rt: rt} }
+func PodCIDR(rt runtime.RuntimeConfigUpdater) StatusSetter { return &podCIDR{rt: rt} }
 
 type podCIDR struct {
-	rt RuntimeConfigUpdater
+	rt runtime.RuntimeConfigUpdater
 
 	mu   sync.Mutex
 	sent string // the CIDRs the runtime last accepted

@@ -65,7 +65,7 @@
 // REMOVE of the old pod and ADD of the new one; a manifest rewritten with
 // the same content yields nothing. A source's first set always yields an
 // update (an empty ADD when nothing else), and SeenAllSources or
-// AllSourcesSeen tell when every source has been heard from: until then a
+// SeenAllSourcesC tell when every source has been heard from: until then a
 // missing pod may only be late. A full pod name is held by one pod: the
 // first in a set (kubelet's pod config rule; the File source settles its
 // own duplicates before, keeping the file sorting last, as kubelet's file

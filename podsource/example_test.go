@@ -62,7 +62,7 @@ spec:
 
 	// A pod sync loop would read merger.Updates(); here, wait until every
 	// source has sent its first set and look at the merged pods.
-	<-merger.AllSourcesSeen()
+	<-merger.SeenAllSourcesC()
 	for _, p := range merger.Pods() {
 		fmt.Printf("%s: %s/%s\n", p.Annotations[podsource.ConfigSourceAnnotation], p.Namespace, p.Name)
 	}

@@ -112,7 +112,7 @@ func TestIntegrationSourcesAndMirrorPods(t *testing.T) {
 
 	waitFor(t, ch, "static pod ADD", has(OpAdd, FileSource, webName))
 	select {
-	case <-m.AllSourcesSeen():
+	case <-m.SeenAllSourcesC():
 	case <-time.After(waitTimeout):
 		t.Fatal("api source never seen")
 	}

@@ -481,8 +481,8 @@ func (m *Merger) SeenAllSources() bool {
 	return m.seenDone
 }
 
-// AllSourcesSeen returns a channel closed once SeenAllSources is true.
-func (m *Merger) AllSourcesSeen() <-chan struct{} { return m.allSeen }
+// SeenAllSourcesC returns a channel closed once SeenAllSources is true.
+func (m *Merger) SeenAllSourcesC() <-chan struct{} { return m.allSeen }
 
 // Pods returns deep copies of the merged pods of the named sources (all
 // sources when none are named), sorted by namespace and name.

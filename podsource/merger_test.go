@@ -71,9 +71,9 @@ func TestMergerOps(t *testing.T) {
 		t.Errorf("not SeenAllSources after both sent")
 	}
 	select {
-	case <-m.AllSourcesSeen():
+	case <-m.SeenAllSourcesC():
 	default:
-		t.Errorf("AllSourcesSeen not closed")
+		t.Errorf("SeenAllSourcesC not closed")
 	}
 
 	// Spec change: UPDATE, keeping config.seen.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,14 +241,12 @@ func TestEngineRejectedPodThatRunsIsStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sourcesReady atomic.Bool
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, SourcesReady: sourcesReady.Load})
+	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, Sources: []string{podsource.APISource}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.steps(1) // the first relist comes before the first update, as in Run
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{b, a}})
-	sourcesReady.Store(true)
 	h.steps(4)
 	if got := strings.Join(h.sandboxNames(), ","); got != "a" {
 		t.Fatalf("running sandboxes %q, want only a", got)

@@ -39,7 +39,8 @@
 // then Done until REMOVE forgets the pod (StatusWriter.RemovePod, and
 // PodCleaner's CleanupPod, retried ErrorBackoff later when it fails). Pods
 // the backend runs but no source knows (orphans) are stopped with a 1s
-// grace once Options.SourcesReady and every source in Options.Sources spoke.
+// grace once the engine has handled an update from every source in
+// Options.Sources.
 //
 // # Action rules (ComputePodActions)
 //

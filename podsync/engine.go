@@ -63,16 +63,14 @@ type Options struct {
 	// Updates is the merged pod stream Run reads (podsource.Merger.Updates).
 	// Default nil: only HandleUpdate feeds the engine.
 	Updates <-chan podsource.Update
-	// SourcesReady reports whether every pod source has sent its first set;
-	// runtime pods that no source knows are killed only after that. Default:
-	// always ready.
-	SourcesReady func() bool
 	// Sources names the pod sources feeding the engine (podsource's
-	// PodSource.Name). When set, runtime pods that no source knows are
-	// killed only once the engine has handled an update from each of them
-	// (as well as SourcesReady): a merger's SeenAllSources turns true when
-	// it reads a source's first set, which may still be on its way to the
-	// engine, and a restarted agent would then kill the pods it should adopt.
+	// PodSource.Name). Runtime pods that no source knows are killed only
+	// once the engine has handled an update from each of them: a merger
+	// sends every source's first set (an empty ADD when it has none), so a
+	// restarted agent adopts what runs instead of killing it. The engine
+	// counts what it has handled, not what a merger has read
+	// (Merger.SeenAllSources turns true while that set may still be on its
+	// way to the engine). Default nil: orphans are killed from the start.
 	Sources []string
 	// HostIPs are the node's addresses (status.hostIP(s), pod IPs on the host network).
 	HostIPs []string
@@ -131,9 +129,6 @@ func (o *Options) defaults() error {
 	}
 	if o.Rand == nil {
 		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	}
-	if o.SourcesReady == nil {
-		o.SourcesReady = func() bool { return true }
 	}
 	for _, d := range []struct {
 		what     string
@@ -672,15 +667,15 @@ func (e *Engine) orphanLocked(uid types.UID, st *PodState, now time.Time) {
 	}
 }
 
-// sourcesReadyLocked: an update of every named source was handled and
-// Options.SourcesReady says so.
+// sourcesReadyLocked: an update of every source in Options.Sources was
+// handled.
 func (e *Engine) sourcesReadyLocked() bool {
 	for _, s := range e.o.Sources {
 		if !e.handled[s] {
 			return false
 		}
 	}
-	return e.o.SourcesReady()
+	return true
 }
 
 func (e *Engine) updateGauges(pods map[types.UID]*PodState) {

@@ -233,9 +233,8 @@ func TestEngineEventsRestartAtOnce(t *testing.T) {
 // (300s): a sandbox that no source knows is stopped and removed.
 func TestEngineEventsOrphansOnceSourcesReady(t *testing.T) {
 	defer leakcheck.Check(t)()
-	var ready atomic.Bool
 	var orphan string
-	h := newEventHarnessWith(t, true, func(o *podsync.Options) { o.SourcesReady = ready.Load }, func(rt *runtimetest.Runtime) {
+	h := newEventHarnessWith(t, true, func(o *podsync.Options) { o.Sources = []string{podsource.APISource} }, func(rt *runtimetest.Runtime) {
 		labels := map[string]string{cri.LabelPodUID: "uid-orphan", cri.LabelPodName: "orphan", cri.LabelPodNamespace: "default"}
 		var err error
 		orphan, err = rt.RunPodSandbox(context.Background(), &runtimeapi.PodSandboxConfig{
@@ -250,7 +249,7 @@ func TestEngineEventsOrphansOnceSourcesReady(t *testing.T) {
 		t.Fatal("the orphan's sandbox not observed")
 	}
 	relists := h.rl.relists.Load()
-	ready.Store(true)
+	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource}) // the API source's first (empty) set
 	h.step(time.Second)
 	h.eventually("the orphan's sandbox removed", func() bool {
 		_, err := h.rt.PodSandboxStatus(context.Background(), orphan, false)

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/podsync/admission"
 )
 
 // Waiting reasons the kubelet reports and podsync with it.
@@ -62,7 +64,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	if st == nil {
 		st = &PodState{}
 	}
-	s := corev1.PodStatus{QOSClass: QOSClass(pod), StartTime: old.StartTime}
+	s := corev1.PodStatus{QOSClass: admission.QOSClass(pod), StartTime: old.StartTime}
 	if s.StartTime == nil {
 		t := metav1.NewTime(in.Now)
 		s.StartTime = &t

@@ -28,7 +28,7 @@
 // FailLease), age the lease (AgeLease), set or clear any condition
 // (SetCondition, ClearCondition: Ready, MemoryPressure or a type of one's
 // own, through a setter the fleet adds after the node's setters), change the
-// host facts the default setters read (Host, then Kick), and delete and
+// host facts the default setters read (Host, then Trigger), and delete and
 // recreate the node (Delete, Recreate). Options.Template gives each node its
 // labels, annotations, taints, addresses and capacity; Options.Facts its
 // host facts. WaitRenewals, WaitRegistered, WaitNode and WaitLease wait, with

@@ -575,7 +575,7 @@ func (f *Fleet) execLease(ctx context.Context, n *Node) int64 {
 // The heartbeat decides what is due (registration and its back-off, fast
 // start-up checks, re-registration); the fleet only puts each node's
 // regular round on the node's slot: a step due on the slot grid is made a
-// full round (Kick), and a wait that reaches past the next slot is cut to
+// full round (Trigger), and a wait that reaches past the next slot is cut to
 // it.
 func (f *Fleet) execStatus(ctx context.Context, n *Node, due int64) int64 {
 	hb := n.hb.Load()
@@ -583,7 +583,7 @@ func (f *Fleet) execStatus(ctx context.Context, n *Node, due int64) int64 {
 	ph := slot(int(n.idx), 1<<63, f.statusPeriod, f.gran)
 	wasRegistered := hb.Registered()
 	if wasRegistered && (due-f.epoch-ph)%f.statusPeriod == 0 {
-		hb.Kick()
+		hb.Trigger()
 	}
 	wait, err := hb.SyncOnce(ctx)
 	f.statusRounds.Add(1)

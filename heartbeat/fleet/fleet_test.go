@@ -369,7 +369,7 @@ func TestConditions(t *testing.T) {
 
 	// Host facts drive the default setters: low memory is MemoryPressure.
 	n.Host().Update(func(h *nodestatus.HostFacts) { h.MemoryAvailable = 50 << 20 })
-	n.Kick()
+	n.Trigger()
 	if err := f.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func (n *Node) Heartbeat() *heartbeat.Heartbeat { return n.hb.Load() }
 func (n *Node) Renewer() *lease.Renewer { return n.renewer }
 
 // Host returns the node's host facts, which a test may change (Update, Set,
-// SetMissing); call Kick afterwards to have them reported before the next
+// SetMissing); call Trigger afterwards to have them reported before the next
 // status round.
 func (n *Node) Host() *nodestatustest.Host { return n.host }
 
@@ -213,10 +213,10 @@ func (n *Node) Stop() { n.StopLease(); n.StopStatus() }
 // Resume resumes both at their next slots.
 func (n *Node) Resume() { n.ResumeLease(); n.ResumeStatus() }
 
-// Kick makes the node's next status round due now (it runs on the fleet's
+// Trigger makes the node's next status round due now (it runs on the fleet's
 // next SyncOnce, or at once under Run), unless status rounds are stopped.
-func (n *Node) Kick() {
-	n.hb.Load().Kick()
+func (n *Node) Trigger() {
+	n.hb.Load().Trigger()
 	n.resume2(kindStatus)
 }
 
@@ -258,7 +258,7 @@ func (n *Node) AgeLease(ctx context.Context, age time.Duration) error {
 // a type of one's own) until ClearCondition, whatever its status setters
 // compute. Times follow kubelet's rules: lastHeartbeatTime every round,
 // lastTransitionTime when the status changes. The node's next status round
-// is made due now (see Kick).
+// is made due now (see Trigger).
 func (n *Node) SetCondition(c corev1.NodeCondition) {
 	n.editOverrides(func(o *overrides) {
 		o.clear = slices.DeleteFunc(o.clear, func(t corev1.NodeConditionType) bool { return t == c.Type })
@@ -269,7 +269,7 @@ func (n *Node) SetCondition(c corev1.NodeCondition) {
 			o.set[i] = c
 		}
 	})
-	n.Kick()
+	n.Trigger()
 }
 
 // ClearCondition ends SetCondition for type t: a condition the status
@@ -283,7 +283,7 @@ func (n *Node) ClearCondition(t corev1.NodeConditionType) {
 			o.clear = append(o.clear, t)
 		}
 	})
-	n.Kick()
+	n.Trigger()
 }
 
 func kubeletCondition(t corev1.NodeConditionType) bool {

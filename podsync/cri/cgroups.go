@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/mountinfo"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/admission"
 )
 
 // podCgroups keeps the kubelet's pod-level cgroups (its cgroupsPerQOS) on
@@ -122,7 +123,7 @@ type podResources struct {
 }
 
 func podResourceConfig(pod *corev1.Pod) podResources {
-	if podsync.QOSClass(pod) == corev1.PodQOSBestEffort {
+	if admission.QOSClass(pod) == corev1.PodQOSBestEffort {
 		return podResources{shares: minShares}
 	}
 	cpuReq := effective(pod, corev1.ResourceCPU, func(c *corev1.Container) (resource.Quantity, bool) {
@@ -326,7 +327,7 @@ func (p *podCgroups) Ensure(pod *corev1.Pod) error {
 	if exists {
 		return nil
 	}
-	if podsync.QOSClass(pod) == corev1.PodQOSBurstable {
+	if admission.QOSClass(pod) == corev1.PodQOSBurstable {
 		p.burstable[pod.UID] = effective(pod, corev1.ResourceCPU, func(c *corev1.Container) (resource.Quantity, bool) {
 			q, ok := c.Resources.Requests[corev1.ResourceCPU]
 			return q, ok

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/admission"
 )
 
 func resources(req, lim string) corev1.ResourceRequirements {
@@ -47,7 +47,7 @@ func TestQOSAndCgroups(t *testing.T) {
 		if tc.req == "" && tc.lim != "" {
 			pod.Spec.Containers[0].Resources.Requests = pod.Spec.Containers[0].Resources.Limits
 		}
-		if got := podsync.QOSClass(pod); got != tc.qos {
+		if got := admission.QOSClass(pod); got != tc.qos {
 			t.Errorf("%s/%s: QOS %s, want %s", tc.req, tc.lim, got, tc.qos)
 		}
 		if got := PodCgroupParent(pod, CgroupfsDriver, ""); got != tc.fs {

@@ -342,20 +342,11 @@ func testE2EOrphansKilledForeignKept(t *testing.T, c *containerdtest.Containerd)
 	foreign := run("foreign", false)
 	defer func() { _ = rt.RemovePodSandbox(ctx, foreign); _ = rt.Close() }()
 
-	ready := make(chan struct{})
 	e := &e2e{t: t, c: c, rt: rt, writer: &recordingWriter{}, done: make(chan error, 1)}
 	if e.cri, err = New(Options{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: t.TempDir(), CgroupRoot: c.CgroupRoot, ResolvConf: "-"}); err != nil {
 		t.Fatal(err)
 	}
-	sourcesReady := func() bool {
-		select {
-		case <-ready:
-			return true
-		default:
-			return false
-		}
-	}
-	if e.eng, err = podsync.New(podsync.Options{Syncer: e.cri, Writer: e.writer, RelistPeriod: 100 * time.Millisecond, SourcesReady: sourcesReady}); err != nil {
+	if e.eng, err = podsync.New(podsync.Options{Syncer: e.cri, Writer: e.writer, RelistPeriod: 100 * time.Millisecond, Sources: []string{podsource.APISource}}); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -376,7 +367,7 @@ func testE2EOrphansKilledForeignKept(t *testing.T, c *containerdtest.Containerd)
 	if s, cs := count(); s != 2 || cs != 2 {
 		t.Fatalf("before sources are ready: %d sandboxes, %d containers", s, cs)
 	}
-	close(ready)
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource}) // the API source's first (empty) set
 	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "orphan removed", func() bool {
 		s, cs := count()
 		return s == 1 && cs == 1

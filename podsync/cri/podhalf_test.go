@@ -235,7 +235,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 		syncer, writer = h.trace, h.trace
 	}
 	h.eng, err = podsync.New(podsync.Options{Syncer: syncer, Writer: writer, Probes: pm, Updates: merger.Updates(),
-		SourcesReady: merger.SeenAllSources, HostIPs: []string{"127.0.0.1"}, MaxParallel: o.maxParallel})
+		Sources: []string{api.Name(), file.Name()}, HostIPs: []string{"127.0.0.1"}, MaxParallel: o.maxParallel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/admission"
 )
 
 // Cgroup drivers.
@@ -23,7 +23,7 @@ const (
 // Guaranteed).
 func PodCgroupParent(pod *corev1.Pod, driver, root string) string {
 	qos := ""
-	switch podsync.QOSClass(pod) {
+	switch admission.QOSClass(pod) {
 	case corev1.PodQOSBurstable:
 		qos = "burstable"
 	case corev1.PodQOSBestEffort:
@@ -77,7 +77,7 @@ func linuxResources(pod *corev1.Pod, c *corev1.Container, memoryCapacity int64) 
 // oomScoreAdj: Guaranteed −997, BestEffort 1000, Burstable
 // 1000−1000·request/capacity within [3, 999].
 func oomScoreAdj(pod *corev1.Pod, c *corev1.Container, capacity int64) int64 {
-	switch podsync.QOSClass(pod) {
+	switch admission.QOSClass(pod) {
 	case corev1.PodQOSGuaranteed:
 		return guaranteedOOM
 	case corev1.PodQOSBestEffort:

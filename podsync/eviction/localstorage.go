@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/podsync/admission"
 )
 
 // The eviction_signal labels of evictions for local storage limits, and
@@ -43,7 +45,7 @@ func (m *Manager) localStorageEviction(ctx context.Context, pods []*corev1.Pod, 
 		if msg == "" {
 			continue
 		}
-		if IsCritical(pod) {
+		if admission.IsCritical(pod) {
 			klog.FromContext(ctx).Error(nil, "Eviction manager: cannot evict a critical pod", "pod", klog.KObj(pod))
 			continue
 		}

@@ -21,6 +21,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/pressure"
+	"github.com/nodekit/nodekit/podsync/admission"
 )
 
 // Kubelet's values: Reason of an evicted or rejected pod (status and
@@ -42,7 +44,7 @@ const (
 // Defaults and bounds of Options.
 const (
 	DefaultPeriod                   = 10 * time.Second
-	DefaultPressureTransitionPeriod = 5 * time.Minute
+	DefaultPressureTransitionPeriod = pressure.DefaultTransitionPeriod
 	// PodCleanupTimeout and PodCleanupPoll bound Run's wait for an evicted
 	// pod to be cleaned up (Options.PodCleanedUp), as kubelet's.
 	PodCleanupTimeout = 30 * time.Second
@@ -68,8 +70,10 @@ type Options struct {
 	Reclaimers []Reclaimer
 
 	// EvictionHard is kubelet's evictionHard: signal → "100Mi" or "10%".
-	// Default (nil) DefaultEvictionHard(); an empty non-nil map means no
-	// hard thresholds.
+	// Default (nil) kubelet's, nodestatus.DefaultEvictionHard():
+	// memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
+	// imagefs.available<15%, imagefs.inodesFree<5%. An empty non-nil map
+	// means no hard thresholds.
 	EvictionHard map[string]string
 	// EvictionSoft is kubelet's evictionSoft. Default none. Each needs an
 	// EvictionSoftGracePeriod.
@@ -131,7 +135,7 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 		return o, nil, errors.New("eviction: Options.Killer is required")
 	}
 	if o.EvictionHard == nil {
-		o.EvictionHard = DefaultEvictionHard()
+		o.EvictionHard = pressure.DefaultEvictionHard()
 	}
 	ts, err := ParseThresholds(o.EvictionHard, o.EvictionSoft, o.EvictionSoftGracePeriod, o.EvictionMinimumReclaim)
 	if err != nil {
@@ -394,7 +398,7 @@ func (m *Manager) sync(ctx context.Context) (*corev1.Pod, error) {
 	}
 	var conds []corev1.NodeConditionType
 	for c, at := range m.condObserved {
-		if !at.IsZero() && now.Sub(at) < m.o.PressureTransitionPeriod {
+		if pressure.Under(at, now, m.o.PressureTransitionPeriod) {
 			conds = append(conds, conditionTypes[c])
 		}
 	}
@@ -449,7 +453,7 @@ func (m *Manager) sync(ctx context.Context) (*corev1.Pod, error) {
 		}
 	}
 	for _, pod := range ranked {
-		if IsCritical(pod) {
+		if admission.IsCritical(pod) {
 			log.Error(nil, "Eviction manager: cannot evict a critical pod", "pod", klog.KObj(pod))
 			continue
 		}

@@ -11,11 +11,6 @@ import (
 	"github.com/nodekit/nodekit/podsync/admission"
 )
 
-// IsCritical reports whether kubelet never evicts pod: a static pod, a
-// mirror pod, or one whose priority is at least system-critical
-// (2000000000). It is admission.IsCritical.
-func IsCritical(pod *corev1.Pod) bool { return admission.IsCritical(pod) }
-
 // SystemCriticalPriority is the lowest priority of a critical pod, that of
 // the system-cluster-critical class.
 const SystemCriticalPriority = admission.SystemCriticalPriority

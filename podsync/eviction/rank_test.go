@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/podsync/eviction"
 )
 
@@ -87,7 +88,7 @@ func TestIsCritical(t *testing.T) {
 		{newPod("cluster-critical", priority(2000000000)), true},
 		{newPod("high", priority(1999999999)), false},
 	} {
-		if got := eviction.IsCritical(tt.pod); got != tt.want {
+		if got := admission.IsCritical(tt.pod); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.pod.Name, got, tt.want)
 		}
 	}

@@ -112,13 +112,13 @@ func (m *Manager) Admit(pod *corev1.Pod, _ []*corev1.Pod) admission.Result {
 
 // AdmitUnderPressure is kubelet's eviction admission rule: with no
 // pressure condition every pod is admitted, and so is a critical pod
-// (IsCritical) under any; under MemoryPressure alone, a pod that is not
+// (admission.IsCritical) under any; under MemoryPressure alone, a pod that is not
 // BestEffort, or a BestEffort pod that tolerates the
 // node.kubernetes.io/memory-pressure:NoSchedule taint, is admitted; every
 // other pod is rejected with reason Evicted and the message "The node had
 // condition: [MemoryPressure]. " (the conditions that hold).
 func AdmitUnderPressure(conditions []corev1.NodeConditionType, pod *corev1.Pod) admission.Result {
-	if len(conditions) == 0 || IsCritical(pod) {
+	if len(conditions) == 0 || admission.IsCritical(pod) {
 		return admission.Admitted
 	}
 	if len(conditions) == 1 && conditions[0] == corev1.NodeMemoryPressure {

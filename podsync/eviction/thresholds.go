@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/internal/pressure"
 )
 
 // Signal is an eviction signal: a quantity the node has left, compared
@@ -79,17 +82,6 @@ func (s Signal) Condition() corev1.NodeConditionType { return signals[s].conditi
 // ephemeral-storage, inodes or pids, as kubelet names them in its
 // eviction messages.
 func (s Signal) Resource() corev1.ResourceName { return signals[s].resource }
-
-// DefaultEvictionHard returns kubelet's hard eviction thresholds on Linux.
-func DefaultEvictionHard() map[string]string {
-	return map[string]string{
-		string(SignalMemoryAvailable):   "100Mi",
-		string(SignalNodeFsAvailable):   "10%",
-		string(SignalNodeFsInodesFree):  "5%",
-		string(SignalImageFsAvailable):  "15%",
-		string(SignalImageFsInodesFree): "5%",
-	}
-}
 
 // Value is a threshold or minimum-reclaim amount: a quantity, or a
 // fraction of the signal's capacity.
@@ -237,33 +229,14 @@ func parseStatements(field string, m map[string]string) ([]Threshold, error) {
 		if _, ok := signals[s]; !ok {
 			return nil, fmt.Errorf("eviction: %s[%q]: unsupported eviction signal", field, k)
 		}
-		v := strings.TrimSpace(m[k])
-		if p, ok := strings.CutSuffix(v, "%"); ok {
-			if v == "0%" || v == "100%" {
-				continue
-			}
-			f, err := strconv.ParseFloat(p, 32)
-			if err != nil {
-				return nil, fmt.Errorf("eviction: %s[%q]: %q is not a percentage", field, k, v)
-			}
-			pct := float32(f) / 100
-			if pct <= 0 {
-				return nil, fmt.Errorf("eviction: %s[%q]: percentage threshold must be positive: %s", field, k, v)
-			}
-			if pct > 1 {
-				return nil, fmt.Errorf("eviction: %s[%q]: percentage threshold must be <= 100%%: %s", field, k, v)
-			}
-			out = append(out, Threshold{Signal: s, Value: Value{Percentage: pct}})
+		q, percent, err := pressure.ParseThreshold(m[k])
+		switch {
+		case errors.Is(err, pressure.ErrIgnored):
 			continue
+		case err != nil:
+			return nil, fmt.Errorf("eviction: %s[%q]: %w", field, k, err)
 		}
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return nil, fmt.Errorf("eviction: %s[%q]: %q is not a quantity or percentage", field, k, v)
-		}
-		if q.Sign() <= 0 {
-			return nil, fmt.Errorf("eviction: %s[%q]: threshold must be positive: %s", field, k, v)
-		}
-		out = append(out, Threshold{Signal: s, Value: Value{Quantity: &q}})
+		out = append(out, Threshold{Signal: s, Value: Value{Quantity: q, Percentage: float32(percent) / 100}})
 	}
 	return out, nil
 }

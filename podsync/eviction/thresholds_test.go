@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync/eviction"
 )
 
@@ -16,7 +17,7 @@ func TestParseThresholds(t *testing.T) {
 		want    []string // Threshold.String() [+ " grace" + GracePeriod] [+ " min" + MinReclaim]
 		wantErr string
 	}{
-		{name: "kubelet defaults", in: in{hard: eviction.DefaultEvictionHard()},
+		{name: "kubelet defaults", in: in{hard: nodestatus.DefaultEvictionHard()},
 			want: []string{"imagefs.available<15%", "imagefs.inodesFree<5%", "memory.available<100Mi", "nodefs.available<10%", "nodefs.inodesFree<5%"}},
 		{name: "0% and 100% are ignored", in: in{hard: map[string]string{"nodefs.available": "0%", "imagefs.available": "100%", "pid.available": "1k"}},
 			want: []string{"pid.available<1k"}},
