@@ -59,7 +59,7 @@ func On[T any](ch <-chan T, fn func(T)) Wake {
 // each call asks or until one of wakes delivers. It returns nil when ctx
 // ends (also when the step's error came from ctx ending) and the step's
 // error otherwise.
-func Run(ctx context.Context, clk clock.WithTicker, step Step, wakes ...Wake) error {
+func Run(ctx context.Context, clk clock.Clock, step Step, wakes ...Wake) error {
 	w := newWaiter(ctx, wakes)
 	for {
 		d, err := step(ctx)
@@ -96,7 +96,7 @@ func Sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 // whole body to Run: it waits d (Never: no timer) on clk, handling the clock
 // moved before the timer was armed as Run does, until the timer fires or one
 // of wakes delivers (true) or ctx ends (false).
-func Wait(ctx context.Context, clk clock.WithTicker, d time.Duration, wakes ...Wake) bool {
+func Wait(ctx context.Context, clk clock.Clock, d time.Duration, wakes ...Wake) bool {
 	return newWaiter(ctx, wakes).wait(clk, clk.Now(), d)
 }
 
@@ -130,7 +130,7 @@ var due = func() reflect.Value {
 }()
 
 // wait waits d from the clock's reading from.
-func (w *waiter) wait(clk clock.WithTicker, from time.Time, d time.Duration) bool {
+func (w *waiter) wait(clk clock.Clock, from time.Time, d time.Duration) bool {
 	w.cases[caseTimer].Chan = reflect.Value{}
 	switch {
 	case d == 0:

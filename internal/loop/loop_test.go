@@ -55,7 +55,7 @@ func (c *calls) none(t *testing.T) {
 	}
 }
 
-func start(t *testing.T, clk clock.WithTicker, step Step, wakes ...Wake) (stop func() error) {
+func start(t *testing.T, clk clock.Clock, step Step, wakes ...Wake) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, clk, step, wakes...) }()
