@@ -108,12 +108,13 @@ const (
 )
 
 type waiter struct {
+	ctx   context.Context
 	cases []reflect.SelectCase
 	wakes []Wake
 }
 
 func newWaiter(ctx context.Context, wakes []Wake) *waiter {
-	w := &waiter{cases: make([]reflect.SelectCase, caseWakes, caseWakes+len(wakes)), wakes: wakes}
+	w := &waiter{ctx: ctx, cases: make([]reflect.SelectCase, caseWakes, caseWakes+len(wakes)), wakes: wakes}
 	w.cases[caseDone] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
 	w.cases[caseTimer] = reflect.SelectCase{Dir: reflect.SelectRecv}
 	for _, wk := range wakes {
@@ -131,6 +132,9 @@ var due = func() reflect.Value {
 
 // wait waits d from the clock's reading from.
 func (w *waiter) wait(clk clock.Clock, from time.Time, d time.Duration) bool {
+	if w.ctx.Err() != nil {
+		return false
+	}
 	w.cases[caseTimer].Chan = reflect.Value{}
 	switch {
 	case d == 0:

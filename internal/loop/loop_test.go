@@ -205,52 +205,52 @@ func TestRunClockSteppedBeforeTheTimerIsArmed(t *testing.T) {
 	}
 }
 
-func TestWait(t *testing.T) {
-	defer leakcheck.Check(t)()
-	fc := testingclock.NewFakeClock(t0)
+// Wait and Sleep, each as a func(ctx, clk, d).
+var waits = map[string]func(context.Context, clock.Clock, time.Duration) bool{
+	"Wait":  func(ctx context.Context, clk clock.Clock, d time.Duration) bool { return Wait(ctx, clk, d) },
+	"Sleep": Sleep,
+}
+
+func TestWaitAndSleep(t *testing.T) {
+	for name, wait := range waits {
+		t.Run(name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			fc := testingclock.NewFakeClock(t0)
+			ctx, cancel := context.WithCancel(context.Background())
+			if !wait(ctx, fc, 0) {
+				t.Fatal("a wait of 0 = false")
+			}
+			done := make(chan bool)
+			go func() { done <- wait(ctx, fc, time.Second) }()
+			waitTimer(t, fc)
+			fc.Step(time.Second)
+			if !<-done {
+				t.Fatal("false after the timer")
+			}
+			go func() { done <- wait(ctx, fc, time.Hour) }()
+			waitTimer(t, fc)
+			cancel()
+			if <-done {
+				t.Fatal("true after ctx ended")
+			}
+			if wait(ctx, fc, 0) {
+				t.Fatal("a wait of 0 = true after ctx ended")
+			}
+			if fc.HasWaiters() {
+				t.Error("a timer left armed")
+			}
+		})
+	}
+	// Sleep of a negative time returns at once; Wait(Never) waits for ctx.
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if !Wait(ctx, fc, 0) {
-		t.Fatal("Wait(0) = false")
+	fc := testingclock.NewFakeClock(t0)
+	if !Sleep(ctx, fc, -time.Second) {
+		t.Fatal("Sleep(-1s) = false")
 	}
 	done := make(chan bool)
-	go func() { done <- Wait(ctx, fc, time.Second) }()
-	waitTimer(t, fc)
-	fc.Step(time.Second)
-	if !<-done {
-		t.Fatal("Wait = false after the timer")
-	}
 	go func() { done <- Wait(ctx, fc, Never) }()
 	cancel()
 	if <-done {
-		t.Fatal("Wait = true after ctx ended")
-	}
-}
-
-func TestSleep(t *testing.T) {
-	defer leakcheck.Check(t)()
-	fc := testingclock.NewFakeClock(t0)
-	ctx, cancel := context.WithCancel(context.Background())
-	if !Sleep(ctx, fc, 0) || !Sleep(ctx, fc, -time.Second) {
-		t.Fatal("Sleep of no time = false")
-	}
-	done := make(chan bool)
-	go func() { done <- Sleep(ctx, fc, time.Second) }()
-	waitTimer(t, fc)
-	fc.Step(time.Second)
-	if !<-done {
-		t.Fatal("Sleep = false after the timer")
-	}
-	go func() { done <- Sleep(ctx, fc, time.Hour) }()
-	waitTimer(t, fc)
-	cancel()
-	if <-done {
-		t.Fatal("Sleep = true after ctx ended")
-	}
-	if Sleep(ctx, fc, 0) {
-		t.Fatal("Sleep(0) = true after ctx ended")
-	}
-	if fc.HasWaiters() {
-		t.Error("Sleep left a timer armed")
+		t.Fatal("Wait(Never) = true after ctx ended")
 	}
 }
