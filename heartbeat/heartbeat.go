@@ -18,6 +18,8 @@ import (
 	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 var (
@@ -697,10 +699,10 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 		}()
 	}
 	leaseStarted := h.lease == nil
-	for {
+	return loop.Run(ctx, h.clock, func(ctx context.Context) (time.Duration, error) {
 		wait, err := h.SyncOnce(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return wait, nil
 		}
 		if err != nil {
 			if h.view.registered.Load() || !h.register {
@@ -717,10 +719,8 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 				_ = h.lease.Run(ctx)
 			}()
 		}
-		if !sleep(ctx, h.clock, wait) {
-			return nil
-		}
-	}
+		return wait, nil
+	})
 }
 
 func (h *Heartbeat) jittered(d time.Duration) time.Duration {
@@ -728,18 +728,4 @@ func (h *Heartbeat) jittered(d time.Duration) time.Duration {
 		return d
 	}
 	return d + time.Duration(h.rand()*h.jitter*float64(d))
-}
-
-func sleep(ctx context.Context, c clock.Clock, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // Defaults and bounds of Options.
@@ -493,28 +495,11 @@ func (r *Renewer) lookupOwner(ctx context.Context) {
 // ends.
 func (r *Renewer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	for {
+	return loop.Run(ctx, r.clock, func(ctx context.Context) (time.Duration, error) {
 		wait, err := r.SyncOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			logger.Error(err, "Failed to renew node lease, will retry", "lease", klog.KRef(r.ns, r.name), "backoff", wait)
 		}
-		if !sleep(ctx, r.clock, wait) {
-			return nil
-		}
-	}
-}
-
-// sleep waits d on c, returning false when ctx ended first.
-func sleep(ctx context.Context, c clock.Clock, d time.Duration) bool {
-	t := c.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
+		return wait, nil
+	})
 }

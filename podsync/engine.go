@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/loop"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync/admission"
@@ -443,16 +444,69 @@ func (e *Engine) State(uid types.UID) *PodState {
 	return e.cache[uid]
 }
 
-// SyncOnce is one step: relist, then sync every pod that is due and wait
-// for those syncs. It returns how long to wait before the next step.
+// SyncOnce is one step, the one Run loops: it takes the pods triggered
+// since the last step; relists the backend when a relist is due (or asked
+// for, or events named pods and the Relister cannot relist one pod), else
+// relists the pods that container events named and, while events stand in
+// for relists, checks the backend's health when that is due; then syncs
+// every pod that is due, waits for those syncs (Run does not), and hands
+// the forgotten pods that are due to the PodCleaner. It returns how long to
+// wait before the next step, and the relist's error.
 func (e *Engine) SyncOnce(ctx context.Context) (time.Duration, error) {
-	e.takeTriggers()
-	err := e.relist(ctx)
 	var wg sync.WaitGroup
-	e.dispatch(ctx, &wg)
-	wg.Wait()
+	return e.step(ctx, &wg, true)
+}
+
+// RelistNow makes the next step relist the backend in full, whatever the
+// relist period: for a caller that changed the backend behind the engine's
+// back (a simulated backend's pod exiting in a test) and steps the engine
+// without moving its clock.
+func (e *Engine) RelistNow() {
+	e.mu.Lock()
+	e.relistNow = true
+	e.mu.Unlock()
+	e.poke()
+}
+
+// step is SyncOnce; syncs are added to wg, and waited for when wait is set.
+func (e *Engine) step(ctx context.Context, wg *sync.WaitGroup, wait bool) (time.Duration, error) {
+	e.takeTriggers()
+	err := e.observeStep(ctx)
+	e.dispatch(ctx, wg)
+	if wait {
+		wg.Wait()
+	}
 	e.cleanup(ctx)
 	return max(0, e.next().Sub(e.o.Clock.Now())), err
+}
+
+// observeStep relists the backend when that is due, else relists the pods
+// that events named and checks the backend's health when that is due.
+func (e *Engine) observeStep(ctx context.Context) error {
+	pr, _ := e.o.Relister.(PodRelister)
+	now := e.o.Clock.Now()
+	e.mu.Lock()
+	relist := e.relistNow || !now.Before(e.nextRelist) || len(e.evPods) > 0 && pr == nil
+	var pods []types.UID
+	check := false
+	if !relist {
+		for uid := range e.evPods {
+			pods = append(pods, uid)
+		}
+		e.evPods = nil
+		check = e.evented && !now.Before(e.nextCheck)
+	}
+	e.mu.Unlock()
+	if relist {
+		return e.relist(ctx)
+	}
+	if len(pods) > 0 {
+		e.relistPods(ctx, pr, pods)
+	}
+	if check {
+		e.check(ctx)
+	}
+	return nil
 }
 
 func (e *Engine) next() time.Time {
@@ -477,7 +531,9 @@ func (e *Engine) next() time.Time {
 }
 
 // Run steps until ctx ends, reading Options.Updates and probe result
-// changes, then waits for the syncs in flight and returns nil.
+// changes between steps and watching the Relister's events, then waits for
+// the syncs in flight and returns nil. Its steps are SyncOnce's, except that
+// a step does not wait for the syncs it starts; relist errors are logged.
 func (e *Engine) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -486,11 +542,16 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 	logger := klog.FromContext(ctx)
-	var probeCh <-chan probe.Update
-	if e.o.Probes != nil {
-		probeCh = e.o.Probes.Subscribe(ctx, 256)
+	wakes := []loop.Wake{loop.Signal(e.wake)}
+	if e.o.Updates != nil {
+		wakes = append(wakes, loop.On(e.o.Updates, e.HandleUpdate))
 	}
-	updates := e.o.Updates
+	if e.o.Probes != nil {
+		wakes = append(wakes, loop.On(e.o.Probes.Subscribe(ctx, 256), func(u probe.Update) { e.Trigger(u.PodUID) }))
+	}
+	if e.o.Triggers != nil {
+		wakes = append(wakes, loop.Signal(e.o.Triggers.wake))
+	}
 	if w, ok := e.o.Relister.(EventWatcher); ok {
 		wg.Add(1)
 		go func() {
@@ -498,77 +559,14 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.watchEvents(ctx, w)
 		}()
 	}
-	pr, _ := e.o.Relister.(PodRelister)
-	var triggered <-chan struct{}
-	if e.o.Triggers != nil {
-		triggered = e.o.Triggers.wake
-	}
-	for {
-		e.takeTriggers()
-		now := e.o.Clock.Now()
-		e.mu.Lock()
-		relist := e.relistNow || !now.Before(e.nextRelist) || len(e.evPods) > 0 && pr == nil
-		var pods []types.UID
-		check := false
-		if !relist {
-			for uid := range e.evPods {
-				pods = append(pods, uid)
-			}
-			e.evPods = nil
-			check = e.evented && !now.Before(e.nextCheck)
+	return loop.Run(ctx, e.o.Clock, func(ctx context.Context) (time.Duration, error) {
+		d, err := e.step(ctx, &wg, false)
+		if err != nil && ctx.Err() == nil {
+			logger.Error(err, "Relist failed")
 		}
-		e.mu.Unlock()
-		if relist {
-			if err := e.relist(ctx); err != nil && ctx.Err() == nil {
-				logger.Error(err, "Relist failed")
-			}
-		} else {
-			if len(pods) > 0 {
-				e.relistPods(ctx, pr, pods)
-			}
-			if check {
-				e.check(ctx)
-			}
-		}
-		e.dispatch(ctx, &wg)
-		e.cleanup(ctx)
-		next := e.next()
-		t := e.o.Clock.NewTimer(max(next.Sub(e.o.Clock.Now()), 0))
-		fired := t.C()
-		if !e.o.Clock.Now().Before(next) {
-			// Due already, or the clock (a stepped fake one) moved on
-			// between reading it and arming the timer, which then waits
-			// too long.
-			fired = due
-		}
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case u, ok := <-updates:
-			if !ok {
-				updates = nil
-			} else {
-				e.HandleUpdate(u)
-			}
-		case pu, ok := <-probeCh:
-			if ok {
-				e.Trigger(pu.PodUID)
-			}
-		case <-e.wake:
-		case <-triggered:
-		case <-fired:
-		}
-		t.Stop()
-	}
+		return d, nil
+	}, wakes...)
 }
-
-// due is always ready: Run's timer channel when the next step is due.
-var due = func() <-chan time.Time {
-	c := make(chan time.Time)
-	close(c)
-	return c
-}()
 
 // relist observes the backend, wakes pods whose state changed, publishes
 // the new status of those that are not syncing (so a started container is

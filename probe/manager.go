@@ -18,6 +18,8 @@ import (
 
 	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/timerheap"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // Options configures a Manager.
@@ -618,21 +620,37 @@ func (m *Manager) wakeLocked(t time.Time) {
 // ctx ended.
 func (m *Manager) SyncOnce(ctx context.Context) (time.Duration, error) {
 	var wg sync.WaitGroup
+	return m.step(ctx, &wg)
+}
+
+// step is SyncOnce, and Run's step with wg nil: the probes it starts are
+// not waited for, and the wait it returns is the one Run sleeps (so that
+// triggerLocked wakes Run only for a probe due sooner).
+func (m *Manager) step(ctx context.Context, wg *sync.WaitGroup) (time.Duration, error) {
 	m.mu.Lock()
-	m.dispatchLocked(ctx, &wg, m.clock.Now())
-	m.mu.Unlock()
-	wg.Wait()
-	m.mu.Lock()
+	m.dispatchLocked(ctx, wg, m.clock.Now())
+	if wg != nil {
+		m.mu.Unlock()
+		wg.Wait()
+		m.mu.Lock()
+	}
 	_, next, ok := m.due.Peek()
+	if wg == nil {
+		m.sleepUntil = farFuture
+		if ok {
+			m.sleepUntil = next
+		}
+	}
 	m.mu.Unlock()
 	if !ok {
-		return -1, ctx.Err()
+		return loop.Never, ctx.Err()
 	}
 	return max(0, next.Sub(m.clock.Now())), ctx.Err()
 }
 
 // Run runs probes as they fall due until ctx ends, then waits for the probes
-// in flight (which see ctx end) and returns nil.
+// in flight (which see ctx end) and returns nil: a loop over SyncOnce's
+// step, which does not wait for the probes it starts.
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running {
@@ -640,6 +658,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	m.running = true
+	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		m.running = false
@@ -649,32 +668,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 	}()
-	for {
-		now := m.clock.Now()
-		m.dispatchLocked(ctx, nil, now)
-		var timer clock.Timer
-		var fire <-chan time.Time
-		if _, next, ok := m.due.Peek(); ok {
-			m.sleepUntil = next
-			timer = m.clock.NewTimer(next.Sub(now))
-			fire = timer.C()
-		} else {
-			m.sleepUntil = farFuture
-		}
-		m.mu.Unlock()
-		select {
-		case <-ctx.Done():
-		case <-fire:
-		case <-m.wake:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		m.mu.Lock()
-	}
+	return loop.Run(ctx, m.clock, func(ctx context.Context) (time.Duration, error) {
+		d, _ := m.step(ctx, nil)
+		return d, nil
+	}, loop.Signal(m.wake))
 }
 
 var farFuture = time.Unix(1<<62, 0)

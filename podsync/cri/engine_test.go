@@ -120,6 +120,7 @@ func (h *harness) add(pod *corev1.Pod) {
 func (h *harness) steps(n int) {
 	h.t.Helper()
 	for range n {
+		h.eng.RelistNow() // the runtime changes behind the engine's back
 		if _, err := h.eng.SyncOnce(h.ctx); err != nil {
 			h.t.Fatalf("SyncOnce: %v", err)
 		}

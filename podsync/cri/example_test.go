@@ -44,6 +44,7 @@ func Example() {
 
 	step := func(what string) {
 		for range 2 {
+			engine.RelistNow() // observe at once what the runtime did, without a relist period
 			_, _ = engine.SyncOnce(ctx)
 		}
 		s, _ := engine.PodStatus(pod.UID)

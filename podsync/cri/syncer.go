@@ -27,6 +27,8 @@ import (
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // Options configure the CRI-backed PodSyncer. The zero value of each field
@@ -891,12 +893,7 @@ func (c *Syncer) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Cont
 			return fmt.Sprintf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed - error: %s", h.HTTPGet.Path, spec.Name, pod.Name+"_"+pod.Namespace+"("+string(pod.UID)+")", out.Message), false
 		}
 	case h.Sleep != nil:
-		t := c.clock.NewTimer(time.Duration(h.Sleep.Seconds) * time.Second)
-		defer t.Stop()
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-		}
+		loop.Sleep(ctx, c.clock, time.Duration(h.Sleep.Seconds)*time.Second)
 		return "", true
 	default:
 		return "", true

@@ -15,6 +15,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // ImageRuntime is what ImageGC needs of a container runtime: a sliver of
@@ -170,18 +172,12 @@ func (g *ImageGC) SyncOnce(ctx context.Context) error {
 // Run collects every Period until ctx ends, then returns nil. Errors are
 // logged.
 func (g *ImageGC) Run(ctx context.Context) error {
-	for {
-		if err := g.SyncOnce(ctx); err != nil {
+	return loop.Run(ctx, g.o.Clock, func(ctx context.Context) (time.Duration, error) {
+		if err := g.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "Image garbage collection failed")
 		}
-		t := g.o.Clock.NewTimer(g.o.Period)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C():
-		}
-	}
+		return g.o.Period, nil
+	})
 }
 
 // detect refreshes the records from the runtime and returns the IDs and

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/loop"
 	"github.com/nodekit/nodekit/internal/pressure"
 	"github.com/nodekit/nodekit/podsync/admission"
 )
@@ -313,25 +314,17 @@ func (m *Manager) SyncOnce(ctx context.Context) error {
 // returns nil. Sync errors are logged.
 func (m *Manager) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx)
-	for {
+	return loop.Run(ctx, m.o.Clock, func(ctx context.Context) (time.Duration, error) {
 		evicted, err := m.sync(ctx)
 		if err != nil {
 			log.Error(err, "Eviction manager: sync failed")
 		}
 		if evicted != nil && m.o.PodCleanedUp != nil {
-			if !m.waitCleanup(ctx, evicted) {
-				return nil
-			}
-			continue
+			m.waitCleanup(ctx, evicted)
+			return 0, nil
 		}
-		t := m.o.Clock.NewTimer(m.o.Period)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C():
-		}
-	}
+		return m.o.Period, nil
+	})
 }
 
 // waitCleanup polls PodCleanedUp; it returns false when ctx ended.

@@ -22,6 +22,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // TokenReviewInterface creates TokenReviews (authentication.k8s.io/v1).
@@ -697,12 +699,8 @@ func (a *Auth) retry(ctx context.Context, call func() error) error {
 		if err == nil || attempt >= a.opts.ReviewRetries || !transient(err) {
 			return err
 		}
-		t := a.opts.Clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !loop.Sleep(ctx, a.opts.Clock, wait) {
 			return err
-		case <-t.C():
 		}
 		wait = wait * 3 / 2
 	}

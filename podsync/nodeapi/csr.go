@@ -22,6 +22,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // CertificateSigningRequestInterface creates and reads
@@ -191,14 +193,8 @@ func RenewServingCertificate(ctx context.Context, opts ServingCSROptions, curren
 			log.Info("Node API: serving certificate renewal scheduled", "at", at, "expires", c.NotAfter)
 			wait = at.Sub(opts.Clock.Now())
 		}
-		if wait > 0 {
-			t := opts.Clock.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C():
-			}
+		if !loop.Sleep(ctx, opts.Clock, wait) {
+			return nil
 		}
 		certPEM, keyPEM, err := RequestServingCertificate(ctx, opts)
 		if err == nil {

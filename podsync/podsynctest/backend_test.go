@@ -23,6 +23,7 @@ func setup(t *testing.T, stages func(*corev1.Pod, string) podsynctest.Stages) (*
 	}
 	steps := func(n int) {
 		for range n {
+			e.RelistNow() // the backend changes behind the engine's back
 			if _, err := e.SyncOnce(context.Background()); err != nil {
 				t.Fatal(err)
 			}

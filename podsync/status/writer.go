@@ -19,6 +19,8 @@ import (
 	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/podsource"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // Writer writes the statuses the node computes for its pods to the API
@@ -438,27 +440,13 @@ func (w *Writer) syncOnce(ctx context.Context) error {
 // logged (with the logger from ctx) and retried after their back-off.
 func (w *Writer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	for {
+	return loop.Run(ctx, w.clock, func(ctx context.Context) (time.Duration, error) {
 		d, err := w.SyncOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			logger.Error(err, "Writing pod statuses failed; retrying after back-off")
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if d <= 0 {
-			continue
-		}
-		t := w.clock.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-w.wake:
-		case <-t.C():
-		}
-		t.Stop()
-	}
+		return d, nil
+	}, loop.Signal(w.wake))
 }
 
 // snapshot is what one sync of one pod works from, copied under w.mu.

@@ -28,6 +28,8 @@ import (
 	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/listwatch"
 	"github.com/nodekit/nodekit/podsource"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // The clients below are the parts of the core/v1 API the Manager reads and
@@ -210,37 +212,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 	logger := klog.FromContext(ctx)
-	for {
-		next, err := m.syncOnce(ctx)
-		if err != nil {
+	return loop.Run(ctx, m.clock, func(ctx context.Context) (time.Duration, error) {
+		d, err := m.SyncOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			logger.V(2).Info("Refreshing pod volumes failed", "err", err)
 		}
-		var timer clock.Timer
-		var tc <-chan time.Time
-		if !next.IsZero() {
-			// Timed from now, not from when the sync began: the clock
-			// may have moved on while it ran. If it reached next while
-			// the timer was being made, the timer may be late: sync now.
-			timer = m.clock.NewTimer(max(next.Sub(m.clock.Now()), 0))
-			if !m.clock.Now().Before(next) {
-				timer.Stop()
-				continue
-			}
-			tc = timer.C()
-		}
-		select {
-		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
-			return nil
-		case <-m.wake:
-		case <-tc:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-	}
+		return d, nil
+	}, loop.Signal(m.wake))
 }
 
 // SyncOnce rewrites the volumes of pods whose objects changed and of pods
@@ -250,7 +228,7 @@ func (m *Manager) Run(ctx context.Context) error {
 func (m *Manager) SyncOnce(ctx context.Context) (time.Duration, error) {
 	next, err := m.syncOnce(ctx)
 	if next.IsZero() {
-		return -1, err
+		return loop.Never, err
 	}
 	return max(next.Sub(m.clock.Now()), 0), err
 }
