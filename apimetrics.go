@@ -11,11 +11,12 @@ import (
 	"github.com/nodekit/nodekit/internal/promutil"
 )
 
-// Metrics of an agent's API traffic, counted by CountRequests' transport.
+// Metrics of an agent's API traffic (CountRequests), by the names the
+// kubelet side-by-side scripts read.
 const (
-	metricAPIRequests      = "nodekit_agent_api_requests_total"
-	metricAPIRequestBytes  = "nodekit_agent_api_request_bytes_total"
-	metricAPIResponseBytes = "nodekit_agent_api_response_bytes_total"
+	MetricAPIRequests      = "nodekit_agent_api_requests_total"
+	MetricAPIRequestBytes  = "nodekit_agent_api_request_bytes_total"
+	MetricAPIResponseBytes = "nodekit_agent_api_response_bytes_total"
 )
 
 // apiCounter counts an agent's requests to the API server by verb, resource
@@ -30,15 +31,15 @@ type apiCounter struct {
 func newAPICounter(reg prometheus.Registerer) (*apiCounter, error) {
 	c := &apiCounter{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: metricAPIRequests,
+			Name: MetricAPIRequests,
 			Help: "Requests the agent sent to the API server, by HTTP method, resource and status code (code 0: no response).",
 		}, []string{"verb", "resource", "code"}),
 		requestBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: metricAPIRequestBytes,
+			Name: MetricAPIRequestBytes,
 			Help: "Bytes of request bodies the agent sent to the API server, by HTTP method and resource.",
 		}, []string{"verb", "resource"}),
 		responseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: metricAPIResponseBytes,
+			Name: MetricAPIResponseBytes,
 			Help: "Bytes of response bodies the agent read from the API server, by HTTP method and resource.",
 		}, []string{"verb", "resource"}),
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // The fault tests run an agent with pods on each of the harness's
@@ -129,7 +129,7 @@ type criPod struct {
 }
 
 // criState lists the runtime's sandboxes and containers by pod UID.
-func criState(ctx context.Context, t *testing.T, rt *runtime.Client) map[string]*criPod {
+func criState(ctx context.Context, t *testing.T, rt *remote.Client) map[string]*criPod {
 	t.Helper()
 	sbs, err := rt.ListPodSandbox(ctx, nil)
 	if err != nil {
@@ -185,7 +185,7 @@ func checkOnePerPod(t *testing.T, s map[string]*criPod, want map[string]types.UI
 // waitOnePerPod waits up to a minute for the runtime to hold what
 // checkOnePerPod wants: a sandbox that a killed agent left half-made is
 // replaced by a new one and removed by the sync that replaced it.
-func waitOnePerPod(ctx context.Context, t *testing.T, rt *runtime.Client, want map[string]types.UID) {
+func waitOnePerPod(ctx context.Context, t *testing.T, rt *remote.Client, want map[string]types.UID) {
 	t.Helper()
 	var problems []string
 	deadline := time.Now().Add(time.Minute)
@@ -417,7 +417,7 @@ func readyCondition(n *corev1.Node) corev1.NodeCondition {
 // deleteAndDrain deletes the API pods named names (with their grace
 // period) and waits until the runtime is empty, no containerd mount is
 // left and no pod is bound to node in the API.
-func deleteAndDrain(ctx context.Context, t *testing.T, admin kubernetes.Interface, rt *runtime.Client, c *containerdtest.Containerd, node string, names []string) {
+func deleteAndDrain(ctx context.Context, t *testing.T, admin kubernetes.Interface, rt *remote.Client, c *containerdtest.Containerd, node string, names []string) {
 	t.Helper()
 	for _, name := range names {
 		if err := admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -596,7 +596,7 @@ func mirrorPod(ctx context.Context, t *testing.T, admin kubernetes.Interface, na
 
 // runningOf returns the IDs of the running containers of the pods named in
 // names, as a set.
-func runningOf(t *testing.T, rt *runtime.Client, names []string) map[string]bool {
+func runningOf(t *testing.T, rt *remote.Client, names []string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	for _, id := range runningContainers(t, rt, names...) {

@@ -23,7 +23,7 @@ import (
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // livenessCommand keeps /tmp/healthy while it runs: the liveness probe
@@ -32,7 +32,7 @@ const livenessCommand = `touch /tmp/healthy; trap 'exit 0' TERM; sleep 3600 & wa
 
 // runningContainers returns the IDs of the running containers of the pods
 // named names, sorted.
-func runningContainers(t *testing.T, rt *runtime.Client, names ...string) []string {
+func runningContainers(t *testing.T, rt *remote.Client, names ...string) []string {
 	t.Helper()
 	cs, err := rt.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
 		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
@@ -132,7 +133,7 @@ func procCPUTicks(t *testing.T, pid int) int64 {
 func apiWrites(exposition string) (requests, bytes float64, detail map[string]float64) {
 	detail = map[string]float64{}
 	for _, line := range strings.Split(exposition, "\n") {
-		for _, m := range []string{metricAPIRequests, metricAPIRequestBytes} {
+		for _, m := range []string{nodekit.MetricAPIRequests, nodekit.MetricAPIRequestBytes} {
 			rest, ok := strings.CutPrefix(line, m+"{")
 			if !ok {
 				continue
@@ -144,7 +145,7 @@ func apiWrites(exposition string) (requests, bytes float64, detail map[string]fl
 			}
 			v, _ := strconv.ParseFloat(val, 64)
 			key := verb + " " + labelValue(labels, "resource")
-			if m == metricAPIRequests {
+			if m == nodekit.MetricAPIRequests {
 				requests += v
 				detail[key+" requests (code "+labelValue(labels, "code")+")"] += v
 			} else {

@@ -22,7 +22,7 @@ import (
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // busyLoop is a pod command that holds 4 MB in a shell variable (so that
@@ -245,7 +245,7 @@ type procCPU struct {
 
 // sampleProcCPU samples the CPU time of the process of pod's running
 // container in rt.
-func sampleProcCPU(t *testing.T, rt *runtime.Client, pod string) *procCPU {
+func sampleProcCPU(t *testing.T, rt *remote.Client, pod string) *procCPU {
 	t.Helper()
 	ctx := context.Background()
 	cs, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{

@@ -18,7 +18,7 @@ import (
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/testenv"
-	"github.com/nodekit/nodekit/runtime"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // sleeper is the command of the test pods: it sleeps until SIGTERM and then
@@ -46,9 +46,9 @@ spec:
 // criClient connects to the harness's containerd for the test's own checks,
 // and, at cleanup (after the agent is gone), removes whatever sandboxes the
 // agent left: like kubelet, it leaves pods running when it stops.
-func criClient(t *testing.T, c *containerdtest.Containerd) *runtime.Client {
+func criClient(t *testing.T, c *containerdtest.Containerd) *remote.Client {
 	t.Helper()
-	rt, err := runtime.New(runtime.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+	rt, err := remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func criClient(t *testing.T, c *containerdtest.Containerd) *runtime.Client {
 
 // runningContainer reports whether containerd runs a container of the pod
 // named pod (kubelet's io.kubernetes.pod.name label).
-func runningContainer(rt *runtime.Client, pod string) bool {
+func runningContainer(rt *remote.Client, pod string) bool {
 	cs, err := rt.ListContainers(context.Background(), &runtimeapi.ContainerFilter{
 		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
 		LabelSelector: map[string]string{"io.kubernetes.pod.name": pod},
@@ -76,7 +76,7 @@ func runningContainer(rt *runtime.Client, pod string) bool {
 }
 
 // runtimeEmpty reports whether containerd holds no sandbox and no container.
-func runtimeEmpty(rt *runtime.Client) bool {
+func runtimeEmpty(rt *remote.Client) bool {
 	ctx := context.Background()
 	sbs, err1 := rt.ListPodSandbox(ctx, nil)
 	cs, err2 := rt.ListContainers(ctx, nil)
