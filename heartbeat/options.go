@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 )
@@ -293,9 +293,7 @@ func (o *Options) complete() error {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	if o.Rand == nil {
-		o.Rand = rand.Float64
-	}
+	o.Rand = randutil.Or(o.Rand)
 	if o.Strategy.UsesLease() && o.Renewer == nil {
 		lo := o.LeaseOptions
 		if lo.Leases == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/randutil"
 )
 
 // Defaults and bounds of Options.
@@ -225,12 +225,10 @@ func New(opts Options) (*Renewer, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Rand == nil {
-		opts.Rand = rand.Float64
-	}
+	opts.Rand = randutil.Or(opts.Rand)
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lease: Options.Registerer: %w", err)
 	}
 	r := &Renewer{
 		nodes:    opts.Nodes,

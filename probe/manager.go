@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/internal/timerheap"
 )
 
@@ -163,9 +163,7 @@ func New(o Options) (*Manager, error) {
 	if o.Batch == 0 {
 		o.Batch = 100 * time.Millisecond
 	}
-	if o.Rand == nil {
-		o.Rand = rand.Float64
-	}
+	o.Rand = randutil.Or(o.Rand)
 	if err := backoff.Check("probe: Options.Batch", o.Batch, time.Millisecond, time.Second); err != nil {
 		return nil, err
 	}
@@ -187,13 +185,11 @@ func New(o Options) (*Manager, error) {
 		wake:      make(chan struct{}, 1),
 	}
 	m.idle = sync.NewCond(&m.mu)
-	if o.Registerer != nil {
-		mt, err := newMetrics(o.Registerer)
-		if err != nil {
-			return nil, fmt.Errorf("probe: Options.Registerer: %w", err)
-		}
-		m.metrics = mt
+	mt, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("probe: Options.Registerer: %w", err)
 	}
+	m.metrics = mt
 	return m, nil
 }
 
@@ -382,9 +378,7 @@ func (m *Manager) removeWorkerLocked(w *worker) {
 			}
 		}
 	}
-	if m.metrics != nil {
-		m.metrics.forget(w)
-	}
+	m.metrics.forget(w)
 }
 
 // WorkerCount returns how many workers there are.

@@ -209,7 +209,7 @@ func New(o Options) (*Syncer, error) {
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("podsync: %w", err)
+		return nil, fmt.Errorf("cri: Options.Registerer: %w", err)
 	}
 	var cg *podCgroups
 	if o.CgroupsPerQOS && o.CgroupDriver == CgroupfsDriver {

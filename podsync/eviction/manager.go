@@ -209,7 +209,7 @@ func New(o Options) (*Manager, error) {
 	}
 	met, err := newMetrics(o.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("eviction: metrics: %w", err)
+		return nil, fmt.Errorf("eviction: Options.Registerer: %w", err)
 	}
 	m := &Manager{
 		o: o, thresholds: ts, metrics: met,

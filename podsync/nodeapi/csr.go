@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	mathrand "math/rand/v2"
 	"net"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/randutil"
 )
 
 // CertificateSigningRequestInterface creates and reads
@@ -178,9 +178,7 @@ func RenewServingCertificate(ctx context.Context, opts ServingCSROptions, curren
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Rand == nil {
-		opts.Rand = mathrand.Float64
-	}
+	opts.Rand = randutil.Or(opts.Rand)
 	log := klog.FromContext(ctx)
 	var retry time.Duration // 0: no failure since the last certificate
 	for {
