@@ -24,11 +24,11 @@ import (
 	"github.com/nodekit/nodekit/internal/randutil"
 )
 
-// CertificateSigningRequestInterface creates and reads
+// CertificateSigningRequestClient creates and reads
 // CertificateSigningRequests (certificates.k8s.io/v1). Its methods are
 // client-go's, so clientset.CertificatesV1().CertificateSigningRequests()
 // is one.
-type CertificateSigningRequestInterface interface {
+type CertificateSigningRequestClient interface {
 	Create(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error)
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*certificatesv1.CertificateSigningRequest, error)
 }
@@ -44,7 +44,7 @@ const (
 type ServingCSROptions struct {
 	// CSRs creates the request and reads it back, as the node (the Node
 	// authorizer lets a node create and read its requests). Required.
-	CSRs CertificateSigningRequestInterface
+	CSRs CertificateSigningRequestClient
 	// NodeName makes the subject: CN system:node:<NodeName>, O
 	// system:nodes, as the kubernetes.io/kubelet-serving signer requires.
 	// Required.
