@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/podsource"
@@ -118,7 +118,7 @@ type Options struct {
 
 func (o *Options) defaults() error {
 	if o.Syncer == nil {
-		return errors.New("podsync: Options.Syncer is required")
+		return optcheck.Required("podsync: Options.Syncer")
 	}
 	if o.Relister == nil {
 		r, ok := o.Syncer.(Relister)
@@ -148,15 +148,15 @@ func (o *Options) defaults() error {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
-		if err := backoff.Check("podsync: Options."+d.what, *d.v, d.min, d.max); err != nil {
+		if err := optcheck.Range("podsync: Options."+d.what, *d.v, d.min, d.max); err != nil {
 			return err
 		}
 	}
 	if o.MaxParallel == 0 {
 		o.MaxParallel = DefaultMaxParallel
 	}
-	if o.MaxParallel < 1 || o.MaxParallel > 10000 {
-		return fmt.Errorf("podsync: Options.MaxParallel %d must be in [1, 10000]", o.MaxParallel)
+	if err := optcheck.Range("podsync: Options.MaxParallel", o.MaxParallel, 1, 10000); err != nil {
+		return err
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/internal/timerheap"
 )
@@ -164,12 +164,11 @@ func New(o Options) (*Manager, error) {
 		o.Batch = 100 * time.Millisecond
 	}
 	o.Rand = randutil.Or(o.Rand)
-	if err := backoff.Check("probe: Options.Batch", o.Batch, time.Millisecond, time.Second); err != nil {
+	if err := optcheck.Range("probe: Options.Batch", o.Batch, time.Millisecond, time.Second); err != nil {
 		return nil, err
 	}
-	if o.MaxConcurrentProbes < 1 || o.MaxConcurrentProbes > maxConcurrentProbes {
-		// backoff.Check's wording, for a count.
-		return nil, fmt.Errorf("probe: Options.MaxConcurrentProbes %d must be in [1, %d]", o.MaxConcurrentProbes, maxConcurrentProbes)
+	if err := optcheck.Range("probe: Options.MaxConcurrentProbes", o.MaxConcurrentProbes, 1, maxConcurrentProbes); err != nil {
+		return nil, err
 	}
 	m := &Manager{
 		prober:    o.Prober,

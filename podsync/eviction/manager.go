@@ -2,7 +2,6 @@ package eviction
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // Kubelet's values: Reason of an evicted or rejected pod (status and
@@ -122,13 +121,13 @@ type Options struct {
 func (o Options) withDefaults() (Options, []Threshold, error) {
 	switch {
 	case o.NodeName == "":
-		return o, nil, errors.New("eviction: Options.NodeName is required")
+		return o, nil, optcheck.Required("eviction: Options.NodeName")
 	case o.Observer == nil:
-		return o, nil, errors.New("eviction: Options.Observer is required")
+		return o, nil, optcheck.Required("eviction: Options.Observer")
 	case o.ActivePods == nil:
-		return o, nil, errors.New("eviction: Options.ActivePods is required")
+		return o, nil, optcheck.Required("eviction: Options.ActivePods")
 	case o.Killer == nil:
-		return o, nil, errors.New("eviction: Options.Killer is required")
+		return o, nil, optcheck.Required("eviction: Options.Killer")
 	}
 	if o.EvictionHard == nil {
 		o.EvictionHard = DefaultEvictionHard()
@@ -143,7 +142,7 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 	if o.PressureTransitionPeriod == 0 {
 		o.PressureTransitionPeriod = DefaultPressureTransitionPeriod
 	}
-	if err := backoff.Check("eviction: Options.PressureTransitionPeriod", o.PressureTransitionPeriod, time.Second, time.Hour); err != nil {
+	if err := optcheck.Range("eviction: Options.PressureTransitionPeriod", o.PressureTransitionPeriod, time.Second, time.Hour); err != nil {
 		return o, nil, err
 	}
 	if o.MaxPodGracePeriod < 0 {
@@ -152,7 +151,7 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 	if o.Period == 0 {
 		o.Period = DefaultPeriod
 	}
-	if err := backoff.Check("eviction: Options.Period", o.Period, time.Second, 5*time.Minute); err != nil {
+	if err := optcheck.Range("eviction: Options.Period", o.Period, time.Second, 5*time.Minute); err != nil {
 		return o, nil, err
 	}
 	if o.Clock == nil {

@@ -21,7 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // TokenReviewClient creates TokenReviews (authentication.k8s.io/v1).
@@ -150,7 +150,7 @@ type AuthOptions struct {
 
 func (o AuthOptions) withDefaults() (AuthOptions, error) {
 	if o.NodeName == "" {
-		return o, errors.New("AuthOptions.NodeName is required")
+		return o, optcheck.Required("AuthOptions.NodeName")
 	}
 	if o.ClientCAFile != "" && o.ClientCAs != nil {
 		return o, errors.New("AuthOptions: set ClientCAFile or ClientCAs, not both")
@@ -189,7 +189,7 @@ func (o AuthOptions) withDefaults() (AuthOptions, error) {
 	if o.ReviewTimeout == 0 {
 		o.ReviewTimeout = DefaultReviewTimeout
 	}
-	if err := backoff.Check("AuthOptions.ReviewTimeout", o.ReviewTimeout, MinReviewTimeout, MaxReviewTimeout); err != nil {
+	if err := optcheck.Range("AuthOptions.ReviewTimeout", o.ReviewTimeout, MinReviewTimeout, MaxReviewTimeout); err != nil {
 		return o, err
 	}
 	switch {

@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/randutil"
 )
 
@@ -81,16 +81,16 @@ var ErrCSRDenied = errors.New("certificate signing request denied or failed")
 func RequestServingCertificate(ctx context.Context, opts ServingCSROptions) (certPEM, keyPEM []byte, err error) {
 	switch {
 	case opts.CSRs == nil:
-		return nil, nil, errors.New("nodeapi: ServingCSROptions.CSRs is required")
+		return nil, nil, optcheck.Required("nodeapi: ServingCSROptions.CSRs")
 	case opts.NodeName == "":
-		return nil, nil, errors.New("nodeapi: ServingCSROptions.NodeName is required")
+		return nil, nil, optcheck.Required("nodeapi: ServingCSROptions.NodeName")
 	case len(opts.Hostnames) == 0 && len(opts.IPs) == 0:
 		return nil, nil, errors.New("nodeapi: ServingCSROptions: no Hostnames or IPs to name in the certificate")
 	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = DefaultCSRPollInterval
 	}
-	if err := backoff.Check("nodeapi: ServingCSROptions.PollInterval", opts.PollInterval, MinCSRPollInterval, MaxCSRPollInterval); err != nil {
+	if err := optcheck.Range("nodeapi: ServingCSROptions.PollInterval", opts.PollInterval, MinCSRPollInterval, MaxCSRPollInterval); err != nil {
 		return nil, nil, err
 	}
 	if opts.Clock == nil {

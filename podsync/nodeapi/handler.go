@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/promutil"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 )
@@ -101,7 +101,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FollowInterval == 0 {
 		o.FollowInterval = DefaultFollowInterval
 	}
-	if err := backoff.Check("Options.FollowInterval", o.FollowInterval, MinFollowInterval, MaxFollowInterval); err != nil {
+	if err := optcheck.Range("Options.FollowInterval", o.FollowInterval, MinFollowInterval, MaxFollowInterval); err != nil {
 		return o, err
 	}
 	return o, nil

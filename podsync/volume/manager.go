@@ -24,8 +24,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/listwatch"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/podsource"
 )
@@ -164,7 +164,7 @@ func New(o Options) (*Manager, error) {
 	if o.SyncTimeout == 0 {
 		o.SyncTimeout = DefaultSyncTimeout
 	}
-	if err := backoff.Check("volume: Options.SyncTimeout", o.SyncTimeout, 0, MaxSyncTimeout); err != nil {
+	if err := optcheck.Range("volume: Options.SyncTimeout", o.SyncTimeout, 0, MaxSyncTimeout); err != nil {
 		return nil, err
 	}
 	if o.Allocatable == nil {

@@ -52,14 +52,7 @@ func TestTimestampsFromClock(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := runtimetest.New(runtimetest.Options{Clock: clk})
 
-	sb, err := f.RunPodSandbox(ctx, sandboxConfig("p"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := f.CreateContainer(ctx, sb, containerConfig("c"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, id := createdContainer(t, f)
 	clk.Step(time.Second)
 	if err := f.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
@@ -90,14 +83,7 @@ func TestTimestampsFromClock(t *testing.T) {
 func TestHooksAndCalls(t *testing.T) {
 	ctx := context.Background()
 	f := runtimetest.New(runtimetest.Options{})
-	sb, err := f.RunPodSandbox(ctx, sandboxConfig("p"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := f.CreateContainer(ctx, sb, containerConfig("c"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb, id := createdContainer(t, f)
 	boom := errors.New("boom")
 	next := runtimetest.Errors(boom, status.Error(codes.Unavailable, "down"))
 	f.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return next() }})

@@ -14,14 +14,7 @@ import (
 func TestHookFiresForItsMethodOnly(t *testing.T) {
 	ctx := context.Background()
 	f := runtimetest.New(runtimetest.Options{})
-	sb, err := f.RunPodSandbox(ctx, sandboxConfig("p"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := f.CreateContainer(ctx, sb, containerConfig("c"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, id := createdContainer(t, f)
 	boom := errors.New("boom")
 	var seen []string
 	f.SetHooks(runtimetest.Hooks{StopContainer: func(_ context.Context, containerID string, _ time.Duration) error {
@@ -115,4 +108,19 @@ func TestHooksConcurrent(t *testing.T) {
 	if _, err := f.Version(ctx); err != nil || fired.Load() != before+1 {
 		t.Errorf("Version after SetHooks: err %v, hook ran %d times, want once", err, fired.Load()-before)
 	}
+}
+
+// createdContainer runs sandbox "p" with container "c" created in it.
+func createdContainer(t *testing.T, f *runtimetest.Runtime) (sandboxID, containerID string) {
+	t.Helper()
+	ctx := context.Background()
+	sb, err := f.RunPodSandbox(ctx, sandboxConfig("p"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := f.CreateContainer(ctx, sb, containerConfig("c"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb, id
 }
