@@ -94,7 +94,7 @@ func New(opts Options) (*Heartbeat, error) {
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("heartbeat: Options.Registerer: %w", err)
 	}
 	tmpl := opts.Node.DeepCopy()
 	tmpl.Name = opts.NodeName

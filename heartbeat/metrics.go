@@ -1,7 +1,6 @@
 package heartbeat
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,11 +28,8 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	if reg == nil {
-		return nil, nil
-	}
 	counter := func(name, help string) (prometheus.Counter, error) {
-		return register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+		return promutil.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 	}
 	var (
 		m   metrics
@@ -54,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.failures, err = counter(MetricStatusFailures, "Node status rounds that failed after all their attempts."); err != nil {
 		return nil, err
 	}
-	if m.duration, err = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+	if m.duration, err = promutil.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    MetricStatusDuration,
 		Help:    "Time one node status round took, attempts included.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
@@ -64,18 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return &m, nil
 }
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	c, err := promutil.Register(reg, c)
-	if err != nil {
-		return c, fmt.Errorf("heartbeat: Options.Registerer: %w", err)
-	}
-	return c, nil
-}
-
 func (m *metrics) registration(err error) {
-	if m == nil {
-		return
-	}
 	if err != nil {
 		m.regFailures.Inc()
 	} else {
@@ -84,9 +69,6 @@ func (m *metrics) registration(err error) {
 }
 
 func (m *metrics) status(d time.Duration, posted bool, err error) {
-	if m == nil {
-		return
-	}
 	m.rounds.Inc()
 	m.duration.Observe(d.Seconds())
 	switch {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 )
@@ -213,13 +214,13 @@ type Options struct {
 
 func (o *Options) complete() error {
 	if o.Nodes == nil {
-		return errors.New("heartbeat: Options.Nodes is required")
+		return optcheck.Required("heartbeat: Options.Nodes")
 	}
 	if o.NodeName == "" {
-		return errors.New("heartbeat: Options.NodeName is required")
+		return optcheck.Required("heartbeat: Options.NodeName")
 	}
 	if o.StatusSetter == nil {
-		return errors.New("heartbeat: Options.StatusSetter is required")
+		return optcheck.Required("heartbeat: Options.StatusSetter")
 	}
 	if o.Node == nil {
 		o.Node = &corev1.Node{}
@@ -234,7 +235,7 @@ func (o *Options) complete() error {
 	if !updateSet {
 		o.NodeStatusUpdateFrequency = DefaultNodeStatusUpdateFrequency
 	}
-	if err := backoff.Check("heartbeat: Options.NodeStatusUpdateFrequency", o.NodeStatusUpdateFrequency, minFrequency, maxFrequency); err != nil {
+	if err := optcheck.Range("heartbeat: Options.NodeStatusUpdateFrequency", o.NodeStatusUpdateFrequency, minFrequency, maxFrequency); err != nil {
 		return err
 	}
 	if o.NodeStatusReportFrequency == 0 {
@@ -244,7 +245,7 @@ func (o *Options) complete() error {
 			o.NodeStatusReportFrequency = DefaultNodeStatusReportFrequency
 		}
 	}
-	if err := backoff.Check("heartbeat: Options.NodeStatusReportFrequency", o.NodeStatusReportFrequency, minFrequency, maxReport); err != nil {
+	if err := optcheck.Range("heartbeat: Options.NodeStatusReportFrequency", o.NodeStatusReportFrequency, minFrequency, maxReport); err != nil {
 		return err
 	}
 	switch {
@@ -261,7 +262,7 @@ func (o *Options) complete() error {
 	if o.MaxRegisterBackoff == 0 {
 		o.MaxRegisterBackoff = max(DefaultMaxRegisterBackoff, o.RegisterBackoff)
 	}
-	if err := backoff.Check("heartbeat: Options.MaxRegisterBackoff", o.MaxRegisterBackoff, minBackoff, maxRegisterBackoff); err != nil {
+	if err := optcheck.Range("heartbeat: Options.MaxRegisterBackoff", o.MaxRegisterBackoff, minBackoff, maxRegisterBackoff); err != nil {
 		return err
 	}
 	if _, err := backoff.New("heartbeat: Options.RegisterBackoff", o.RegisterBackoff, o.MaxRegisterBackoff, minBackoff); err != nil {
@@ -273,7 +274,7 @@ func (o *Options) complete() error {
 	if o.FastStatusInterval == 0 {
 		o.FastStatusInterval = DefaultFastStatusInterval
 	}
-	if err := backoff.Check("heartbeat: Options.FastStatusInterval", o.FastStatusInterval, minBackoff, o.NodeStatusUpdateFrequency); err != nil {
+	if err := optcheck.Range("heartbeat: Options.FastStatusInterval", o.FastStatusInterval, minBackoff, o.NodeStatusUpdateFrequency); err != nil {
 		return err
 	}
 	switch {
@@ -282,7 +283,7 @@ func (o *Options) complete() error {
 	case o.NodeReadyGracePeriod < 0:
 		o.NodeReadyGracePeriod = 0
 	case o.NodeReadyGracePeriod > maxGrace:
-		return backoff.Check("heartbeat: Options.NodeReadyGracePeriod", o.NodeReadyGracePeriod, 0, maxGrace)
+		return optcheck.Range("heartbeat: Options.NodeReadyGracePeriod", o.NodeReadyGracePeriod, 0, maxGrace)
 	}
 	if o.WriteMode != StrategicMergePatch && o.WriteMode != ServerSideApply {
 		return fmt.Errorf("heartbeat: Options.WriteMode %v is unknown", o.WriteMode)
@@ -293,9 +294,7 @@ func (o *Options) complete() error {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	if o.Rand == nil {
-		o.Rand = rand.Float64
-	}
+	o.Rand = randutil.Or(o.Rand)
 	if o.Strategy.UsesLease() && o.Renewer == nil {
 		lo := o.LeaseOptions
 		if lo.Leases == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodekit/nodekit/internal/backoff"
-
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/randutil"
 )
 
 // Defaults and bounds of Options.
@@ -171,13 +171,13 @@ type Renewer struct {
 // request.
 func New(opts Options) (*Renewer, error) {
 	if opts.Leases == nil {
-		return nil, errors.New("lease: Options.Leases is required")
+		return nil, optcheck.Required("lease: Options.Leases")
 	}
 	if opts.LookupNodeUID && opts.Nodes == nil {
 		return nil, errors.New("lease: Options.Nodes is required with Options.LookupNodeUID")
 	}
 	if opts.NodeName == "" {
-		return nil, errors.New("lease: Options.NodeName is required")
+		return nil, optcheck.Required("lease: Options.NodeName")
 	}
 	if opts.HolderIdentity == "" {
 		opts.HolderIdentity = opts.NodeName
@@ -188,7 +188,7 @@ func New(opts Options) (*Renewer, error) {
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = DefaultLeaseDuration
 	}
-	if err := backoff.Check("lease: Options.LeaseDuration", opts.LeaseDuration, MinLeaseDuration, MaxLeaseDuration); err != nil {
+	if err := optcheck.Range("lease: Options.LeaseDuration", opts.LeaseDuration, MinLeaseDuration, MaxLeaseDuration); err != nil {
 		return nil, err
 	}
 	if opts.LeaseDuration%time.Second != 0 {
@@ -197,7 +197,7 @@ func New(opts Options) (*Renewer, error) {
 	if opts.RenewInterval == 0 {
 		opts.RenewInterval = opts.LeaseDuration / 4
 	}
-	if err := backoff.Check("lease: Options.RenewInterval", opts.RenewInterval, MinRenewInterval, opts.LeaseDuration); err != nil {
+	if err := optcheck.Range("lease: Options.RenewInterval", opts.RenewInterval, MinRenewInterval, opts.LeaseDuration); err != nil {
 		return nil, err
 	}
 	switch {
@@ -206,7 +206,7 @@ func New(opts Options) (*Renewer, error) {
 	case opts.Jitter < 0:
 		opts.Jitter = 0
 	case opts.Jitter > maxJitter:
-		return nil, fmt.Errorf("lease: Options.Jitter %v must be in [0, %v]", opts.Jitter, maxJitter)
+		return nil, optcheck.Range("lease: Options.Jitter", opts.Jitter, 0, maxJitter)
 	}
 	if opts.EnsureBackoff == 0 {
 		opts.EnsureBackoff = DefaultEnsureBackoff
@@ -214,7 +214,7 @@ func New(opts Options) (*Renewer, error) {
 	if opts.MaxEnsureBackoff == 0 {
 		opts.MaxEnsureBackoff = max(min(DefaultMaxEnsureBackoff, opts.RenewInterval+opts.LeaseDuration), opts.EnsureBackoff)
 	}
-	if err := backoff.Check("lease: Options.MaxEnsureBackoff", opts.MaxEnsureBackoff, minBackoff, opts.RenewInterval+opts.LeaseDuration); err != nil {
+	if err := optcheck.Range("lease: Options.MaxEnsureBackoff", opts.MaxEnsureBackoff, minBackoff, opts.RenewInterval+opts.LeaseDuration); err != nil {
 		return nil, err
 	}
 	bo, err := backoff.New("lease: Options.EnsureBackoff", opts.EnsureBackoff, opts.MaxEnsureBackoff, minBackoff)
@@ -227,12 +227,10 @@ func New(opts Options) (*Renewer, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Rand == nil {
-		opts.Rand = rand.Float64
-	}
+	opts.Rand = randutil.Or(opts.Rand)
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lease: Options.Registerer: %w", err)
 	}
 	r := &Renewer{
 		nodes:    opts.Nodes,

@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,22 +22,19 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	if reg == nil {
-		return nil, nil
-	}
-	renewals, err := register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	renewals, err := promutil.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: MetricRenewals, Help: "Node lease renewals (creations included) that succeeded.",
 	}))
 	if err != nil {
 		return nil, err
 	}
-	failures, err := register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	failures, err := promutil.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: MetricRenewalFailures, Help: "Node lease renewals that failed after all their attempts.",
 	}))
 	if err != nil {
 		return nil, err
 	}
-	duration, err := register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+	duration, err := promutil.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    MetricRenewalDuration,
 		Help:    "Time one node lease renewal took, attempts and re-reads included.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
@@ -49,18 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return &metrics{renewals: renewals, failures: failures, duration: duration}, nil
 }
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	c, err := promutil.Register(reg, c)
-	if err != nil {
-		return c, fmt.Errorf("lease: Options.Registerer: %w", err)
-	}
-	return c, nil
-}
-
 func (m *metrics) observe(d time.Duration, err error) {
-	if m == nil {
-		return
-	}
 	m.duration.Observe(d.Seconds())
 	if err != nil {
 		m.failures.Inc()

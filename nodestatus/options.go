@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/pressure"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -211,7 +212,7 @@ func DefaultSetters(opts Options) (Setters, error) {
 func (opts Options) complete() (Options, error) {
 	o := opts
 	if o.Runtime == nil {
-		return o, errors.New("nodestatus: Options.Runtime is required")
+		return o, optcheck.Required("nodestatus: Options.Runtime")
 	}
 	if o.Host == nil {
 		h, err := NewLinuxHost(LinuxHostOptions{})
@@ -236,13 +237,13 @@ func (opts Options) complete() (Options, error) {
 	case o.PressureTransitionPeriod == 0:
 		o.PressureTransitionPeriod = DefaultPressureTransitionPeriod
 	case o.PressureTransitionPeriod < time.Second || o.PressureTransitionPeriod > time.Hour:
-		return o, fmt.Errorf("nodestatus: Options.PressureTransitionPeriod must be between 1s and 1h, not %v", o.PressureTransitionPeriod)
+		return o, optcheck.Range("nodestatus: Options.PressureTransitionPeriod", o.PressureTransitionPeriod, time.Second, time.Hour)
 	}
 	switch {
 	case o.RuntimeDownAfter == 0:
 		o.RuntimeDownAfter = DefaultRuntimeDownAfter
 	case o.RuntimeDownAfter < time.Second || o.RuntimeDownAfter > time.Hour:
-		return o, fmt.Errorf("nodestatus: Options.RuntimeDownAfter must be between 1s and 1h, not %v", o.RuntimeDownAfter)
+		return o, optcheck.Range("nodestatus: Options.RuntimeDownAfter", o.RuntimeDownAfter, time.Second, time.Hour)
 	}
 	if o.KubeletVersion == "" {
 		o.KubeletVersion = DefaultKubeletVersion
@@ -251,7 +252,7 @@ func (opts Options) complete() (Options, error) {
 	case o.KubeletPort == 0:
 		o.KubeletPort = DefaultKubeletPort
 	case o.KubeletPort < 0 || o.KubeletPort > 65535:
-		return o, fmt.Errorf("nodestatus: Options.KubeletPort must be between 1 and 65535, not %d", o.KubeletPort)
+		return o, optcheck.Range("nodestatus: Options.KubeletPort", o.KubeletPort, 1, 65535)
 	}
 	switch {
 	case o.MaxImages == 0:

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/nodestatus"
@@ -96,7 +97,8 @@ func TestPodCIDRToRuntime(t *testing.T) {
 		t.Fatalf("pod CIDR %q after %d calls, want 10.244.1.0/24,fd00:1::/64 after 1", got, calls())
 	}
 	node.Spec.PodCIDRs = []string{"10.244.2.0/24"}
-	rt.InjectError("UpdateRuntimeConfig", errors.New("cni config template missing"))
+	fail := runtimetest.Errors(errors.New("cni config template missing"))
+	rt.SetHooks(runtimetest.Hooks{UpdateRuntimeConfig: func(context.Context, *runtimeapi.RuntimeConfig) error { return fail() }})
 	if err := pass(); err == nil {
 		t.Fatal("a failed UpdateRuntimeConfig is not reported")
 	}

@@ -3,7 +3,6 @@ package podsource
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/listwatch"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // APIPodClient is the part of a client of core/v1 Pods in all namespaces
@@ -77,7 +77,7 @@ func NewAPI(opts APIOptions) (*API, error) {
 	case opts.MaxRetryWait == 0:
 		opts.MaxRetryWait = DefaultMaxRetryWait
 	case opts.MaxRetryWait < time.Second || opts.MaxRetryWait > 10*time.Minute:
-		return nil, fmt.Errorf("podsource: APIOptions.MaxRetryWait must be between 1s and 10m, not %v", opts.MaxRetryWait)
+		return nil, optcheck.Range("podsource: APIOptions.MaxRetryWait", opts.MaxRetryWait, time.Second, 10*time.Minute)
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // ErrUnknownSource is returned by Merge for an update from a source the
@@ -125,8 +127,8 @@ func NewMerger(opts MergerOptions) (*Merger, error) {
 	buffer := 50
 	if opts.Buffer != nil {
 		buffer = *opts.Buffer
-		if buffer < 0 || buffer > 100000 {
-			return nil, fmt.Errorf("podsource: MergerOptions.Buffer %d must be in [0, 100000]", buffer)
+		if err := optcheck.Range("podsource: MergerOptions.Buffer", buffer, 0, 100000); err != nil {
+			return nil, err
 		}
 	}
 	m.updates = make(chan Update, buffer)

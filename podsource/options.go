@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // Default periods and their bounds.
@@ -67,7 +67,7 @@ func checkDuration(opt string, d *time.Duration, def, lo, hi time.Duration) erro
 		*d = def
 		return nil
 	}
-	return backoff.Check("podsource: "+opt, *d, lo, hi)
+	return optcheck.Range("podsource: "+opt, *d, lo, hi)
 }
 
 // nodeRef is what events about the node itself point at (kubelet uses the

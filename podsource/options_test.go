@@ -13,7 +13,7 @@ import (
 )
 
 // Every out-of-bounds option is reported in nodekit's one wording
-// (internal/backoff.Check): "<pkg>: <Options>.<Field> <value> must be in [lo, hi]".
+// (internal/optcheck.Range): "<pkg>: <Options>.<Field> <value> must be in [lo, hi]".
 func TestOptionBoundsWording(t *testing.T) {
 	for _, tc := range []struct {
 		name string

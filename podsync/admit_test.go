@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 // admitNode is a node with room for two pods, labelled zone=a.
@@ -283,7 +284,8 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 
 	static := admitPod("static-n1", 3*time.Second)
 	static.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
-	h.rt.InjectError("StopContainer", errors.New("runtime busy"))
+	fail := runtimetest.Errors(errors.New("runtime busy"))
+	h.rt.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
 	h.steps(3)
 	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != podsync.Terminating {
@@ -383,14 +385,16 @@ func TestEnginePreemptionWaitEnds(t *testing.T) {
 	static.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
 	for i := 0; i < 9; i++ {
-		h.rt.InjectError("StopContainer", errors.New("stuck"))
+		fail := runtimetest.Errors(errors.New("stuck"))
+		h.rt.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
 		h.steps(2)
 		if strings.Contains(strings.Join(h.sandboxNames(), ","), "static") {
 			t.Fatalf("the static pod started %ds after its admission, while its victim stops", i)
 		}
 		h.clock.Step(time.Second)
 	}
-	h.rt.InjectError("StopContainer", errors.New("stuck"))
+	fail := runtimetest.Errors(errors.New("stuck"))
+	h.rt.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
 	h.clock.Step(time.Second)
 	h.steps(3)
 	if life, _ := h.eng.PodLifecycle(a.UID); life != podsync.Terminating {

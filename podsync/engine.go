@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -18,8 +17,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync/admission"
@@ -89,8 +89,9 @@ type Options struct {
 	// rejected pod never runs: its status is phase Failed with the reason
 	// (see admit.go). Default nil: every pod is admitted.
 	Admit admission.Admitter
-	// Rand jitters resyncs (×[1, 1.5)). Default: a seeded generator.
-	Rand *rand.Rand
+	// Rand returns numbers in [0,1) to jitter resyncs (×[1, 1.5)); it must be
+	// safe for concurrent use. Default: math/rand/v2.Float64.
+	Rand func() float64
 	// RelistPeriod: the runtime is relisted this long after the last relist
 	// (kubelet's generic PLEG). While container events stand in for the
 	// relist, the backend's health is checked this often instead
@@ -116,7 +117,7 @@ type Options struct {
 
 func (o *Options) defaults() error {
 	if o.Syncer == nil {
-		return errors.New("podsync: Options.Syncer is required")
+		return optcheck.Required("podsync: Options.Syncer")
 	}
 	if o.Relister == nil {
 		r, ok := o.Syncer.(Relister)
@@ -128,9 +129,7 @@ func (o *Options) defaults() error {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	if o.Rand == nil {
-		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	}
+	o.Rand = randutil.Or(o.Rand)
 	for _, d := range []struct {
 		what     string
 		v        *time.Duration
@@ -145,15 +144,15 @@ func (o *Options) defaults() error {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
-		if err := backoff.Check("podsync: Options."+d.what, *d.v, d.min, d.max); err != nil {
+		if err := optcheck.Range("podsync: Options."+d.what, *d.v, d.min, d.max); err != nil {
 			return err
 		}
 	}
 	if o.MaxParallel == 0 {
 		o.MaxParallel = DefaultMaxParallel
 	}
-	if o.MaxParallel < 1 || o.MaxParallel > 10000 {
-		return fmt.Errorf("podsync: Options.MaxParallel %d must be in [1, 10000]", o.MaxParallel)
+	if err := optcheck.Range("podsync: Options.MaxParallel", o.MaxParallel, 1, 10000); err != nil {
+		return err
 	}
 	return nil
 }
@@ -243,7 +242,7 @@ func New(o Options) (*Engine, error) {
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("podsync: %w", err)
+		return nil, fmt.Errorf("podsync: Options.Registerer: %w", err)
 	}
 	return &Engine{o: o, metrics: m, sem: make(chan struct{}, o.MaxParallel), wake: make(chan struct{}, 1),
 		workers: map[types.UID]*worker{}, cache: map[types.UID]*PodState{}, handled: map[string]bool{}}, nil
@@ -911,9 +910,7 @@ func (e *Engine) run(ctx context.Context, j job) {
 				after = e.o.ErrorBackoff
 			}
 		} else if after == 0 {
-			e.mu.Lock() // Options.Rand is not safe for concurrent use
-			after = time.Duration(float64(e.o.ResyncPeriod) * (1 + 0.5*e.o.Rand.Float64()))
-			e.mu.Unlock()
+			after = time.Duration(float64(e.o.ResyncPeriod) * (1 + 0.5*e.o.Rand()))
 		}
 		e.finish(j, after, nil)
 	case Terminating:

@@ -296,8 +296,8 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 	defer h.stop()
 	h.runningPod()
 	unavailable := status.Error(codes.Unavailable, "runtime restarting")
-	h.rt.InjectError("WatchContainerEvents", unavailable)
-	h.rt.InjectError("WatchContainerEvents", unavailable)
+	fail := runtimetest.Errors(unavailable, unavailable)
+	h.rt.SetHooks(runtimetest.Hooks{WatchContainerEvents: func(context.Context, func(*runtimeapi.ContainerEventResponse)) error { return fail() }})
 	relists, watches := h.rl.relists.Load(), h.watchCalls()
 	h.rt.EndContainerEvents(unavailable)
 	h.eventually("a relist at once", func() bool { return h.rl.relists.Load() == relists+1 })
@@ -380,9 +380,9 @@ func TestEngineEventsUnimplemented(t *testing.T) {
 func TestEngineEventsNoHotLoop(t *testing.T) {
 	defer leakcheck.Check(t)()
 	h := newEventHarness(t, true, func(rt *runtimetest.Runtime) {
-		for range 1000 {
-			rt.InjectError("WatchContainerEvents", status.Error(codes.Unavailable, "down"))
-		}
+		rt.SetHooks(runtimetest.Hooks{WatchContainerEvents: func(context.Context, func(*runtimeapi.ContainerEventResponse)) error {
+			return status.Error(codes.Unavailable, "down")
+		}})
 	})
 	defer h.stop()
 	h.eventually("the first failure", func() bool { return h.ev().state == podsync.EvDown })

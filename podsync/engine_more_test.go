@@ -79,7 +79,10 @@ func TestEngineImagePull(t *testing.T) {
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.UID, pod.Name = "uid-2", "pull"
 	pod.Spec.Containers[0].Image = "example.com/app:2"
-	h.rt.InjectError("PullImage", errors.New("registry unavailable"))
+	fail := runtimetest.Errors(errors.New("registry unavailable"))
+	h.rt.SetHooks(runtimetest.Hooks{PullImage: func(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) error {
+		return fail()
+	}})
 	h.add(pod)
 	if !h.writer.sawWaiting(pod.UID, podsync.ReasonErrImagePull) {
 		t.Error("no ErrImagePull status")
@@ -120,7 +123,8 @@ func TestEngineEventsAndMetrics(t *testing.T) {
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
 	h.add(pod)
-	h.rt.InjectError("RunPodSandbox", errors.New("no network"))
+	fail := runtimetest.Errors(errors.New("no network"))
+	h.rt.SetHooks(runtimetest.Hooks{RunPodSandbox: func(context.Context, *runtimeapi.PodSandboxConfig, string) error { return fail() }})
 	other := busyboxPod(corev1.RestartPolicyAlways, "b")
 	other.UID, other.Name = "uid-2", "other"
 	h.add(other)

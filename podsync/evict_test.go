@@ -292,7 +292,8 @@ func TestEngineActivePods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.rt.InjectError("StopContainer", errors.New("stuck"))
+	fail := runtimetest.Errors(errors.New("stuck"))
+	h.rt.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
 	h.steps(1)
 	if l, ok := h.eng.PodLifecycle(orphan.UID); !ok || l != podsync.Terminating {
 		t.Fatalf("orphan: lifecycle %v %v, want Terminating", l, ok)

@@ -45,9 +45,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Cumulative number of pod preemptions by preemption resource",
 		}, []string{"preemption_signal"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
 	var err error
 	if m.podStart, err = promutil.Register(reg, m.podStart); err != nil {
 		return nil, err

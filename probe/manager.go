@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -16,7 +15,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/internal/timerheap"
 
 	"github.com/nodekit/nodekit/internal/loop"
@@ -165,15 +165,12 @@ func New(o Options) (*Manager, error) {
 	if o.Batch == 0 {
 		o.Batch = 100 * time.Millisecond
 	}
-	if o.Rand == nil {
-		o.Rand = rand.Float64
-	}
-	if err := backoff.Check("probe: Options.Batch", o.Batch, time.Millisecond, time.Second); err != nil {
+	o.Rand = randutil.Or(o.Rand)
+	if err := optcheck.Range("probe: Options.Batch", o.Batch, time.Millisecond, time.Second); err != nil {
 		return nil, err
 	}
-	if o.MaxConcurrentProbes < 1 || o.MaxConcurrentProbes > maxConcurrentProbes {
-		// backoff.Check's wording, for a count.
-		return nil, fmt.Errorf("probe: Options.MaxConcurrentProbes %d must be in [1, %d]", o.MaxConcurrentProbes, maxConcurrentProbes)
+	if err := optcheck.Range("probe: Options.MaxConcurrentProbes", o.MaxConcurrentProbes, 1, maxConcurrentProbes); err != nil {
+		return nil, err
 	}
 	m := &Manager{
 		prober:    o.Prober,
@@ -189,13 +186,11 @@ func New(o Options) (*Manager, error) {
 		wake:      make(chan struct{}, 1),
 	}
 	m.idle = sync.NewCond(&m.mu)
-	if o.Registerer != nil {
-		mt, err := newMetrics(o.Registerer)
-		if err != nil {
-			return nil, fmt.Errorf("probe: Options.Registerer: %w", err)
-		}
-		m.metrics = mt
+	mt, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("probe: Options.Registerer: %w", err)
 	}
+	m.metrics = mt
 	return m, nil
 }
 
@@ -384,9 +379,7 @@ func (m *Manager) removeWorkerLocked(w *worker) {
 			}
 		}
 	}
-	if m.metrics != nil {
-		m.metrics.forget(w)
-	}
+	m.metrics.forget(w)
 }
 
 // WorkerCount returns how many workers there are.

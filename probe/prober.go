@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -87,7 +87,7 @@ func NewHandlers(o HandlerOptions) (*Handlers, error) {
 	if o.ExecGrace == 0 {
 		o.ExecGrace = DefaultExecGrace
 	}
-	if err := backoff.Check("probe: HandlerOptions.ExecGrace", o.ExecGrace, 10*time.Millisecond, time.Hour); err != nil {
+	if err := optcheck.Range("probe: HandlerOptions.ExecGrace", o.ExecGrace, 10*time.Millisecond, time.Hour); err != nil {
 		return nil, err
 	}
 	h := &Handlers{

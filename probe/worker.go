@@ -74,9 +74,7 @@ func newWorker(m *Manager, k workerKey, pod *corev1.Pod, c *corev1.Container, sp
 		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 		FieldPath: field,
 	}
-	if m.metrics != nil {
-		m.metrics.bind(w)
-	}
+	m.metrics.bind(w)
 	return w
 }
 
@@ -175,24 +173,20 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 		return true // cancelled (worker removed, manager stopping): no verdict
 	}
 	if out.Err != nil {
-		if w.mUnknown != nil {
-			w.mUnknown.Inc()
-			w.mDuration.Observe(m.clock.Since(start).Seconds())
-		}
+		w.mUnknown.Inc()
+		w.mDuration.Observe(m.clock.Since(start).Seconds())
 		return true // an error is no verdict: keep the result as it is
 	}
 	r := out.Result
 	if r != Success {
 		r = Failure
 	}
-	if w.mSuccess != nil {
-		if r == Success {
-			w.mSuccess.Inc()
-		} else {
-			w.mFailure.Inc()
-		}
-		w.mDuration.Observe(m.clock.Since(start).Seconds())
+	if r == Success {
+		w.mSuccess.Inc()
+	} else {
+		w.mFailure.Inc()
 	}
+	w.mDuration.Observe(m.clock.Since(start).Seconds())
 	if w.lastResult == r {
 		w.resultRun++
 	} else {

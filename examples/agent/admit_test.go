@@ -76,7 +76,10 @@ func TestEnsurePauseImage(t *testing.T) {
 		}
 	}
 	// A failed pull is logged, not fatal; an empty flag asks nothing.
-	rt.InjectError("PullImage", errors.New("no registry"))
+	fail := runtimetest.Errors(errors.New("no registry"))
+	rt.SetHooks(runtimetest.Hooks{PullImage: func(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) error {
+		return fail()
+	}})
 	cri.EnsureImage(ctx, rt, "registry.example/other:1")
 	rt.ResetCalls()
 	cri.EnsureImage(ctx, rt, "")

@@ -7,8 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )

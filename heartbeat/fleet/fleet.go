@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
@@ -188,10 +188,10 @@ type Fleet struct {
 // first SyncOnce creates every lease).
 func New(opts Options) (*Fleet, error) {
 	if opts.Nodes == nil {
-		return nil, errors.New("fleet: Options.Nodes is required")
+		return nil, optcheck.Required("fleet: Options.Nodes")
 	}
 	if opts.Leases == nil {
-		return nil, errors.New("fleet: Options.Leases is required")
+		return nil, optcheck.Required("fleet: Options.Leases")
 	}
 	if opts.Count < 1 || opts.Count > MaxNodes {
 		return nil, fmt.Errorf("fleet: Options.Count %d must be in [1, %d]", opts.Count, MaxNodes)
@@ -214,7 +214,7 @@ func New(opts Options) (*Fleet, error) {
 	if opts.LeaseDuration == 0 {
 		opts.LeaseDuration = lease.DefaultLeaseDuration
 	}
-	if err := backoff.Check("fleet: Options.LeaseDuration", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration); err != nil {
+	if err := optcheck.Range("fleet: Options.LeaseDuration", opts.LeaseDuration, lease.MinLeaseDuration, lease.MaxLeaseDuration); err != nil {
 		return nil, err
 	}
 	if opts.LeaseDuration%time.Second != 0 {
@@ -223,25 +223,25 @@ func New(opts Options) (*Fleet, error) {
 	if opts.RenewInterval == 0 {
 		opts.RenewInterval = opts.LeaseDuration / 4
 	}
-	if err := backoff.Check("fleet: Options.RenewInterval", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration); err != nil {
+	if err := optcheck.Range("fleet: Options.RenewInterval", opts.RenewInterval, lease.MinRenewInterval, opts.LeaseDuration); err != nil {
 		return nil, err
 	}
 	if opts.StatusUpdateFrequency == 0 {
 		opts.StatusUpdateFrequency = heartbeat.DefaultNodeStatusUpdateFrequency
 	}
-	if err := backoff.Check("fleet: Options.StatusUpdateFrequency", opts.StatusUpdateFrequency, 100*time.Millisecond, time.Hour); err != nil {
+	if err := optcheck.Range("fleet: Options.StatusUpdateFrequency", opts.StatusUpdateFrequency, 100*time.Millisecond, time.Hour); err != nil {
 		return nil, err
 	}
 	if opts.StatusReportFrequency == 0 {
 		opts.StatusReportFrequency = heartbeat.DefaultNodeStatusReportFrequency
 	}
-	if err := backoff.Check("fleet: Options.StatusReportFrequency", opts.StatusReportFrequency, 100*time.Millisecond, 24*time.Hour); err != nil {
+	if err := optcheck.Range("fleet: Options.StatusReportFrequency", opts.StatusReportFrequency, 100*time.Millisecond, 24*time.Hour); err != nil {
 		return nil, err
 	}
 	if opts.Granularity == 0 {
 		opts.Granularity = min(DefaultGranularity, opts.RenewInterval, opts.StatusUpdateFrequency)
 	}
-	if err := backoff.Check("fleet: Options.Granularity", opts.Granularity, 0, min(opts.RenewInterval, opts.StatusUpdateFrequency)); err != nil {
+	if err := optcheck.Range("fleet: Options.Granularity", opts.Granularity, 0, min(opts.RenewInterval, opts.StatusUpdateFrequency)); err != nil {
 		return nil, err
 	}
 	if opts.Workers == 0 {

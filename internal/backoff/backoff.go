@@ -7,8 +7,9 @@
 package backoff
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // Backoff is the wait before the next retry of one thing. The zero value is
@@ -26,7 +27,7 @@ type Backoff struct {
 // what (for example "lease: Options.EnsureBackoff") is out of bounds: initial
 // must be at least floor and at most max.
 func New(what string, initial, max, floor time.Duration) (Backoff, error) {
-	if err := Check(what, initial, floor, max); err != nil {
+	if err := optcheck.Range(what, initial, floor, max); err != nil {
 		return Backoff{}, err
 	}
 	return Backoff{Initial: initial, Max: max}, nil
@@ -48,16 +49,6 @@ func (b *Backoff) Current() time.Duration { return b.cur }
 
 // Reset records a success: the next failure waits Initial again.
 func (b *Backoff) Reset() { b.cur = 0 }
-
-// Check returns nil if d is within [lo, hi], else an error in nodekit's one
-// wording for an option out of bounds, e.g.
-// "lease: Options.RenewInterval 10ns must be in [1s, 40s]".
-func Check(what string, d, lo, hi time.Duration) error {
-	if d < lo || d > hi {
-		return fmt.Errorf("%s %v must be in [%v, %v]", what, d, lo, hi)
-	}
-	return nil
-}
 
 // Map keeps one back-off per key, as the kubelet does for crash-looping
 // containers and failed image pulls: the wait doubles from Initial to Max

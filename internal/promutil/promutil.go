@@ -1,4 +1,13 @@
-// Package promutil holds the Prometheus helpers nodekit's packages share.
+// Package promutil registers nodekit's metrics, the one way every package
+// does it.
+//
+// The rule: a package's metrics are registered through its
+// Options.Registerer with Register, idempotently, and a nil Registerer means
+// no metrics. Register then returns the collector unregistered, so a package
+// builds and updates its metrics the same way whether or not anyone collects
+// them: no nil Registerer or nil metrics checks anywhere else. A registration
+// error is returned by the package's constructor as
+// "<pkg>: Options.Registerer: <err>".
 package promutil
 
 import (
@@ -9,8 +18,12 @@ import (
 
 // Register registers c with reg, or returns the collector already registered
 // under the same description, so that many instances sharing one registerer
-// (a fleet of simulated nodes) share their metrics.
+// (a fleet of simulated nodes) share their metrics. With a nil reg it returns
+// c, unregistered.
 func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if reg == nil {
+		return c, nil
+	}
 	err := reg.Register(c)
 	if err == nil {
 		return c, nil

@@ -8,7 +8,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -93,9 +93,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	var errs []error
 	if o.NodeName == "" {
-		errs = append(errs, errors.New("Options.NodeName is required"))
+		errs = append(errs, optcheck.Required("Options.NodeName"))
 	}
-	if err := backoff.Check("Options.Interval", o.Interval, MinInterval, MaxInterval); err != nil {
+	if err := optcheck.Range("Options.Interval", o.Interval, MinInterval, MaxInterval); err != nil {
 		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)

@@ -210,7 +210,8 @@ func TestRuntimeErrorIsReported(t *testing.T) {
 	testenv.WriteTree(t, root, merge(procFiles, v1Files))
 	clk := clocktesting.NewFakeClock(t0)
 	f := runtimetest.New(runtimetest.Options{Clock: clk})
-	f.InjectError("ListContainerStats", context.DeadlineExceeded)
+	fail := runtimetest.Errors(context.DeadlineExceeded)
+	f.SetHooks(runtimetest.Hooks{ListContainerStats: func(context.Context, *runtimeapi.ContainerStatsFilter) error { return fail() }})
 	c := newCollector(t, clk, root, func(o *usage.Options) { o.Runtime = f })
 	if err := c.SyncOnce(context.Background()); err == nil {
 		t.Fatal("SyncOnce with a failing runtime: nil error")

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	goruntime "runtime"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/podsource"
 )
 
@@ -105,7 +105,7 @@ type Predicates struct {
 // New checks o and returns the predicates.
 func New(o Options) (*Predicates, error) {
 	if o.Node == nil {
-		return nil, errors.New("admission: Options.Node is required")
+		return nil, optcheck.Required("admission: Options.Node")
 	}
 	if o.OS == "" {
 		o.OS = goruntime.GOOS

@@ -550,7 +550,8 @@ func TestCutShortStartReplaced(t *testing.T) {
 			pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 			// The earlier agent creates the container; its start does not
 			// happen.
-			h.rt.InjectError("StartContainer", status.Error(codes.Unavailable, "the agent went away"))
+			fail := runtimetest.Errors(status.Error(codes.Unavailable, "the agent went away"))
+			h.rt.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
 			h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 			h.steps(1)
 			created := h.containers(runtimeapi.ContainerState_CONTAINER_CREATED)
@@ -573,7 +574,8 @@ func TestCutShortStartReplaced(t *testing.T) {
 				t.Fatal(err)
 			}
 			if when == "afterRefusedStart" {
-				h.rt.InjectError("StartContainer", status.Error(codes.Unknown, "container is already in starting state"))
+				fail := runtimetest.Errors(status.Error(codes.Unknown, "container is already in starting state"))
+				h.rt.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
 				res, err := h.cri.SyncPod(h.ctx, pod, states[pod.UID])
 				if err != nil {
 					t.Fatalf("SyncPod while the earlier start is in flight: %v", err)
@@ -741,7 +743,8 @@ func TestEngineStartsCreatedContainer(t *testing.T) {
 		t.Run(fmt.Sprintf("new engine %v", newEngine), func(t *testing.T) {
 			h := newHarness(t)
 			pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-			h.rt.InjectError("StartContainer", errors.New("agent stopped"))
+			fail := runtimetest.Errors(errors.New("agent stopped"))
+			h.rt.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
 			h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 			h.steps(1)
 			created := h.containers(runtimeapi.ContainerState_CONTAINER_CREATED)

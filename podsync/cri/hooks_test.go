@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -130,7 +131,8 @@ func TestNoSyncWhileRelistFails(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.rt.InjectError("ListContainers", errors.New("runtime down"))
+	fail := runtimetest.Errors(errors.New("runtime down"))
+	h.rt.SetHooks(runtimetest.Hooks{ListContainers: func(context.Context, *runtimeapi.ContainerFilter) error { return fail() }})
 	next, err := h.eng.SyncOnce(h.ctx)
 	if err == nil {
 		t.Fatal("relist error not returned")

@@ -18,9 +18,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Cumulative number of runtime operation errors by operation type.",
 		}, []string{"operation_type"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
 	var err error
 	if m.runtimeErrors, err = promutil.Register(reg, m.runtimeErrors); err != nil {
 		return nil, err

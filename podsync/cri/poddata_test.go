@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 // The hosts file of a pod-network pod, as the kubelet writes it: the
@@ -119,7 +120,10 @@ func TestPullTriesEachCredential(t *testing.T) {
 	if h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock}); err != nil {
 		t.Fatal(err)
 	}
-	h.rt.InjectError("PullImage", status.Error(codes.Unauthenticated, "denied for team"))
+	fail := runtimetest.Errors(status.Error(codes.Unauthenticated, "denied for team"))
+	h.rt.SetHooks(runtimetest.Hooks{PullImage: func(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) error {
+		return fail()
+	}})
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].Image = "registry.example.com/team/app:1"
 	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways

@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/nodestatus"
+	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
 // The CRI syncer is a nodestatus.RuntimeStatusSource.
@@ -65,7 +67,8 @@ func TestCRILatestRuntimeStatus(t *testing.T) {
 		}
 	}
 
-	h.rt.InjectError("Status", errors.New("deadline exceeded"))
+	fail := runtimetest.Errors(errors.New("deadline exceeded"))
+	h.rt.SetHooks(runtimetest.Hooks{Status: func(context.Context, bool) error { return fail() }})
 	h.clock.Step(time.Second)
 	h.steps(1)
 	if _, at, err := h.cri.LatestRuntimeStatus(); err == nil || err.Error() == "" || !at.Equal(t0.Add(2*time.Second)) {

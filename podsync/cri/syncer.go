@@ -24,6 +24,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/mountinfo"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
@@ -150,7 +151,7 @@ var (
 // New returns the CRI-backed PodSyncer.
 func New(o Options) (*Syncer, error) {
 	if o.Runtime == nil {
-		return nil, errors.New("cri: Options.Runtime is required")
+		return nil, optcheck.Required("cri: Options.Runtime")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -168,18 +169,18 @@ func New(o Options) (*Syncer, error) {
 		what      string
 		init, max time.Duration
 	}{{"CrashLoop", o.CrashLoopInitial, o.CrashLoopMax}, {"ImagePull", o.ImagePullInitial, o.ImagePullMax}} {
-		if err := backoff.Check("cri: Options."+c.what+"Max", c.max, time.Millisecond, time.Hour); err != nil {
+		if err := optcheck.Range("cri: Options."+c.what+"Max", c.max, time.Millisecond, time.Hour); err != nil {
 			return nil, err
 		}
-		if err := backoff.Check("cri: Options."+c.what+"Initial", c.init, time.Millisecond, c.max); err != nil {
+		if err := optcheck.Range("cri: Options."+c.what+"Initial", c.init, time.Millisecond, c.max); err != nil {
 			return nil, err
 		}
 	}
 	if o.MaxParallelImagePulls == 0 {
 		o.MaxParallelImagePulls = 1
 	}
-	if o.MaxParallelImagePulls < 1 || o.MaxParallelImagePulls > 1000 {
-		return nil, fmt.Errorf("cri: Options.MaxParallelImagePulls %d must be in [1, 1000]", o.MaxParallelImagePulls)
+	if err := optcheck.Range("cri: Options.MaxParallelImagePulls", o.MaxParallelImagePulls, 1, 1000); err != nil {
+		return nil, err
 	}
 	if o.PodLogRoot == "" {
 		o.PodLogRoot = "/var/log/pods"
@@ -211,7 +212,7 @@ func New(o Options) (*Syncer, error) {
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("podsync: %w", err)
+		return nil, fmt.Errorf("cri: Options.Registerer: %w", err)
 	}
 	var cg *podCgroups
 	if o.CgroupsPerQOS && o.CgroupDriver == CgroupfsDriver {

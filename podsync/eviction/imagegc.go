@@ -14,9 +14,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
-
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // ImageRuntime is what ImageGC needs of a container runtime: a sliver of
@@ -92,7 +91,7 @@ var _ Reclaimer = (*ImageGC)(nil)
 // NewImageGC checks o and returns an ImageGC.
 func NewImageGC(o ImageGCOptions) (*ImageGC, error) {
 	if o.Runtime == nil {
-		return nil, errors.New("eviction: ImageGCOptions.Runtime is required")
+		return nil, optcheck.Required("eviction: ImageGCOptions.Runtime")
 	}
 	if o.HighThresholdPercent == 0 {
 		o.HighThresholdPercent = DefaultImageGCHighThresholdPercent
@@ -102,9 +101,9 @@ func NewImageGC(o ImageGCOptions) (*ImageGC, error) {
 	}
 	switch {
 	case o.HighThresholdPercent < 1 || o.HighThresholdPercent > 100:
-		return nil, fmt.Errorf("eviction: ImageGCOptions.HighThresholdPercent must be between 1 and 100, not %d", o.HighThresholdPercent)
+		return nil, optcheck.Range("eviction: ImageGCOptions.HighThresholdPercent", o.HighThresholdPercent, 1, 100)
 	case o.LowThresholdPercent < 1 || o.LowThresholdPercent > o.HighThresholdPercent:
-		return nil, fmt.Errorf("eviction: ImageGCOptions.LowThresholdPercent must be between 1 and HighThresholdPercent (%d), not %d", o.HighThresholdPercent, o.LowThresholdPercent)
+		return nil, optcheck.Range("eviction: ImageGCOptions.LowThresholdPercent", o.LowThresholdPercent, 1, o.HighThresholdPercent)
 	case o.MinAge < 0:
 		return nil, fmt.Errorf("eviction: ImageGCOptions.MinAge must not be negative, not %v", o.MinAge)
 	case o.MinAge == 0:
@@ -113,7 +112,7 @@ func NewImageGC(o ImageGCOptions) (*ImageGC, error) {
 	if o.Period == 0 {
 		o.Period = DefaultImageGCPeriod
 	}
-	if err := backoff.Check("eviction: ImageGCOptions.Period", o.Period, time.Second, time.Hour); err != nil {
+	if err := optcheck.Range("eviction: ImageGCOptions.Period", o.Period, time.Second, time.Hour); err != nil {
 		return nil, err
 	}
 	if o.Clock == nil {

@@ -173,11 +173,13 @@ func TestImageGCErrors(t *testing.T) {
 	_, _ = n.gc.Reclaim(n.ctx, eviction.SignalImageFsAvailable) // first sight
 	n.clock.Step(time.Hour)
 	boom := errors.New("boom")
-	n.rt.InjectError("RemoveImage", boom)
+	fail := runtimetest.Errors(boom)
+	n.rt.SetHooks(runtimetest.Hooks{RemoveImage: func(context.Context, *runtimeapi.ImageSpec) error { return fail() }})
 	if _, err := n.gc.Reclaim(n.ctx, eviction.SignalImageFsAvailable); !errors.Is(err, boom) {
 		t.Errorf("remove failure: %v", err)
 	}
-	n.rt.InjectError("ListImages", boom)
+	fail = runtimetest.Errors(boom)
+	n.rt.SetHooks(runtimetest.Hooks{ListImages: func(context.Context, *runtimeapi.ImageFilter) error { return fail() }})
 	if _, err := n.gc.GarbageCollect(n.ctx); !errors.Is(err, boom) {
 		t.Errorf("list failure: %v", err)
 	}

@@ -2,7 +2,6 @@ package eviction
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,8 +19,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/pressure"
 	"github.com/nodekit/nodekit/podsync/admission"
 )
@@ -127,13 +126,13 @@ type Options struct {
 func (o Options) withDefaults() (Options, []Threshold, error) {
 	switch {
 	case o.NodeName == "":
-		return o, nil, errors.New("eviction: Options.NodeName is required")
+		return o, nil, optcheck.Required("eviction: Options.NodeName")
 	case o.Observer == nil:
-		return o, nil, errors.New("eviction: Options.Observer is required")
+		return o, nil, optcheck.Required("eviction: Options.Observer")
 	case o.ActivePods == nil:
-		return o, nil, errors.New("eviction: Options.ActivePods is required")
+		return o, nil, optcheck.Required("eviction: Options.ActivePods")
 	case o.Killer == nil:
-		return o, nil, errors.New("eviction: Options.Killer is required")
+		return o, nil, optcheck.Required("eviction: Options.Killer")
 	}
 	if o.EvictionHard == nil {
 		o.EvictionHard = pressure.DefaultEvictionHard()
@@ -148,7 +147,7 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 	if o.PressureTransitionPeriod == 0 {
 		o.PressureTransitionPeriod = DefaultPressureTransitionPeriod
 	}
-	if err := backoff.Check("eviction: Options.PressureTransitionPeriod", o.PressureTransitionPeriod, time.Second, time.Hour); err != nil {
+	if err := optcheck.Range("eviction: Options.PressureTransitionPeriod", o.PressureTransitionPeriod, time.Second, time.Hour); err != nil {
 		return o, nil, err
 	}
 	if o.MaxPodGracePeriod < 0 {
@@ -157,7 +156,7 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 	if o.Period == 0 {
 		o.Period = DefaultPeriod
 	}
-	if err := backoff.Check("eviction: Options.Period", o.Period, time.Second, 5*time.Minute); err != nil {
+	if err := optcheck.Range("eviction: Options.Period", o.Period, time.Second, 5*time.Minute); err != nil {
 		return o, nil, err
 	}
 	if o.Clock == nil {
@@ -214,7 +213,7 @@ func New(o Options) (*Manager, error) {
 	}
 	met, err := newMetrics(o.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("eviction: metrics: %w", err)
+		return nil, fmt.Errorf("eviction: Options.Registerer: %w", err)
 	}
 	m := &Manager{
 		o: o, thresholds: ts, metrics: met,

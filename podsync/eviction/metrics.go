@@ -24,9 +24,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.DefBuckets,
 		}, []string{"eviction_signal"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
 	var err error
 	if m.evictions, err = promutil.Register(reg, m.evictions); err != nil {
 		return nil, err

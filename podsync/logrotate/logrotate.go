@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -60,7 +60,7 @@ type Options struct {
 
 func (o *Options) defaults() error {
 	if o.Runtime == nil {
-		return errors.New("logrotate: Options.Runtime is required")
+		return optcheck.Required("logrotate: Options.Runtime")
 	}
 	if o.MaxSize == 0 {
 		o.MaxSize = DefaultMaxSize
@@ -77,7 +77,7 @@ func (o *Options) defaults() error {
 	if o.MonitorInterval == 0 {
 		o.MonitorInterval = DefaultMonitorInterval
 	}
-	if err := backoff.Check("logrotate: Options.MonitorInterval", o.MonitorInterval, 3*time.Second, time.Hour); err != nil {
+	if err := optcheck.Range("logrotate: Options.MonitorInterval", o.MonitorInterval, 3*time.Second, time.Hour); err != nil {
 		return err
 	}
 	if o.Clock == nil {

@@ -149,7 +149,8 @@ func TestReopenFailureGivesTheNameBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.InjectError("ReopenContainerLog", errors.New("reopen refused"))
+	fail := runtimetest.Errors(errors.New("reopen refused"))
+	rt.SetHooks(runtimetest.Hooks{ReopenContainerLog: func(context.Context, string) error { return fail() }})
 	err = m.SyncOnce(ctx)
 	if err == nil || !strings.Contains(err.Error(), "reopen refused") {
 		t.Fatalf("SyncOnce: %v, want the reopen error", err)

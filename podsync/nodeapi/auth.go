@@ -21,22 +21,21 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
-
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
-// TokenReviewInterface creates TokenReviews (authentication.k8s.io/v1).
+// TokenReviewClient creates TokenReviews (authentication.k8s.io/v1).
 // Its method is client-go's, so
 // clientset.AuthenticationV1().TokenReviews() is one.
-type TokenReviewInterface interface {
+type TokenReviewClient interface {
 	Create(ctx context.Context, tokenReview *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error)
 }
 
-// SubjectAccessReviewInterface creates SubjectAccessReviews
+// SubjectAccessReviewClient creates SubjectAccessReviews
 // (authorization.k8s.io/v1). Its method is client-go's, so
 // clientset.AuthorizationV1().SubjectAccessReviews() is one.
-type SubjectAccessReviewInterface interface {
+type SubjectAccessReviewClient interface {
 	Create(ctx context.Context, subjectAccessReview *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error)
 }
 
@@ -96,7 +95,7 @@ type AuthOptions struct {
 	ClientCAs *x509.CertPool
 	// TokenReviews checks bearer tokens (kubelet's
 	// authentication.webhook). Nil: bearer tokens are not looked at.
-	TokenReviews TokenReviewInterface
+	TokenReviews TokenReviewClient
 	// Audiences are sent in each TokenReview and the reviewed token must
 	// be for one of them. Empty (kubelet's way): none are sent and the
 	// API server checks the token against its own audiences.
@@ -108,7 +107,7 @@ type AuthOptions struct {
 	Anonymous bool
 	// SubjectAccessReviews authorizes requests (kubelet's Webhook
 	// authorization mode). Required unless AlwaysAllow.
-	SubjectAccessReviews SubjectAccessReviewInterface
+	SubjectAccessReviews SubjectAccessReviewClient
 	// AlwaysAllow lets every authenticated request through (kubelet's
 	// AlwaysAllow mode); SubjectAccessReviews must be nil.
 	AlwaysAllow bool
@@ -152,7 +151,7 @@ type AuthOptions struct {
 
 func (o AuthOptions) withDefaults() (AuthOptions, error) {
 	if o.NodeName == "" {
-		return o, errors.New("AuthOptions.NodeName is required")
+		return o, optcheck.Required("AuthOptions.NodeName")
 	}
 	if o.ClientCAFile != "" && o.ClientCAs != nil {
 		return o, errors.New("AuthOptions: set ClientCAFile or ClientCAs, not both")
@@ -191,7 +190,7 @@ func (o AuthOptions) withDefaults() (AuthOptions, error) {
 	if o.ReviewTimeout == 0 {
 		o.ReviewTimeout = DefaultReviewTimeout
 	}
-	if err := backoff.Check("AuthOptions.ReviewTimeout", o.ReviewTimeout, MinReviewTimeout, MaxReviewTimeout); err != nil {
+	if err := optcheck.Range("AuthOptions.ReviewTimeout", o.ReviewTimeout, MinReviewTimeout, MaxReviewTimeout); err != nil {
 		return o, err
 	}
 	switch {

@@ -11,7 +11,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	mathrand "math/rand/v2"
 	"net"
 	"time"
 
@@ -21,16 +20,16 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
-
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/randutil"
 )
 
-// CertificateSigningRequestInterface creates and reads
+// CertificateSigningRequestClient creates and reads
 // CertificateSigningRequests (certificates.k8s.io/v1). Its methods are
 // client-go's, so clientset.CertificatesV1().CertificateSigningRequests()
 // is one.
-type CertificateSigningRequestInterface interface {
+type CertificateSigningRequestClient interface {
 	Create(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error)
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*certificatesv1.CertificateSigningRequest, error)
 }
@@ -46,7 +45,7 @@ const (
 type ServingCSROptions struct {
 	// CSRs creates the request and reads it back, as the node (the Node
 	// authorizer lets a node create and read its requests). Required.
-	CSRs CertificateSigningRequestInterface
+	CSRs CertificateSigningRequestClient
 	// NodeName makes the subject: CN system:node:<NodeName>, O
 	// system:nodes, as the kubernetes.io/kubelet-serving signer requires.
 	// Required.
@@ -83,16 +82,16 @@ var ErrCSRDenied = errors.New("certificate signing request denied or failed")
 func RequestServingCertificate(ctx context.Context, opts ServingCSROptions) (certPEM, keyPEM []byte, err error) {
 	switch {
 	case opts.CSRs == nil:
-		return nil, nil, errors.New("nodeapi: ServingCSROptions.CSRs is required")
+		return nil, nil, optcheck.Required("nodeapi: ServingCSROptions.CSRs")
 	case opts.NodeName == "":
-		return nil, nil, errors.New("nodeapi: ServingCSROptions.NodeName is required")
+		return nil, nil, optcheck.Required("nodeapi: ServingCSROptions.NodeName")
 	case len(opts.Hostnames) == 0 && len(opts.IPs) == 0:
 		return nil, nil, errors.New("nodeapi: ServingCSROptions: no Hostnames or IPs to name in the certificate")
 	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = DefaultCSRPollInterval
 	}
-	if err := backoff.Check("nodeapi: ServingCSROptions.PollInterval", opts.PollInterval, MinCSRPollInterval, MaxCSRPollInterval); err != nil {
+	if err := optcheck.Range("nodeapi: ServingCSROptions.PollInterval", opts.PollInterval, MinCSRPollInterval, MaxCSRPollInterval); err != nil {
 		return nil, nil, err
 	}
 	if opts.Clock == nil {
@@ -180,9 +179,7 @@ func RenewServingCertificate(ctx context.Context, opts ServingCSROptions, curren
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Rand == nil {
-		opts.Rand = mathrand.Float64
-	}
+	opts.Rand = randutil.Or(opts.Rand)
 	log := klog.FromContext(ctx)
 	var retry time.Duration // 0: no failure since the last certificate
 	for {

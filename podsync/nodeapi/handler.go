@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/promutil"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 )
@@ -101,7 +101,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FollowInterval == 0 {
 		o.FollowInterval = DefaultFollowInterval
 	}
-	if err := backoff.Check("Options.FollowInterval", o.FollowInterval, MinFollowInterval, MaxFollowInterval); err != nil {
+	if err := optcheck.Range("Options.FollowInterval", o.FollowInterval, MinFollowInterval, MaxFollowInterval); err != nil {
 		return o, err
 	}
 	return o, nil
@@ -125,14 +125,12 @@ func New(opts Options) (*Handler, error) {
 		return nil, fmt.Errorf("nodeapi: %w", err)
 	}
 	h := &Handler{opts: opts}
-	if opts.Registerer != nil {
-		requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Subsystem: "kubelet", Name: "http_requests_total",
-			Help: "HTTP requests the node API received, by method, path, server type and whether long-running.",
-		}, []string{"method", "path", "server_type", "long_running"})
-		if h.requests, err = promutil.Register(opts.Registerer, requests); err != nil {
-			return nil, fmt.Errorf("nodeapi: %w", err)
-		}
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Subsystem: "kubelet", Name: "http_requests_total",
+		Help: "HTTP requests the node API received, by method, path, server type and whether long-running.",
+	}, []string{"method", "path", "server_type", "long_running"})
+	if h.requests, err = promutil.Register(opts.Registerer, requests); err != nil {
+		return nil, fmt.Errorf("nodeapi: Options.Registerer: %w", err)
 	}
 	return h, nil
 }
@@ -170,9 +168,7 @@ func requestLabels(method, path string) []string {
 // ServeHTTP routes a request to one of the node API paths.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
-	if h.requests != nil {
-		h.requests.WithLabelValues(requestLabels(r.Method, p)...).Inc()
-	}
+	h.requests.WithLabelValues(requestLabels(r.Method, p)...).Inc()
 	switch {
 	case p == "/healthz":
 		h.healthz(w, r)

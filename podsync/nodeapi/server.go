@@ -23,6 +23,8 @@ import (
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // Defaults of ServerOptions.
@@ -100,7 +102,7 @@ type Server struct {
 // NewServer loads or makes the serving certificate and returns a Server.
 func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Handler == nil {
-		return nil, errors.New("nodeapi: ServerOptions.Handler is required")
+		return nil, optcheck.Required("nodeapi: ServerOptions.Handler")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

@@ -281,8 +281,8 @@ func TestStreamErrors(t *testing.T) {
 
 	// The runtime's errors: NotFound is 404, ResourceExhausted 429,
 	// anything else (a container that is not running) 500.
-	f.rt.InjectError("Exec", status.Error(codes.NotFound, "container gone"))
-	f.rt.InjectError("Exec", status.Error(codes.ResourceExhausted, "too many"))
+	fail := runtimetest.Errors(status.Error(codes.NotFound, "container gone"), status.Error(codes.ResourceExhausted, "too many"))
+	f.rt.SetHooks(runtimetest.Hooks{Exec: func(context.Context, *runtimeapi.ExecRequest) error { return fail() }})
 	for _, code := range []int{404, 429} {
 		resp, _, _ := f.upgrade(t, "GET", "/exec/ns/web/main?command=ls&output=1", nil)
 		if resp.StatusCode != code {

@@ -1,8 +1,6 @@
 package status
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodekit/nodekit/internal/promutil"
@@ -46,28 +44,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: MetricPatchBytes, Help: "Bytes of the pod status patches the writer sent.",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
 	var err error
-	if m.requests, err = register(reg, m.requests); err != nil {
+	if m.requests, err = promutil.Register(reg, m.requests); err != nil {
 		return nil, err
 	}
-	if m.failures, err = register(reg, m.failures); err != nil {
+	if m.failures, err = promutil.Register(reg, m.failures); err != nil {
 		return nil, err
 	}
-	if m.patchBytes, err = register(reg, m.patchBytes); err != nil {
+	if m.patchBytes, err = promutil.Register(reg, m.patchBytes); err != nil {
 		return nil, err
 	}
 	return m, nil
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	c, err := promutil.Register(reg, c)
-	if err != nil {
-		return c, fmt.Errorf("status: Options.Registerer: %w", err)
-	}
-	return c, nil
 }
 
 func (m *metrics) request(verb string, err error) {

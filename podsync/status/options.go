@@ -2,7 +2,6 @@ package status
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // Defaults and bounds of Options.
@@ -106,19 +105,19 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxParallelWrites == 0 {
 		o.MaxParallelWrites = DefaultMaxParallelWrites
 	}
-	if o.MaxParallelWrites < 1 || o.MaxParallelWrites > 100 {
-		return o, fmt.Errorf("status: Options.MaxParallelWrites %d must be in [1, 100]", o.MaxParallelWrites)
-	}
-	if err := backoff.Check("status: Options.PendingDelay", o.PendingDelay, 0, MaxPendingDelay); err != nil {
+	if err := optcheck.Range("status: Options.MaxParallelWrites", o.MaxParallelWrites, 1, 100); err != nil {
 		return o, err
 	}
-	if err := backoff.Check("status: Options.ReconcilePeriod", o.ReconcilePeriod, MinReconcilePeriod, MaxReconcilePeriod); err != nil {
+	if err := optcheck.Range("status: Options.PendingDelay", o.PendingDelay, 0, MaxPendingDelay); err != nil {
 		return o, err
 	}
-	if err := backoff.Check("status: Options.MaxRetryBackoff", o.MaxRetryBackoff, MinRetryBackoff, MaxMaxRetryBackoff); err != nil {
+	if err := optcheck.Range("status: Options.ReconcilePeriod", o.ReconcilePeriod, MinReconcilePeriod, MaxReconcilePeriod); err != nil {
 		return o, err
 	}
-	if err := backoff.Check("status: Options.RetryBackoff", o.RetryBackoff, MinRetryBackoff, o.MaxRetryBackoff); err != nil {
+	if err := optcheck.Range("status: Options.MaxRetryBackoff", o.MaxRetryBackoff, MinRetryBackoff, MaxMaxRetryBackoff); err != nil {
+		return o, err
+	}
+	if err := optcheck.Range("status: Options.RetryBackoff", o.RetryBackoff, MinRetryBackoff, o.MaxRetryBackoff); err != nil {
 		return o, err
 	}
 	return o, nil

@@ -77,7 +77,7 @@ func New(o Options) (*Writer, error) {
 	}
 	m, err := newMetrics(o.Registerer)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("status: Options.Registerer: %w", err)
 	}
 	w := &Writer{
 		podClient: o.Pods,

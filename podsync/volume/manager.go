@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,8 +24,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/internal/listwatch"
+	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/podsource"
 
 	"github.com/nodekit/nodekit/internal/loop"
@@ -107,9 +107,9 @@ type Options struct {
 	// its object appears (a running pod's sync then changes nothing: its
 	// files were rewritten already). Default nil.
 	OnChange func(types.UID)
-	// Rand is the source of the token refresh jitter. Default: seeded
-	// from the runtime's random source.
-	Rand *rand.Rand
+	// Rand returns numbers in [0,1) for the token refresh jitter; it must be
+	// safe for concurrent use. Default: math/rand/v2.Float64.
+	Rand func() float64
 }
 
 // ErrMount is wrapped by SetUpPod's error when a volume could not be set
@@ -166,15 +166,13 @@ func New(o Options) (*Manager, error) {
 	if o.SyncTimeout == 0 {
 		o.SyncTimeout = DefaultSyncTimeout
 	}
-	if err := backoff.Check("volume: Options.SyncTimeout", o.SyncTimeout, 0, MaxSyncTimeout); err != nil {
+	if err := optcheck.Range("volume: Options.SyncTimeout", o.SyncTimeout, 0, MaxSyncTimeout); err != nil {
 		return nil, err
 	}
 	if o.Allocatable == nil {
 		o.Allocatable = func() corev1.ResourceList { return nil }
 	}
-	if o.Rand == nil {
-		o.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	}
+	o.Rand = randutil.Or(o.Rand)
 	m := &Manager{hasAPI: hasAPI, clock: o.Clock, recorder: o.Recorder, allocatable: o.Allocatable, syncTimeout: o.SyncTimeout,
 		onChange: o.OnChange, wake: make(chan struct{}, 1), pods: map[types.UID]*podEntry{}}
 	m.objects = &objectCache{objects: map[objectKey]*watched{}, changed: m.objectChanged}

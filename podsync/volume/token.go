@@ -3,7 +3,6 @@ package volume
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -46,13 +45,10 @@ type tokens struct {
 	cache map[tokenKey]*authenticationv1.TokenRequest
 }
 
-func newTokens(client func(namespace string) ServiceAccountClient, clk clock.PassiveClock, r *rand.Rand) *tokens {
-	var mu sync.Mutex
+func newTokens(client func(namespace string) ServiceAccountClient, clk clock.PassiveClock, r func() float64) *tokens {
 	return &tokens{client: client, clock: clk, cache: map[tokenKey]*authenticationv1.TokenRequest{},
 		jitter: func() time.Duration {
-			mu.Lock()
-			defer mu.Unlock()
-			return time.Duration(r.Int64N(int64(tokenMaxJitter/time.Second)+1)) * time.Second
+			return time.Duration(r()*float64(tokenMaxJitter/time.Second+1)) * time.Second
 		}}
 }
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -83,15 +84,10 @@ func (o Options) withDefaults() (Options, error) {
 	if path, ok := strings.CutPrefix(o.Endpoint, "unix://"); !ok || path == "" {
 		errs = append(errs, fmt.Errorf("Options.Endpoint %q: want a unix socket as unix:///path", o.Endpoint))
 	}
-	if o.ConnectionTimeout < MinTimeout || o.ConnectionTimeout > MaxTimeout {
-		errs = append(errs, fmt.Errorf("Options.ConnectionTimeout %v: want between %v and %v", o.ConnectionTimeout, MinTimeout, MaxTimeout))
-	}
-	if o.RequestTimeout < MinTimeout || o.RequestTimeout > MaxTimeout {
-		errs = append(errs, fmt.Errorf("Options.RequestTimeout %v: want between %v and %v", o.RequestTimeout, MinTimeout, MaxTimeout))
-	}
-	if o.MaxMessageSize < MinMaxMessageSize || o.MaxMessageSize > MaxMaxMessageSize {
-		errs = append(errs, fmt.Errorf("Options.MaxMessageSize %d: want between %d and %d", o.MaxMessageSize, MinMaxMessageSize, MaxMaxMessageSize))
-	}
+	errs = append(errs,
+		optcheck.Range("Options.ConnectionTimeout", o.ConnectionTimeout, MinTimeout, MaxTimeout),
+		optcheck.Range("Options.RequestTimeout", o.RequestTimeout, MinTimeout, MaxTimeout),
+		optcheck.Range("Options.MaxMessageSize", o.MaxMessageSize, MinMaxMessageSize, MaxMaxMessageSize))
 	return o, errors.Join(errs...)
 }
 

@@ -193,7 +193,8 @@ func TestErrorsNameEndpointAndCall(t *testing.T) {
 	c := dial(t, remote.Options{Endpoint: ep})
 	ctx := context.Background()
 
-	f.InjectError("ListContainers", status.Error(codes.Internal, "boom"))
+	fail := runtimetest.Errors(status.Error(codes.Internal, "boom"))
+	f.SetHooks(runtimetest.Hooks{ListContainers: func(context.Context, *runtimeapi.ContainerFilter) error { return fail() }})
 	_, err := c.ListContainers(ctx, nil)
 	if want := "cri " + ep + ": ListContainers: Internal: boom"; err == nil || err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
@@ -222,15 +223,18 @@ func TestErrorsNameEndpointAndCall(t *testing.T) {
 	}
 
 	// CRI's idempotent calls: NotFound from the runtime is success.
-	f.InjectError("StopContainer", status.Error(codes.NotFound, "container not found"))
+	fail = runtimetest.Errors(status.Error(codes.NotFound, "container not found"))
+	f.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
 	if err := c.StopContainer(ctx, "gone", time.Second); err != nil {
 		t.Errorf("StopContainer answered NotFound: %v, want nil", err)
 	}
-	f.InjectError("StopPodSandbox", status.Error(codes.NotFound, "sandbox not found"))
+	fail = runtimetest.Errors(status.Error(codes.NotFound, "sandbox not found"))
+	f.SetHooks(runtimetest.Hooks{StopPodSandbox: func(context.Context, string) error { return fail() }})
 	if err := c.StopPodSandbox(ctx, "gone"); err != nil {
 		t.Errorf("StopPodSandbox answered NotFound: %v, want nil", err)
 	}
-	f.InjectError("StartContainer", status.Error(codes.NotFound, "container not found"))
+	fail = runtimetest.Errors(status.Error(codes.NotFound, "container not found"))
+	f.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
 	if err := c.StartContainer(ctx, "gone"); !runtime.IsNotFound(err) {
 		t.Errorf("StartContainer answered NotFound: %v, want NotFound", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/runtime"
 )
 
@@ -94,9 +95,9 @@ func NewConn(opts ConnOptions) (*Conn, error) {
 	}
 	dialOpts, err := opts.Options.withDefaults()
 	errs := []error{err,
-		backoff.Check("ConnOptions.RetryInitial", opts.RetryInitial, MinTimeout, opts.RetryMax),
-		backoff.Check("ConnOptions.RetryMax", opts.RetryMax, MinTimeout, MaxTimeout),
-		backoff.Check("ConnOptions.DialTimeout", opts.DialTimeout, MinTimeout, MaxTimeout)}
+		optcheck.Range("ConnOptions.RetryInitial", opts.RetryInitial, MinTimeout, opts.RetryMax),
+		optcheck.Range("ConnOptions.RetryMax", opts.RetryMax, MinTimeout, MaxTimeout),
+		optcheck.Range("ConnOptions.DialTimeout", opts.DialTimeout, MinTimeout, MaxTimeout)}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}

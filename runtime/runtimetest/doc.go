@@ -26,8 +26,9 @@
 // least one of stdin, stdout and stderr, and not both a tty and stderr.
 // StreamRequest tells that server what a URL was handed out for.
 //
-// Tests steer the fake with InjectError (the next call of a named method
-// fails), SetCondition (RuntimeReady or NetworkReady false for node status
+// Tests steer the fake with Hooks (Options.Hooks, SetHooks: a typed hook
+// per method that can fail or observe its calls; Errors fails the next few),
+// SetCondition (RuntimeReady or NetworkReady false for node status
 // tests), AddImage (images with sizes, for node status and image GC),
 // SetContainerUsage and SetPodSandboxUsage (the figures the CRI stats calls
 // report; SetPodSandboxStatsUnimplemented makes the sandbox ones answer

@@ -90,15 +90,16 @@ func (f *Runtime) endSub(s *eventSub, err error) {
 // stopped by StopPodSandbox, deleted by RemovePodSandbox), each with the
 // sandbox's status and the statuses of its containers at that moment (none
 // for a deleted sandbox). While events are off (SetContainerEvents) it
-// answers Unimplemented. InjectError("WatchContainerEvents", err) makes the
-// next call fail at once with err.
+// answers Unimplemented. A Hooks.WatchContainerEvents hook that returns an
+// error makes the call fail at once with it.
 func (f *Runtime) WatchContainerEvents(ctx context.Context, fn func(*runtimeapi.ContainerEventResponse)) (err error) {
 	defer f.wrap("GetContainerEvents", &err)
-	f.mu.Lock()
-	if err := f.record("WatchContainerEvents", "", nil); err != nil {
-		f.mu.Unlock()
-		return err
+	if hook := f.enter("WatchContainerEvents", "", nil).WatchContainerEvents; hook != nil {
+		if err := hook(ctx, fn); err != nil {
+			return err
+		}
 	}
+	f.mu.Lock()
 	if f.events.off {
 		f.mu.Unlock()
 		return status.Error(codes.Unimplemented, "unknown method GetContainerEvents for service runtime.v1.RuntimeService")

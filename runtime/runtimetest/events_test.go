@@ -97,7 +97,10 @@ func TestContainerEventsOffAndInjected(t *testing.T) {
 		t.Errorf("events off: %v, want Unimplemented", err)
 	}
 	f.SetContainerEvents(true)
-	f.InjectError("WatchContainerEvents", status.Error(codes.Unavailable, "down"))
+	next := runtimetest.Errors(status.Error(codes.Unavailable, "down"))
+	f.SetHooks(runtimetest.Hooks{
+		WatchContainerEvents: func(context.Context, func(*runtimeapi.ContainerEventResponse)) error { return next() },
+	})
 	if err := f.WatchContainerEvents(ctx, nil); !runtime.IsUnavailable(err) {
 		t.Errorf("injected: %v, want Unavailable", err)
 	}

@@ -48,7 +48,12 @@ func Example() {
 		time.Duration(st.Status.FinishedAt-st.Status.StartedAt))
 
 	// The runtime fails the next CreateContainer.
-	fake.InjectError("CreateContainer", errors.New("disk full"))
+	next := runtimetest.Errors(errors.New("disk full"))
+	fake.SetHooks(runtimetest.Hooks{
+		CreateContainer: func(context.Context, string, *runtimeapi.ContainerConfig, *runtimeapi.PodSandboxConfig) error {
+			return next()
+		},
+	})
 	_, err = fake.CreateContainer(ctx, sb, &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: "app", Attempt: 1},
 		Image:    &runtimeapi.ImageSpec{Image: runtimetest.BusyboxImage},

@@ -60,6 +60,9 @@ type Options struct {
 	// that serves a long-running process (a demo agent), whose log would
 	// otherwise grow without end. Default false: every call is recorded.
 	NoCallLog bool
+	// Hooks are the hooks the fake starts with (see Hooks and SetHooks).
+	// Default: none.
+	Hooks Hooks
 }
 
 // Call is one call made to the fake.
@@ -105,7 +108,7 @@ type container struct {
 // Runtime is an in-memory runtime.Runtime for tests. Sandboxes and
 // containers move through the CRI states (sandbox READY, NOTREADY; container
 // CREATED, RUNNING, EXITED) with times from the clock. A test can make a
-// container exit (Exit), fail the next call of a method (InjectError), script
+// container exit (Exit), fail or observe calls of a method (SetHooks), script
 // ExecSync (ScriptExec), hand out streaming sessions on a test's server
 // (SetStreamURL, StreamRequest), set the runtime's conditions (SetCondition), add
 // images (AddImage) and read the calls made (Calls). Nothing runs: a started
@@ -123,7 +126,7 @@ type Runtime struct {
 	containers map[string]*container
 	images     map[string]*runtimeapi.Image // by ID
 	conditions []*runtimeapi.RuntimeCondition
-	errs       map[string][]error
+	hooks      Hooks
 	execs      []execRule
 	events     events
 	calls      []Call
@@ -157,7 +160,7 @@ func New(opts Options) *Runtime {
 		sandboxes:  map[string]*sandbox{},
 		containers: map[string]*container{},
 		images:     map[string]*runtimeapi.Image{},
-		errs:       map[string][]error{},
+		hooks:      opts.Hooks,
 		conditions: []*runtimeapi.RuntimeCondition{
 			{Type: runtimeapi.RuntimeReady, Status: true},
 			{Type: runtimeapi.NetworkReady, Status: true},
@@ -170,15 +173,6 @@ func New(opts Options) *Runtime {
 }
 
 // --- controls ---
-
-// InjectError makes the next call of method (a Runtime method name such as
-// "StartContainer") return err instead of doing anything. Errors injected for
-// the same method are returned in order, one per call.
-func (f *Runtime) InjectError(method string, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.errs[method] = append(f.errs[method], err)
-}
 
 // Calls returns the calls made so far, oldest first (none when
 // Options.NoCallLog is set).
@@ -279,22 +273,6 @@ func (f *Runtime) AddImage(ref string, size uint64) string {
 }
 
 // --- helpers, called with f.mu held ---
-
-func (f *Runtime) record(method, id string, cmd []string) error {
-	if !f.noLog {
-		f.calls = append(f.calls, Call{Method: method, ID: id, Cmd: cmd})
-	}
-	if q := f.errs[method]; len(q) > 0 {
-		err := q[0]
-		if len(q) == 1 {
-			delete(f.errs, method)
-		} else {
-			f.errs[method] = q[1:]
-		}
-		return err
-	}
-	return nil
-}
 
 // wrap makes err read like runtime/remote's Client's errors ("cri fake://runtimetest:
 // <Method>: <code>: <message>"), keeping its gRPC status. Errors that are
@@ -406,25 +384,29 @@ func labelsMatch(labels, selector map[string]string) bool {
 // --- runtime.Runtime ---
 
 // Version reports the fake's name and version and CRI v1.
-func (f *Runtime) Version(context.Context) (_ *runtimeapi.VersionResponse, err error) {
+func (f *Runtime) Version(ctx context.Context) (_ *runtimeapi.VersionResponse, err error) {
 	defer f.wrap("Version", &err)
+	if hook := f.enter("Version", "", nil).Version; hook != nil {
+		if err := hook(ctx); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("Version", "", nil); err != nil {
-		return nil, err
-	}
 	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: f.name, RuntimeVersion: f.version, RuntimeApiVersion: "v1"}, nil
 }
 
 // Status reports the conditions set with SetCondition (RuntimeReady and
 // NetworkReady true at the start) and one default runtime handler.
-func (f *Runtime) Status(context.Context, bool) (_ *runtimeapi.StatusResponse, err error) {
+func (f *Runtime) Status(ctx context.Context, verbose bool) (_ *runtimeapi.StatusResponse, err error) {
 	defer f.wrap("Status", &err)
+	if hook := f.enter("Status", "", nil).Status; hook != nil {
+		if err := hook(ctx, verbose); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("Status", "", nil); err != nil {
-		return nil, err
-	}
 	st := &runtimeapi.RuntimeStatus{}
 	for _, c := range f.conditions {
 		st.Conditions = append(st.Conditions, proto.Clone(c).(*runtimeapi.RuntimeCondition))
@@ -439,13 +421,15 @@ func (f *Runtime) Status(context.Context, bool) (_ *runtimeapi.StatusResponse, e
 // RunPodSandbox creates a sandbox in state READY. Its metadata must have a
 // name, and no other sandbox may have the same name, namespace, UID and
 // attempt.
-func (f *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (_ string, err error) {
+func (f *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (_ string, err error) {
 	defer f.wrap("RunPodSandbox", &err)
+	if hook := f.enter("RunPodSandbox", "", nil).RunPodSandbox; hook != nil {
+		if err := hook(ctx, config, runtimeHandler); err != nil {
+			return "", err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("RunPodSandbox", "", nil); err != nil {
-		return "", err
-	}
 	md := config.GetMetadata()
 	if md.GetName() == "" {
 		return "", status.Error(codes.InvalidArgument, "sandbox config must include metadata with a name")
@@ -477,13 +461,15 @@ func (f *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 
 // StopPodSandbox makes a sandbox NOTREADY and its running containers exit
 // with StopExitCode. A sandbox that is gone is not an error.
-func (f *Runtime) StopPodSandbox(_ context.Context, id string) (err error) {
+func (f *Runtime) StopPodSandbox(ctx context.Context, id string) (err error) {
 	defer f.wrap("StopPodSandbox", &err)
+	if hook := f.enter("StopPodSandbox", id, nil).StopPodSandbox; hook != nil {
+		if err := hook(ctx, id); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("StopPodSandbox", id, nil); err != nil {
-		return err
-	}
 	s, err := f.sandbox(id)
 	if err != nil {
 		return nil
@@ -506,13 +492,15 @@ func (f *Runtime) stopSandbox(s *sandbox) {
 
 // RemovePodSandbox removes a sandbox and its containers, stopping them first.
 // A sandbox that is gone is not an error.
-func (f *Runtime) RemovePodSandbox(_ context.Context, id string) (err error) {
+func (f *Runtime) RemovePodSandbox(ctx context.Context, id string) (err error) {
 	defer f.wrap("RemovePodSandbox", &err)
+	if hook := f.enter("RemovePodSandbox", id, nil).RemovePodSandbox; hook != nil {
+		if err := hook(ctx, id); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("RemovePodSandbox", id, nil); err != nil {
-		return err
-	}
 	s, err := f.sandbox(id)
 	if err != nil {
 		return nil
@@ -530,13 +518,15 @@ func (f *Runtime) RemovePodSandbox(_ context.Context, id string) (err error) {
 }
 
 // PodSandboxStatus inspects a sandbox; a missing one is NotFound.
-func (f *Runtime) PodSandboxStatus(_ context.Context, id string, _ bool) (_ *runtimeapi.PodSandboxStatusResponse, err error) {
+func (f *Runtime) PodSandboxStatus(ctx context.Context, id string, verbose bool) (_ *runtimeapi.PodSandboxStatusResponse, err error) {
 	defer f.wrap("PodSandboxStatus", &err)
+	if hook := f.enter("PodSandboxStatus", id, nil).PodSandboxStatus; hook != nil {
+		if err := hook(ctx, id, verbose); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("PodSandboxStatus", id, nil); err != nil {
-		return nil, err
-	}
 	s, err := f.sandbox(id)
 	if err != nil {
 		return nil, err
@@ -553,13 +543,15 @@ func (f *Runtime) PodSandboxStatus(_ context.Context, id string, _ bool) (_ *run
 
 // ListPodSandbox lists sandboxes matching filter (ID or ID prefix, state,
 // labels), oldest first.
-func (f *Runtime) ListPodSandbox(_ context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
+func (f *Runtime) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
 	defer f.wrap("ListPodSandbox", &err)
+	if hook := f.enter("ListPodSandbox", filter.GetId(), nil).ListPodSandbox; hook != nil {
+		if err := hook(ctx, filter); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ListPodSandbox", filter.GetId(), nil); err != nil {
-		return nil, err
-	}
 	ss := slices.Collect(maps.Values(f.sandboxes))
 	slices.SortFunc(ss, func(a, b *sandbox) int { return a.seq - b.seq })
 	out := []*runtimeapi.PodSandbox{}
@@ -598,13 +590,15 @@ func (f *Runtime) sortedContainers() []*container {
 // CreateContainer creates a container in state CREATED in a READY sandbox.
 // The image must be present, and no other container in the sandbox may have
 // the same name and attempt.
-func (f *Runtime) CreateContainer(_ context.Context, sandboxID string, config *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) (_ string, err error) {
+func (f *Runtime) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (_ string, err error) {
 	defer f.wrap("CreateContainer", &err)
+	if hook := f.enter("CreateContainer", sandboxID, nil).CreateContainer; hook != nil {
+		if err := hook(ctx, sandboxID, config, sandboxConfig); err != nil {
+			return "", err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("CreateContainer", sandboxID, nil); err != nil {
-		return "", err
-	}
 	s, err := f.sandbox(sandboxID)
 	if err != nil {
 		return "", err
@@ -650,13 +644,15 @@ func (f *Runtime) CreateContainer(_ context.Context, sandboxID string, config *r
 
 // StartContainer makes a CREATED container RUNNING; its sandbox must be
 // READY.
-func (f *Runtime) StartContainer(_ context.Context, id string) (err error) {
+func (f *Runtime) StartContainer(ctx context.Context, id string) (err error) {
 	defer f.wrap("StartContainer", &err)
+	if hook := f.enter("StartContainer", id, nil).StartContainer; hook != nil {
+		if err := hook(ctx, id); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("StartContainer", id, nil); err != nil {
-		return err
-	}
 	c, err := f.container(id)
 	if err != nil {
 		return err
@@ -677,13 +673,15 @@ func (f *Runtime) StartContainer(_ context.Context, id string) (err error) {
 // fake's processes never need the grace period). As in containerd, a
 // container that is not running is left as it is, and one that is gone is
 // not an error.
-func (f *Runtime) StopContainer(_ context.Context, id string, _ time.Duration) (err error) {
+func (f *Runtime) StopContainer(ctx context.Context, id string, timeout time.Duration) (err error) {
 	defer f.wrap("StopContainer", &err)
+	if hook := f.enter("StopContainer", id, nil).StopContainer; hook != nil {
+		if err := hook(ctx, id, timeout); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("StopContainer", id, nil); err != nil {
-		return err
-	}
 	c, err := f.container(id)
 	if err != nil {
 		return nil
@@ -696,13 +694,15 @@ func (f *Runtime) StopContainer(_ context.Context, id string, _ time.Duration) (
 
 // RemoveContainer removes a container, stopping it first if it runs. A
 // container that is gone is not an error.
-func (f *Runtime) RemoveContainer(_ context.Context, id string) (err error) {
+func (f *Runtime) RemoveContainer(ctx context.Context, id string) (err error) {
 	defer f.wrap("RemoveContainer", &err)
+	if hook := f.enter("RemoveContainer", id, nil).RemoveContainer; hook != nil {
+		if err := hook(ctx, id); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("RemoveContainer", id, nil); err != nil {
-		return err
-	}
 	c, err := f.container(id)
 	if err != nil {
 		return nil
@@ -714,13 +714,15 @@ func (f *Runtime) RemoveContainer(_ context.Context, id string) (err error) {
 
 // ListContainers lists containers matching filter (ID or ID prefix, state,
 // sandbox, labels), oldest first.
-func (f *Runtime) ListContainers(_ context.Context, filter *runtimeapi.ContainerFilter) (_ []*runtimeapi.Container, err error) {
+func (f *Runtime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) (_ []*runtimeapi.Container, err error) {
 	defer f.wrap("ListContainers", &err)
+	if hook := f.enter("ListContainers", filter.GetId(), nil).ListContainers; hook != nil {
+		if err := hook(ctx, filter); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ListContainers", filter.GetId(), nil); err != nil {
-		return nil, err
-	}
 	out := []*runtimeapi.Container{}
 	for _, c := range f.sortedContainers() {
 		st := c.status
@@ -755,13 +757,15 @@ func (f *Runtime) ListContainers(_ context.Context, filter *runtimeapi.Container
 }
 
 // ContainerStatus inspects a container; a missing one is NotFound.
-func (f *Runtime) ContainerStatus(_ context.Context, id string, _ bool) (_ *runtimeapi.ContainerStatusResponse, err error) {
+func (f *Runtime) ContainerStatus(ctx context.Context, id string, verbose bool) (_ *runtimeapi.ContainerStatusResponse, err error) {
 	defer f.wrap("ContainerStatus", &err)
+	if hook := f.enter("ContainerStatus", id, nil).ContainerStatus; hook != nil {
+		if err := hook(ctx, id, verbose); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ContainerStatus", id, nil); err != nil {
-		return nil, err
-	}
 	c, err := f.container(id)
 	if err != nil {
 		return nil, err
@@ -770,26 +774,30 @@ func (f *Runtime) ContainerStatus(_ context.Context, id string, _ bool) (_ *runt
 }
 
 // UpdateRuntimeConfig keeps config for RuntimeConfig to return.
-func (f *Runtime) UpdateRuntimeConfig(_ context.Context, config *runtimeapi.RuntimeConfig) (err error) {
+func (f *Runtime) UpdateRuntimeConfig(ctx context.Context, config *runtimeapi.RuntimeConfig) (err error) {
 	defer f.wrap("UpdateRuntimeConfig", &err)
+	if hook := f.enter("UpdateRuntimeConfig", config.GetNetworkConfig().GetPodCidr(), nil).UpdateRuntimeConfig; hook != nil {
+		if err := hook(ctx, config); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("UpdateRuntimeConfig", config.GetNetworkConfig().GetPodCidr(), nil); err != nil {
-		return err
-	}
 	f.config = proto.Clone(config).(*runtimeapi.RuntimeConfig)
 	return nil
 }
 
 // UpdateContainerResources sets the resources that ContainerStatus reports of
 // a CREATED or RUNNING container; other states fail as in containerd.
-func (f *Runtime) UpdateContainerResources(_ context.Context, id string, resources *runtimeapi.ContainerResources) (err error) {
+func (f *Runtime) UpdateContainerResources(ctx context.Context, id string, resources *runtimeapi.ContainerResources) (err error) {
 	defer f.wrap("UpdateContainerResources", &err)
+	if hook := f.enter("UpdateContainerResources", id, nil).UpdateContainerResources; hook != nil {
+		if err := hook(ctx, id, resources); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("UpdateContainerResources", id, nil); err != nil {
-		return err
-	}
 	c, err := f.container(id)
 	if err != nil {
 		return err
@@ -807,13 +815,15 @@ func (f *Runtime) UpdateContainerResources(_ context.Context, id string, resourc
 
 // ReopenContainerLog succeeds for a RUNNING container and fails for others,
 // as in containerd ("container must be in running state").
-func (f *Runtime) ReopenContainerLog(_ context.Context, id string) (err error) {
+func (f *Runtime) ReopenContainerLog(ctx context.Context, id string) (err error) {
 	defer f.wrap("ReopenContainerLog", &err)
+	if hook := f.enter("ReopenContainerLog", id, nil).ReopenContainerLog; hook != nil {
+		if err := hook(ctx, id); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ReopenContainerLog", id, nil); err != nil {
-		return err
-	}
 	c, err := f.container(id)
 	if err != nil {
 		return err
@@ -827,13 +837,15 @@ func (f *Runtime) ReopenContainerLog(_ context.Context, id string) (err error) {
 // ExecSync returns what ScriptExec scripted for the container and command,
 // or exit code 0 with no output. The container must be RUNNING: otherwise the
 // error is like containerd's ("container is in CONTAINER_EXITED state").
-func (f *Runtime) ExecSync(_ context.Context, id string, cmd []string, timeout time.Duration) (_ *runtime.ExecResult, err error) {
+func (f *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (_ *runtime.ExecResult, err error) {
 	defer f.wrap("ExecSync", &err)
+	if hook := f.enter("ExecSync", id, slices.Clone(cmd)).ExecSync; hook != nil {
+		if err := hook(ctx, id, cmd, timeout); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ExecSync", id, slices.Clone(cmd)); err != nil {
-		return nil, err
-	}
 	c, err := f.container(id)
 	if err != nil {
 		return nil, err
@@ -876,13 +888,15 @@ func (f *Runtime) script(id string, cmd []string) ExecScript {
 
 // ListImages lists the images matching filter (by reference or ID), in
 // reference order.
-func (f *Runtime) ListImages(_ context.Context, filter *runtimeapi.ImageFilter) (_ []*runtimeapi.Image, err error) {
+func (f *Runtime) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) (_ []*runtimeapi.Image, err error) {
 	defer f.wrap("ListImages", &err)
+	if hook := f.enter("ListImages", filter.GetImage().GetImage(), nil).ListImages; hook != nil {
+		if err := hook(ctx, filter); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ListImages", filter.GetImage().GetImage(), nil); err != nil {
-		return nil, err
-	}
 	out := []*runtimeapi.Image{}
 	if ref := filter.GetImage().GetImage(); ref != "" {
 		if img := f.findImage(ref); img != nil {
@@ -898,13 +912,15 @@ func (f *Runtime) ListImages(_ context.Context, filter *runtimeapi.ImageFilter) 
 }
 
 // ImageStatus inspects an image; a missing image has a nil Image.
-func (f *Runtime) ImageStatus(_ context.Context, image *runtimeapi.ImageSpec, _ bool) (_ *runtimeapi.ImageStatusResponse, err error) {
+func (f *Runtime) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec, verbose bool) (_ *runtimeapi.ImageStatusResponse, err error) {
 	defer f.wrap("ImageStatus", &err)
+	if hook := f.enter("ImageStatus", image.GetImage(), nil).ImageStatus; hook != nil {
+		if err := hook(ctx, image, verbose); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ImageStatus", image.GetImage(), nil); err != nil {
-		return nil, err
-	}
 	resp := &runtimeapi.ImageStatusResponse{}
 	if img := f.findImage(image.GetImage()); img != nil {
 		resp.Image = proto.Clone(img).(*runtimeapi.Image)
@@ -914,13 +930,15 @@ func (f *Runtime) ImageStatus(_ context.Context, image *runtimeapi.ImageSpec, _ 
 
 // PullImage returns the ID of the image, adding it with size 0 when it is
 // not present.
-func (f *Runtime) PullImage(_ context.Context, image *runtimeapi.ImageSpec, _ *runtimeapi.AuthConfig, _ *runtimeapi.PodSandboxConfig) (_ string, err error) {
+func (f *Runtime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, auth *runtimeapi.AuthConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (_ string, err error) {
 	defer f.wrap("PullImage", &err)
+	if hook := f.enter("PullImage", image.GetImage(), nil).PullImage; hook != nil {
+		if err := hook(ctx, image, auth, sandboxConfig); err != nil {
+			return "", err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("PullImage", image.GetImage(), nil); err != nil {
-		return "", err
-	}
 	if image.GetImage() == "" {
 		return "", status.Error(codes.InvalidArgument, "image reference is empty")
 	}
@@ -931,13 +949,15 @@ func (f *Runtime) PullImage(_ context.Context, image *runtimeapi.ImageSpec, _ *r
 }
 
 // RemoveImage removes an image; one that is gone is not an error.
-func (f *Runtime) RemoveImage(_ context.Context, image *runtimeapi.ImageSpec) (err error) {
+func (f *Runtime) RemoveImage(ctx context.Context, image *runtimeapi.ImageSpec) (err error) {
 	defer f.wrap("RemoveImage", &err)
+	if hook := f.enter("RemoveImage", image.GetImage(), nil).RemoveImage; hook != nil {
+		if err := hook(ctx, image); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("RemoveImage", image.GetImage(), nil); err != nil {
-		return err
-	}
 	if img := f.findImage(image.GetImage()); img != nil {
 		delete(f.images, img.Id)
 	}
@@ -946,13 +966,15 @@ func (f *Runtime) RemoveImage(_ context.Context, image *runtimeapi.ImageSpec) (e
 
 // ImageFsInfo reports one image file system whose usage is the sum of the
 // images' sizes, with one inode per image.
-func (f *Runtime) ImageFsInfo(context.Context) (_ *runtimeapi.ImageFsInfoResponse, err error) {
+func (f *Runtime) ImageFsInfo(ctx context.Context) (_ *runtimeapi.ImageFsInfoResponse, err error) {
 	defer f.wrap("ImageFsInfo", &err)
+	if hook := f.enter("ImageFsInfo", "", nil).ImageFsInfo; hook != nil {
+		if err := hook(ctx); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ImageFsInfo", "", nil); err != nil {
-		return nil, err
-	}
 	var used uint64
 	for _, img := range f.images {
 		used += img.Size

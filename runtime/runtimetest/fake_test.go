@@ -52,14 +52,7 @@ func TestTimestampsFromClock(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	f := runtimetest.New(runtimetest.Options{Clock: clk})
 
-	sb, err := f.RunPodSandbox(ctx, sandboxConfig("p"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := f.CreateContainer(ctx, sb, containerConfig("c"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, id := createdContainer(t, f)
 	clk.Step(time.Second)
 	if err := f.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
@@ -87,20 +80,13 @@ func TestTimestampsFromClock(t *testing.T) {
 	}
 }
 
-func TestInjectErrorAndCalls(t *testing.T) {
+func TestHooksAndCalls(t *testing.T) {
 	ctx := context.Background()
 	f := runtimetest.New(runtimetest.Options{})
-	sb, err := f.RunPodSandbox(ctx, sandboxConfig("p"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := f.CreateContainer(ctx, sb, containerConfig("c"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb, id := createdContainer(t, f)
 	boom := errors.New("boom")
-	f.InjectError("StartContainer", boom)
-	f.InjectError("StartContainer", status.Error(codes.Unavailable, "down"))
+	next := runtimetest.Errors(boom, status.Error(codes.Unavailable, "down"))
+	f.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return next() }})
 	if err := f.StartContainer(ctx, id); !errors.Is(err, boom) {
 		t.Fatalf("first StartContainer: %v, want boom", err)
 	}
@@ -202,12 +188,16 @@ func TestErrorsReadLikeClient(t *testing.T) {
 	if !errors.As(err, &re) || re.Method != "ContainerStatus" || re.Endpoint != runtimetest.Endpoint {
 		t.Errorf("ContainerStatus(missing) = %#v, want a *runtime.Error naming the call", err)
 	}
-	f.InjectError("StartContainer", status.Error(codes.Unavailable, "connection refused"))
+	f.SetHooks(runtimetest.Hooks{
+		StartContainer: func(context.Context, string) error {
+			return status.Error(codes.Unavailable, "connection refused")
+		},
+		ListImages: func(context.Context, *runtimeapi.ImageFilter) error { return errors.New("disk full") },
+	})
 	err = f.StartContainer(ctx, "x")
 	if want := "cri fake://runtimetest: StartContainer: Unavailable: connection refused"; err == nil || err.Error() != want || !runtime.IsUnavailable(err) {
 		t.Errorf("injected error = %v (code %v), want %s with code Unavailable", err, status.Code(err), want)
 	}
-	f.InjectError("ListImages", errors.New("disk full"))
 	_, err = f.ListImages(ctx, nil)
 	if want := "cri fake://runtimetest: ListImages: disk full"; err == nil || err.Error() != want {
 		t.Errorf("injected plain error = %v, want %s", err, want)
@@ -224,9 +214,9 @@ func TestNoCallLog(t *testing.T) {
 	if c := f.Calls(); len(c) != 0 {
 		t.Errorf("Calls() = %v with NoCallLog, want none", c)
 	}
-	f.InjectError("Version", errors.New("still injected"))
+	f.SetHooks(runtimetest.Hooks{Version: func(context.Context) error { return errors.New("still injected") }})
 	if _, err := f.Version(context.Background()); err == nil {
-		t.Error("InjectError has no effect with NoCallLog")
+		t.Error("Hooks have no effect with NoCallLog")
 	}
 }
 
@@ -343,7 +333,7 @@ func TestConcurrentUse(t *testing.T) {
 				_, _ = f.ExecSync(ctx, id, []string{"true"}, time.Second)
 				_, _ = f.ListContainers(ctx, nil)
 				_, _ = f.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"pod": name}})
-				f.InjectError("Status", errors.New("x"))
+				f.SetHooks(runtimetest.Hooks{Status: func(context.Context, bool) error { return errors.New("x") }})
 				_, _ = f.Status(ctx, false)
 				_ = f.Calls()
 				_ = f.RemovePodSandbox(ctx, sb)

@@ -136,13 +136,15 @@ func cpuMem(now int64, u Usage) (*runtimeapi.CpuUsage, *runtimeapi.MemoryUsage) 
 }
 
 // ContainerStats reports a container's usage as SetContainerUsage set it.
-func (f *Runtime) ContainerStats(_ context.Context, containerID string) (_ *runtimeapi.ContainerStats, err error) {
+func (f *Runtime) ContainerStats(ctx context.Context, containerID string) (_ *runtimeapi.ContainerStats, err error) {
 	defer f.wrap("ContainerStats", &err)
+	if hook := f.enter("ContainerStats", containerID, nil).ContainerStats; hook != nil {
+		if err := hook(ctx, containerID); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ContainerStats", containerID, nil); err != nil {
-		return nil, err
-	}
 	c, err := f.container(containerID)
 	if err != nil {
 		return nil, err
@@ -152,13 +154,15 @@ func (f *Runtime) ContainerStats(_ context.Context, containerID string) (_ *runt
 
 // ListContainerStats reports the usage of the containers matching filter
 // (ID or ID prefix, sandbox, labels), oldest first.
-func (f *Runtime) ListContainerStats(_ context.Context, filter *runtimeapi.ContainerStatsFilter) (_ []*runtimeapi.ContainerStats, err error) {
+func (f *Runtime) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) (_ []*runtimeapi.ContainerStats, err error) {
 	defer f.wrap("ListContainerStats", &err)
+	if hook := f.enter("ListContainerStats", filter.GetId(), nil).ListContainerStats; hook != nil {
+		if err := hook(ctx, filter); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ListContainerStats", filter.GetId(), nil); err != nil {
-		return nil, err
-	}
 	f.forgetRemovedLocked()
 	out := []*runtimeapi.ContainerStats{}
 	for _, c := range f.sortedContainers() {
@@ -248,13 +252,15 @@ func (f *Runtime) sandboxStatsOffLocked() error {
 
 // PodSandboxStats reports a sandbox's usage, or Unimplemented after
 // SetPodSandboxStatsUnimplemented(true).
-func (f *Runtime) PodSandboxStats(_ context.Context, podSandboxID string) (_ *runtimeapi.PodSandboxStats, err error) {
+func (f *Runtime) PodSandboxStats(ctx context.Context, podSandboxID string) (_ *runtimeapi.PodSandboxStats, err error) {
 	defer f.wrap("PodSandboxStats", &err)
+	if hook := f.enter("PodSandboxStats", podSandboxID, nil).PodSandboxStats; hook != nil {
+		if err := hook(ctx, podSandboxID); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("PodSandboxStats", podSandboxID, nil); err != nil {
-		return nil, err
-	}
 	if err := f.sandboxStatsOffLocked(); err != nil {
 		return nil, err
 	}
@@ -268,13 +274,15 @@ func (f *Runtime) PodSandboxStats(_ context.Context, podSandboxID string) (_ *ru
 // ListPodSandboxStats reports the usage of the sandboxes matching filter
 // (ID or ID prefix, labels), oldest first, or Unimplemented after
 // SetPodSandboxStatsUnimplemented(true).
-func (f *Runtime) ListPodSandboxStats(_ context.Context, filter *runtimeapi.PodSandboxStatsFilter) (_ []*runtimeapi.PodSandboxStats, err error) {
+func (f *Runtime) ListPodSandboxStats(ctx context.Context, filter *runtimeapi.PodSandboxStatsFilter) (_ []*runtimeapi.PodSandboxStats, err error) {
 	defer f.wrap("ListPodSandboxStats", &err)
+	if hook := f.enter("ListPodSandboxStats", filter.GetId(), nil).ListPodSandboxStats; hook != nil {
+		if err := hook(ctx, filter); err != nil {
+			return nil, err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("ListPodSandboxStats", filter.GetId(), nil); err != nil {
-		return nil, err
-	}
 	if err := f.sandboxStatsOffLocked(); err != nil {
 		return nil, err
 	}

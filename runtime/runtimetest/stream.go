@@ -89,13 +89,15 @@ func (f *Runtime) runningContainer(id string) error {
 // Exec hands out a streaming URL for req.Cmd in a running container (see
 // SetStreamURL). A missing container is NotFound; one not running, no
 // command, or streams a CRI server refuses are errors.
-func (f *Runtime) Exec(_ context.Context, req *runtimeapi.ExecRequest) (_ string, err error) {
+func (f *Runtime) Exec(ctx context.Context, req *runtimeapi.ExecRequest) (_ string, err error) {
 	defer f.wrap("Exec", &err)
+	if hook := f.enter("Exec", req.GetContainerId(), slices.Clone(req.GetCmd())).Exec; hook != nil {
+		if err := hook(ctx, req); err != nil {
+			return "", err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("Exec", req.GetContainerId(), slices.Clone(req.GetCmd())); err != nil {
-		return "", err
-	}
 	if err := f.runningContainer(req.GetContainerId()); err != nil {
 		return "", err
 	}
@@ -110,13 +112,15 @@ func (f *Runtime) Exec(_ context.Context, req *runtimeapi.ExecRequest) (_ string
 
 // Attach hands out a streaming URL for an attachment to a running
 // container (see SetStreamURL).
-func (f *Runtime) Attach(_ context.Context, req *runtimeapi.AttachRequest) (_ string, err error) {
+func (f *Runtime) Attach(ctx context.Context, req *runtimeapi.AttachRequest) (_ string, err error) {
 	defer f.wrap("Attach", &err)
+	if hook := f.enter("Attach", req.GetContainerId(), nil).Attach; hook != nil {
+		if err := hook(ctx, req); err != nil {
+			return "", err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("Attach", req.GetContainerId(), nil); err != nil {
-		return "", err
-	}
 	if err := f.runningContainer(req.GetContainerId()); err != nil {
 		return "", err
 	}
@@ -129,13 +133,15 @@ func (f *Runtime) Attach(_ context.Context, req *runtimeapi.AttachRequest) (_ st
 // PortForward hands out a streaming URL for forwarding into a ready
 // sandbox (see SetStreamURL). A missing sandbox is NotFound; one not
 // ready is an error.
-func (f *Runtime) PortForward(_ context.Context, req *runtimeapi.PortForwardRequest) (_ string, err error) {
+func (f *Runtime) PortForward(ctx context.Context, req *runtimeapi.PortForwardRequest) (_ string, err error) {
 	defer f.wrap("PortForward", &err)
+	if hook := f.enter("PortForward", req.GetPodSandboxId(), nil).PortForward; hook != nil {
+		if err := hook(ctx, req); err != nil {
+			return "", err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record("PortForward", req.GetPodSandboxId(), nil); err != nil {
-		return "", err
-	}
 	s, err := f.sandbox(req.GetPodSandboxId())
 	if err != nil {
 		return "", err

@@ -183,4 +183,3 @@ func (b *Backend) PodData() *volume.Manager { return b.data }
 // Usage returns the usage collector (a node API's stats), nil before
 // Build.
 func (b *Backend) Usage() *usage.Collector { return b.usage }
-
