@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
@@ -47,8 +46,6 @@ type agent struct {
 	heartbeat *heartbeat.Heartbeat // the node half's; nil: standalone
 	setters   nodestatus.Setters
 	registry  *prometheus.Registry
-	listener  net.Listener // nil: no local server
-	server    *http.Server
 	nodeAPI   net.Listener // kubelet's port; nil: --port=0
 	group     nodekit.Group
 }
@@ -103,11 +100,11 @@ func newAgent(cfg *config, clk clock.WithTicker) (*agent, error) {
 		}
 	}
 	if cfg.listen != "" {
-		if a.listener, err = net.Listen("tcp", cfg.listen); err != nil {
+		hs, err := nodekit.NewHealthServer(cfg.listen, a.metricsHandler())
+		if err != nil {
 			return nil, fmt.Errorf("--listen: %w", err)
 		}
-		a.server = &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
-		_ = a.group.Add("http", nodekit.RunnableFunc(a.serve))
+		_ = a.group.Add("http", hs)
 	}
 	return a, nil
 }
@@ -209,35 +206,6 @@ func customSetters(cfg *config) ([]nodestatus.Named, error) {
 		return nil, fmt.Errorf("--disk-usage-*: %w", err)
 	}
 	return []nodestatus.Named{{Name: "DiskUsage", StatusSetter: du}}, nil
-}
-
-// handler serves /healthz and /metrics (the agent's own registry).
-func (a *agent) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok"))
-	})
-	mux.Handle("/metrics", a.metricsHandler())
-	return mux
-}
-
-func (a *agent) serve(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- a.server.Serve(a.listener) }()
-	klog.FromContext(ctx).Info("Serving /healthz and /metrics", "address", a.listener.Addr().String())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if err := a.server.Shutdown(sctx); err != nil {
-		_ = a.server.Close()
-	}
-	<-errc
-	return nil
 }
 
 // Run runs every part until ctx ends or one fails (nodekit.Group). The node

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -195,36 +192,5 @@ func TestAgentOnFakes(t *testing.T) {
 	}
 	if conds[corev1.NodeReady] != corev1.ConditionTrue || conds[nodestatus.DiskUsageCondition] == "" {
 		t.Errorf("conditions = %v", conds)
-	}
-}
-
-func TestServeHealthzAndMetrics(t *testing.T) {
-	a := &agent{registry: prometheus.NewRegistry()}
-	if _, err := nodekit.CountRequests(a.registry); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.listener = ln
-	a.server = &http.Server{Handler: a.handler()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.serve(ctx) }()
-	for path, want := range map[string]string{"/healthz": "ok", "/metrics": "# HELP"} {
-		resp, err := http.Get("http://" + ln.Addr().String() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
-			t.Errorf("GET %s: %d %q", path, resp.StatusCode, b)
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("serve = %v", err)
 	}
 }
