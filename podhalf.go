@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/loop"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
@@ -281,7 +282,15 @@ func (p *PodHalf) sources(o PodHalfOptions) ([]podsource.PodSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		sources = append(sources, api)
+		// The API's pods are taken once the Node is known, as the kubelet
+		// starts its API source once its node informer has synced: they
+		// are admitted against the Node the API server has.
+		sources = append(sources, podsource.SourceFunc(api.Name(), func(ctx context.Context, updates chan<- podsource.Update) error {
+			if !p.waitRegistered(ctx) {
+				return nil
+			}
+			return api.Run(ctx, updates)
+		}))
 	}
 	if len(sources) == 0 {
 		return nil, errors.New("nodekit: the pod half has no pod source (no API, ManifestPath, ManifestURL or Sources)")
@@ -360,16 +369,21 @@ func (p *PodHalf) runRelay(ctx context.Context) error {
 // runMirrors runs the mirror pods once the Node is registered, as
 // NodeRestriction admits a mirror pod only with an owner reference to it.
 func (p *PodHalf) runMirrors(ctx context.Context) error {
-	for p.registered != nil && !p.registered() {
-		t := p.clock.NewTimer(registrationPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C():
-		}
+	if !p.waitRegistered(ctx) {
+		return nil
 	}
 	return p.mirrors.Run(ctx)
+}
+
+// waitRegistered waits until the Node is registered (at once when the
+// NodeSource cannot tell); false: ctx ended first.
+func (p *PodHalf) waitRegistered(ctx context.Context) bool {
+	for p.registered != nil && !p.registered() {
+		if !loop.Sleep(ctx, p.clock, registrationPoll) {
+			return false
+		}
+	}
+	return true
 }
 
 // View returns the NodeView the pod half reads the Node from, when it made
