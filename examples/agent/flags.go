@@ -33,11 +33,9 @@ import (
 	"github.com/nodekit/nodekit/podsync/status"
 )
 
-// config is what the command line says. Zero durations mean "not given", so
-// that the packages apply kubelet's rules for defaults that depend on each
-// other (the report frequency follows an explicitly set update frequency).
-// serverTLS is --rotate-server-certificates; nodeAPIOff says why the node
-// API is not served though --port asked for it.
+// config is what the command line says. Zero durations mean "not given", so that the packages apply kubelet's rules for
+// defaults that depend on each other (the report frequency follows an explicitly set update frequency). serverTLS is
+// --rotate-server-certificates; nodeAPIOff says why the node API is not served though --port asked for it.
 type config struct {
 	configFile, kubeconfig, hostnameOverride, runtimeEndpoint, providerID, diskUsagePath, diskUsageResource, listen                      string
 	tlsCertFile, tlsKeyFile, certDir, clientCAFile, authzMode, nodeAPIOff                                                                string
@@ -77,11 +75,10 @@ const (
 	authzAlwaysAllow = "AlwaysAllow"
 )
 
-// flagDef is a flag: its name; the KubeletConfiguration field that sets it
-// from a --config file ("": none) and how that field's value reads; where
-// its value goes (*string, *bool, *int, *int64, *float64, *time.Duration or
-// a flag.Value) and its default (of that type; nil: zero); the bounds of a
-// number, of any numeric type (lo nil: none; hi nil: no upper one); its help.
+// flagDef is a flag: its name; the KubeletConfiguration field that sets it from a --config file ("": none) and how that
+// field's value reads; where its value goes (*string, *bool, *int, *int64, *float64, *time.Duration or a flag.Value) and
+// its default (of that type; nil: zero); the bounds of a number, of any numeric type (lo nil: none; hi nil: no upper
+// one); its help.
 type flagDef struct {
 	name, field    string
 	kind           fileKind
@@ -92,9 +89,8 @@ type flagDef struct {
 // or is v, or the zero T if v is nil.
 func or[T any](v any) T { t, _ := v.(T); return t }
 
-// parseFlags parses args (without the program name) and the --config file.
-// Errors name the flag, or the file and its field for a value from the
-// file. klog's flags (-v, -vmodule, ...) are registered on the same set.
+// parseFlags parses args (without the program name) and the --config file. Errors name the flag, or the file and its
+// field for a value from the file. klog's flags (-v, -vmodule, ...) are registered on the same set.
 func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -273,16 +269,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		c.port, c.nodeAPIOff = 0, "no --client-ca-file, token webhook or --anonymous-auth to authenticate requests with"
 	}
 
-	// The key/value lists. The eviction package checks signals and values
-	// (and names them).
-	signals := func(m *map[string]string, sep string) func(k, v string) error {
-		return func(k, v string) error {
-			if put(m, k, v); v == "" {
-				return fmt.Errorf("%q is not signal%svalue", k+sep, sep)
-			}
-			return nil
-		}
-	}
+	// The key/value lists; a signal needs a value. The eviction package checks signals and values (and names them).
 	resources := func(m *corev1.ResourceList) func(k, v string) error {
 		return func(k, v string) error {
 			q, e := resource.ParseQuantity(strings.TrimSpace(v))
@@ -296,27 +283,30 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 	}
 	for _, l := range []struct {
 		flag, s, sep, want string
+		signals            *map[string]string
 		f                  func(k, v string) error
 	}{
-		{"eviction-hard", evHard, "<", "signal<value", signals(&c.evictionHard, "<")},
-		{"eviction-soft", evSoft, "<", "signal<value", signals(&c.evictionSoft, "<")},
-		{"eviction-soft-grace-period", evSoftGrace, "=", "signal=value", signals(&c.evictionSoftGrace, "=")},
-		{"eviction-minimum-reclaim", evMinReclaim, "=", "signal=value", signals(&c.evictionMinReclaim, "=")},
-		{"node-labels", labels, "=", "key=value", func(k, v string) error { put(&c.nodeLabels, k, v); return keyValue("label", k, v) }},
-		{"system-reserved", sysRes, "=", "name=quantity", resources(&c.systemReserved)},
-		{"kube-reserved", kubeRes, "=", "name=quantity", resources(&c.kubeReserved)},
+		{"eviction-hard", evHard, "<", "signal<value", &c.evictionHard, nil},
+		{"eviction-soft", evSoft, "<", "signal<value", &c.evictionSoft, nil},
+		{"eviction-soft-grace-period", evSoftGrace, "=", "signal=value", &c.evictionSoftGrace, nil},
+		{"eviction-minimum-reclaim", evMinReclaim, "=", "signal=value", &c.evictionMinReclaim, nil},
+		{"node-labels", labels, "=", "key=value", nil, func(k, v string) error { put(&c.nodeLabels, k, v); return keyValue("label", k, v) }},
+		{"system-reserved", sysRes, "=", "name=quantity", nil, resources(&c.systemReserved)},
+		{"kube-reserved", kubeRes, "=", "name=quantity", nil, resources(&c.kubeReserved)},
 	} {
 		keep(each(l.flag, l.s, func(part string) error {
 			k, v, ok := strings.Cut(part, l.sep)
-			if k = strings.TrimSpace(k); !ok || k == "" {
+			if k = strings.TrimSpace(k); !ok || k == "" || l.signals != nil && v == "" {
 				return fmt.Errorf("%q is not %s", part, l.want)
+			} else if l.signals != nil {
+				put(l.signals, k, v)
+				return nil
 			}
 			return l.f(k, v)
 		}))
 	}
-	if _, e := eviction.ParseThresholds(c.evictionHard, c.evictionSoft, c.evictionSoftGrace, c.evictionMinReclaim); e != nil {
-		keep(fmt.Errorf("--eviction-*: %w", e))
-	}
+	_, e = eviction.ParseThresholds(c.evictionHard, c.evictionSoft, c.evictionSoftGrace, c.evictionMinReclaim)
+	fail(e != nil, "--eviction-*: %w", e)
 	keep(each("node-ip", nodeIP, func(s string) error {
 		c.nodeIPs = append(c.nodeIPs, net.ParseIP(s))
 		return isIP(s)
@@ -350,8 +340,7 @@ func (d flagDef) checkBounds() error {
 	return nil
 }
 
-// each calls f with every comma-separated part of s, trimmed (none if s is
-// empty). Errors start with "--<flag>: ".
+// each calls f with every comma-separated part of s, trimmed (none if s is empty). Errors start with "--<flag>: ".
 func each(flag, s string, f func(string) error) error {
 	if strings.TrimSpace(s) == "" {
 		return nil
@@ -416,8 +405,7 @@ func parseTaints(s string) ([]corev1.Taint, error) {
 	return out, err
 }
 
-// nodeName is the name the node registers under: --hostname-override, else
-// the host name, lower-cased as kubelet does.
+// nodeName is the name the node registers under: --hostname-override, else the host name, lower-cased as kubelet does.
 func (c *config) nodeName() (string, error) {
 	name, err := c.hostnameOverride, error(nil)
 	if name == "" {
@@ -432,11 +420,9 @@ func (c *config) nodeName() (string, error) {
 	return name, nil
 }
 
-// The --config file is kubelet's KubeletConfiguration, read through the flag
-// table (flagDef.field and .kind) rather than k8s.io/kubelet's types: those
-// link component-base's configuration and logging machinery for fields the
-// agent rejects anyway. unsupportedFields are the v1beta1 fields it rejects
-// as not supported rather than unknown.
+// The --config file is kubelet's KubeletConfiguration, read through the flag table (flagDef.field and .kind) rather than
+// k8s.io/kubelet's types: those link component-base's configuration and logging machinery for fields the agent rejects
+// anyway. unsupportedFields are the v1beta1 fields it rejects as not supported rather than unknown.
 var unsupportedFields = strings.Fields(`enableServer readOnlyPort tlsCipherSuites tlsCurvePreferences tlsMinVersion rotateCertificates authentication authorization registryPullQPS registryBurst imagePullCredentialsVerificationPolicy preloadedImagesVerificationAllowlist
 	eventRecordQPS eventBurst enableDebuggingHandlers enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout imageMaximumGCAge volumeStatsAggPeriod kubeletCgroups systemCgroups cpuManagerPolicy singleProcessOOMKill
 	cpuManagerPolicyOptions cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved runtimeRequestTimeout hairpinMode podCIDR podPidsLimit runOnce cpuCFSQuota
@@ -445,12 +431,10 @@ var unsupportedFields = strings.Fields(`enableServer readOnlyPort tlsCipherSuite
 	allowedUnsafeSysctls defaultPodSysctls volumePluginDir kernelMemcgNotification logging enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff
 	reservedMemory enableProfilingHandler enableDebugFlagsHandler memoryThrottlingFactor memoryReservationPolicy tracing localStorageCapacityIsolation imageServiceEndpoint failCgroupV1 userNamespaces`)
 
-// A fileKind turns a --config field's JSON value into the values its flag
-// is set to.
+// A fileKind turns a --config field's JSON value into the values its flag is set to.
 type fileKind func(raw json.RawMessage) ([]string, error)
 
-// decode is the fileKind of fields whose value decodes strictly into a T
-// that format writes as flag values.
+// decode is the fileKind of a field whose value decodes strictly into a T that format writes as flag values.
 func decode[T any](format func(T) []string) fileKind {
 	return func(raw json.RawMessage) ([]string, error) {
 		var v T
@@ -459,17 +443,12 @@ func decode[T any](format func(T) []string) fileKind {
 	}
 }
 
-// one is decode for a T written as one flag value.
-func one[T any](format func(T) string) fileKind {
-	return decode(func(v T) []string { return []string{format(v)} })
-}
-
 var (
-	asString   = one(func(s string) string { return s })
-	asDuration = one(func(d metav1.Duration) string { return d.Duration.String() })
-	asInt      = one(func(i int32) string { return strconv.Itoa(int(i)) })
-	asBool     = one(strconv.FormatBool)
-	asList     = one(func(l []string) string { return strings.Join(l, ",") })
+	asString   = decode(func(s string) []string { return []string{s} })
+	asDuration = decode(func(d metav1.Duration) []string { return []string{d.Duration.String()} })
+	asInt      = decode(func(i int32) []string { return []string{strconv.Itoa(int(i))} })
+	asBool     = decode(func(b bool) []string { return []string{strconv.FormatBool(b)} })
+	asList     = decode(func(l []string) []string { return []string{strings.Join(l, ",")} })
 	asHeaders  = decode(func(h map[string][]string) (out []string) {
 		for _, k := range slices.Sorted(maps.Keys(h)) {
 			for _, v := range h[k] {
@@ -478,23 +457,23 @@ var (
 		}
 		return out
 	})
-	asTaints = one(func(taints []corev1.Taint) string {
+	asTaints = decode(func(taints []corev1.Taint) []string {
 		parts := make([]string, len(taints))
 		for i, t := range taints {
 			parts[i] = t.Key + "=" + t.Value + ":" + string(t.Effect) // key=:Effect has no value
 		}
-		return strings.Join(parts, ",")
+		return []string{strings.Join(parts, ",")}
 	})
 )
 
 // asPairs is a map written as its flag's "key<sep>value,..." form.
 func asPairs(sep string) fileKind {
-	return one(func(m map[string]string) string {
+	return decode(func(m map[string]string) []string {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			parts = append(parts, k+sep+m[k])
 		}
-		return strings.Join(parts, ",")
+		return []string{strings.Join(parts, ",")}
 	})
 }
 
@@ -505,10 +484,9 @@ func strict(raw json.RawMessage, v any) error {
 	return d.Decode(v)
 }
 
-// applyConfigFile reads the KubeletConfiguration at path and sets the flag
-// of every field of defs it has, unless the command line set it (set).
-// Errors start with "--config <path>:" and name the field. It returns the
-// flags it set, with the field that set each.
+// applyConfigFile reads the KubeletConfiguration at path and sets the flag of every field of defs it has, unless the
+// command line set it (set). Errors start with "--config <path>:" and name the field. It returns the flags it set, with
+// the field that set each.
 func applyConfigFile(fs *flag.FlagSet, defs []flagDef, path string, set map[string]bool) (map[string]string, error) {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("--config %s: "+format, append([]any{path}, a...)...)
@@ -557,8 +535,7 @@ func applyConfigFile(fs *flag.FlagSet, defs []flagDef, path string, set map[stri
 		}
 		fromFile[d.name] = d.field
 	}
-	// healthzBindAddress (default 127.0.0.1) and healthzPort (default
-	// 10248; 0 turns the endpoint off) together are --listen.
+	// healthzBindAddress (default 127.0.0.1) and healthzPort (default 10248; 0: off) together are --listen.
 	host, port, given := "127.0.0.1", int32(10248), false
 	for _, h := range []struct {
 		field string
