@@ -49,7 +49,7 @@ func newAdmitHarness(t *testing.T, rec record.EventRecorder) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, Admit: preds, Recorder: rec})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, HostIPs: []string{"192.0.2.1"}, Admit: preds, Recorder: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func newAdmitHarness(t *testing.T, rec record.EventRecorder) *harness {
 
 func (h *harness) sandboxNames() []string {
 	h.t.Helper()
-	sbs, err := h.rt.ListPodSandbox(h.ctx, nil)
+	sbs, err := h.RT.ListPodSandbox(h.Ctx, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -82,8 +82,8 @@ func TestEngineAdmission(t *testing.T) {
 	young, old, older := admitPod("young", 3*time.Second), admitPod("old", 2*time.Second), admitPod("older", time.Second)
 	elsewhere := admitPod("elsewhere", 0)
 	elsewhere.Spec.NodeSelector = map[string]string{"zone": "b"}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{young, old, older, elsewhere}})
-	h.steps(3)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{young, old, older, elsewhere}})
+	h.Steps(3)
 
 	if got := strings.Join(h.sandboxNames(), ","); got != "old,older" && got != "older,old" {
 		t.Fatalf("running sandboxes %q, want old and older", got)
@@ -95,16 +95,16 @@ func TestEngineAdmission(t *testing.T) {
 		{young, "OutOfpods", "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"},
 		{elsewhere, "NodeAffinity", "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"},
 	} {
-		s := h.writer.last(tc.pod.UID)
+		s := h.Writer.Last(tc.pod.UID)
 		if s.Phase != corev1.PodFailed || s.Reason != tc.reason || s.Message != "Pod was rejected: "+tc.message || s.QOSClass != corev1.PodQOSBestEffort {
 			t.Errorf("%s: status %+v", tc.pod.Name, s)
 		}
-		if life, ok := h.eng.PodLifecycle(tc.pod.UID); !ok || life != podsync.Done {
+		if life, ok := h.Eng.PodLifecycle(tc.pod.UID); !ok || life != podsync.Done {
 			t.Errorf("%s: lifecycle %v %v, want Done", tc.pod.Name, life, ok)
 		}
 	}
 	// The admitted pods' status is theirs.
-	if s := h.writer.last(old.UID); s.Phase != corev1.PodRunning {
+	if s := h.Writer.Last(old.UID); s.Phase != corev1.PodRunning {
 		t.Errorf("old: status %+v", s)
 	}
 	var events []string
@@ -122,24 +122,24 @@ func TestEngineAdmission(t *testing.T) {
 	// An update of a rejected pod neither admits nor runs it.
 	young2 := young.DeepCopy()
 	young2.Labels = map[string]string{"v": "2"}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Source: podsource.APISource, Pods: []*corev1.Pod{young2}})
-	h.steps(2)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Source: podsource.APISource, Pods: []*corev1.Pod{young2}})
+	h.Steps(2)
 	if n := len(h.sandboxNames()); n != 2 {
 		t.Fatalf("%d sandboxes after an update of a rejected pod, want 2", n)
 	}
 
 	// old goes; a new pod fits once old's worker is gone.
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{old}})
-	h.steps(4)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{old}})
+	h.Steps(4)
 	newer := admitPod("newer", 4*time.Second)
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{newer}})
-	h.steps(3)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{newer}})
+	h.Steps(3)
 	if got := strings.Join(h.sandboxNames(), ","); got != "newer,older" && got != "older,newer" {
 		t.Fatalf("running sandboxes %q, want newer and older", got)
 	}
 	// A rejected pod that goes is forgotten.
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{young2, elsewhere}})
-	if _, ok := h.eng.PodLifecycle(young.UID); ok {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{young2, elsewhere}})
+	if _, ok := h.Eng.PodLifecycle(young.UID); ok {
 		t.Error("removed rejected pod still known")
 	}
 }
@@ -153,8 +153,8 @@ func TestEngineNoAdmission(t *testing.T) {
 		p.Spec.NodeSelector = map[string]string{"zone": "nowhere"}
 		pods = append(pods, p)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: pods})
-	h.steps(3)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: pods})
+	h.Steps(3)
 	if n := len(h.sandboxNames()); n != 3 {
 		t.Fatalf("%d sandboxes, want 3", n)
 	}
@@ -170,7 +170,7 @@ func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
 	pod.Spec.NodeName = "n1"
 	pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
 	client := fake.NewClientset(pod)
-	writer, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: h.clock})
+	writer, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: h.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: writer, Clock: h.clock, Admit: preds})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: writer, Clock: h.Clock, Admit: preds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,8 +186,8 @@ func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{api}})
-	h.steps(2)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{api}})
+	h.Steps(2)
 	if _, err := writer.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -205,11 +205,11 @@ func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
 
 	// Deletion: the API source sends the pod with its deletion timestamp.
 	deleting := got.DeepCopy()
-	now := metav1.NewTime(h.clock.Now())
+	now := metav1.NewTime(h.Clock.Now())
 	grace := int64(30)
 	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &grace
 	deleting.ResourceVersion = "999"
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Source: podsource.APISource, Pods: []*corev1.Pod{deleting}})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Source: podsource.APISource, Pods: []*corev1.Pod{deleting}})
 	for range 3 {
 		if _, err := writer.SyncOnce(ctx); err != nil {
 			t.Fatal(err)
@@ -229,8 +229,8 @@ func TestEngineRejectedAPIPodWrittenAndDeleted(t *testing.T) {
 func TestEngineRejectedPodThatRunsIsStopped(t *testing.T) {
 	h := newHarness(t)
 	a, b := admitPod("a", time.Second), admitPod("b", 2*time.Second)
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{a, b}})
-	h.steps(3)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{a, b}})
+	h.Steps(3)
 	if n := len(h.sandboxNames()); n != 2 {
 		t.Fatalf("%d sandboxes before the restart, want 2", n)
 	}
@@ -242,17 +242,17 @@ func TestEngineRejectedPodThatRunsIsStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, Sources: []string{podsource.APISource}})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, Admit: preds, Sources: []string{podsource.APISource}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.steps(1) // the first relist comes before the first update, as in Run
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{b, a}})
-	h.steps(4)
+	h.Steps(1) // the first relist comes before the first update, as in Run
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{b, a}})
+	h.Steps(4)
 	if got := strings.Join(h.sandboxNames(), ","); got != "a" {
 		t.Fatalf("running sandboxes %q, want only a", got)
 	}
-	if s := h.writer.last(b.UID); s.Phase != corev1.PodFailed || s.Reason != "OutOfpods" {
+	if s := h.Writer.Last(b.UID); s.Phase != corev1.PodFailed || s.Reason != "OutOfpods" {
 		t.Fatalf("b: status %+v", s)
 	}
 }
@@ -270,14 +270,14 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds, Recorder: rec, Registerer: reg})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, Admit: preds, Recorder: rec, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bestEffort, burstable := admitPod("besteffort", time.Second), admitPod("burstable", 2*time.Second)
 	burstable.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{bestEffort, burstable}})
-	h.steps(3)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{bestEffort, burstable}})
+	h.Steps(3)
 	if n := len(h.sandboxNames()); n != 2 {
 		t.Fatalf("%d sandboxes running, want 2", n)
 	}
@@ -285,28 +285,28 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 	static := admitPod("static-n1", 3*time.Second)
 	static.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
 	fail := runtimetest.Errors(errors.New("runtime busy"))
-	h.rt.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
-	h.steps(3)
-	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != podsync.Terminating {
+	h.RT.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
+	h.Steps(3)
+	if life, _ := h.Eng.PodLifecycle(bestEffort.UID); life != podsync.Terminating {
 		t.Fatalf("victim %v, want Terminating after a failed stop", life)
 	}
 	if got := strings.Join(h.sandboxNames(), ","); strings.Contains(got, "static") {
 		t.Fatalf("the static pod started before its victim stopped: %s", got)
 	}
 	// The DisruptionTarget condition shows while the victim stops.
-	if s := h.writer.last(bestEffort.UID); s.Phase == corev1.PodFailed || !hasCondition(s, corev1.DisruptionTarget, "TerminationByKubelet") {
+	if s := h.Writer.Last(bestEffort.UID); s.Phase == corev1.PodFailed || !hasCondition(s, corev1.DisruptionTarget, "TerminationByKubelet") {
 		t.Errorf("victim status while stopping: %+v", s)
 	}
-	h.clock.Step(time.Second)
-	h.steps(4)
+	h.Clock.Step(time.Second)
+	h.Steps(4)
 	if got := strings.Join(h.sandboxNames(), ","); got != "burstable,static-n1" && got != "static-n1,burstable" {
 		t.Fatalf("running sandboxes %q, want burstable and static-n1", got)
 	}
-	if life, _ := h.eng.PodLifecycle(bestEffort.UID); life != podsync.Done {
+	if life, _ := h.Eng.PodLifecycle(bestEffort.UID); life != podsync.Done {
 		t.Errorf("victim %v, want Done", life)
 	}
-	s := h.writer.last(bestEffort.UID)
+	s := h.Writer.Last(bestEffort.UID)
 	if s.Phase != corev1.PodFailed || s.Reason != "Preempting" || s.Message != "Preempted in order to admit critical pod" {
 		t.Errorf("victim status %+v", s)
 	}
@@ -320,10 +320,10 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 		cond.Message != "Pod was preempted by Kubelet to accommodate a critical pod." || cond.LastTransitionTime.IsZero() {
 		t.Errorf("victim DisruptionTarget condition %+v", cond)
 	}
-	if s := h.writer.last(static.UID); s.Phase != corev1.PodRunning {
+	if s := h.Writer.Last(static.UID); s.Phase != corev1.PodRunning {
 		t.Errorf("static pod status %+v", s)
 	}
-	if s := h.writer.last(burstable.UID); s.Phase != corev1.PodRunning {
+	if s := h.Writer.Last(burstable.UID); s.Phase != corev1.PodRunning {
 		t.Errorf("spared pod status %+v", s)
 	}
 	select {
@@ -334,7 +334,7 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 	default:
 		t.Error("no Preempting event")
 	}
-	if v := testutil.ToFloat64(podsync.Preemptions(h.eng).WithLabelValues("pods")); v != 1 {
+	if v := testutil.ToFloat64(podsync.Preemptions(h.Eng).WithLabelValues("pods")); v != 1 {
 		t.Errorf("kubelet_preemptions{preemption_signal=pods} = %v, want 1", v)
 	}
 
@@ -344,19 +344,19 @@ func TestEnginePreemptsForCriticalPod(t *testing.T) {
 	crit := admitPod("system", 4*time.Second)
 	prio := int32(admission.SystemCriticalPriority)
 	crit.Spec.Priority = &prio
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{crit}})
-	h.steps(4)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{crit}})
+	h.Steps(4)
 	if got := strings.Join(h.sandboxNames(), ","); got != "static-n1,system" && got != "system,static-n1" {
 		t.Fatalf("running sandboxes %q, want static-n1 and system", got)
 	}
-	if s := h.writer.last(burstable.UID); s.Reason != "Preempting" {
+	if s := h.Writer.Last(burstable.UID); s.Reason != "Preempting" {
 		t.Errorf("burstable pod status %+v", s)
 	}
 	static2 := admitPod("other-n1", 5*time.Second)
 	static2.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static2}})
-	h.steps(2)
-	if s := h.writer.last(static2.UID); s.Phase != corev1.PodFailed || s.Reason != "UnexpectedAdmissionError" {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static2}})
+	h.Steps(2)
+	if s := h.Writer.Last(static2.UID); s.Phase != corev1.PodFailed || s.Reason != "UnexpectedAdmissionError" {
 		t.Errorf("critical pod with nothing to preempt: %+v", s)
 	}
 }
@@ -379,25 +379,25 @@ func TestEnginePreemptionWaitEnds(t *testing.T) {
 	a, b := admitPod("a", time.Second), admitPod("b", 2*time.Second)
 	a.Spec.TerminationGracePeriodSeconds, b.Spec.TerminationGracePeriodSeconds = &one, &one
 	b.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{a, b}})
-	h.steps(3)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{a, b}})
+	h.Steps(3)
 	static := admitPod("static-n1", 3*time.Second)
 	static.Annotations[podsource.ConfigSourceAnnotation] = podsource.FileSource
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.FileSource, Pods: []*corev1.Pod{static}})
 	for i := 0; i < 9; i++ {
 		fail := runtimetest.Errors(errors.New("stuck"))
-		h.rt.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
-		h.steps(2)
+		h.RT.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
+		h.Steps(2)
 		if strings.Contains(strings.Join(h.sandboxNames(), ","), "static") {
 			t.Fatalf("the static pod started %ds after its admission, while its victim stops", i)
 		}
-		h.clock.Step(time.Second)
+		h.Clock.Step(time.Second)
 	}
 	fail := runtimetest.Errors(errors.New("stuck"))
-	h.rt.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
-	h.clock.Step(time.Second)
-	h.steps(3)
-	if life, _ := h.eng.PodLifecycle(a.UID); life != podsync.Terminating {
+	h.RT.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
+	h.Clock.Step(time.Second)
+	h.Steps(3)
+	if life, _ := h.Eng.PodLifecycle(a.UID); life != podsync.Terminating {
 		t.Fatalf("victim %v, want still Terminating", life)
 	}
 	if !strings.Contains(strings.Join(h.sandboxNames(), ","), "static-n1") {

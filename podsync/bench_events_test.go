@@ -74,7 +74,7 @@ func BenchmarkObserveMinute(b *testing.B) {
 			for deadline := time.Now().Add(time.Minute); ; {
 				n := 0
 				for _, p := range pods {
-					if writer.last(p.UID).Phase == corev1.PodRunning {
+					if writer.Last(p.UID).Phase == corev1.PodRunning {
 						n++
 					}
 				}

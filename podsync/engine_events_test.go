@@ -104,23 +104,23 @@ func newEventHarness(t *testing.T, events bool, setup ...func(*runtimetest.Runti
 func newEventHarnessWith(t *testing.T, events bool, opts func(*podsync.Options), setup ...func(*runtimetest.Runtime)) *eventHarness {
 	t.Helper()
 	h := &eventHarness{harness: newHarness(t), logs: &logLines{}}
-	h.rt.SetContainerEvents(events)
+	h.RT.SetContainerEvents(events)
 	for _, f := range setup {
-		f(h.rt)
+		f(h.RT)
 	}
-	h.rl = &countingRelister{Syncer: h.cri}
+	h.rl = &countingRelister{Syncer: h.Syncer}
 	var err error
-	o := podsync.Options{Syncer: h.cri, Relister: h.rl, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}}
+	o := podsync.Options{Syncer: h.Syncer, Relister: h.rl, Writer: h.Writer, Clock: h.Clock, HostIPs: []string{"192.0.2.1"}}
 	if opts != nil {
 		opts(&o)
 	}
-	h.eng, err = podsync.New(o)
+	h.Eng, err = podsync.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), h.logs.logger()))
 	done := make(chan error, 1)
-	go func() { done <- h.eng.Run(ctx) }()
+	go func() { done <- h.Eng.Run(ctx) }()
 	var once sync.Once
 	h.stop = func() {
 		once.Do(func() {
@@ -150,13 +150,13 @@ type evSnapshot struct {
 
 func (h *eventHarness) ev() evSnapshot {
 	var s evSnapshot
-	s.state, s.got, s.evented, s.nextRelist, s.retryAt = podsync.EventState(h.eng)
+	s.state, s.got, s.evented, s.nextRelist, s.retryAt = podsync.EventState(h.Eng)
 	return s
 }
 
 func (h *eventHarness) watchCalls() int {
 	n := 0
-	for _, c := range h.rt.Calls() {
+	for _, c := range h.RT.Calls() {
 		if c.Method == "WatchContainerEvents" {
 			n++
 		}
@@ -168,10 +168,10 @@ func (h *eventHarness) watchCalls() int {
 // relist or health check then due: its next one is later.
 func (h *eventHarness) step(d time.Duration) {
 	h.t.Helper()
-	h.clock.Step(d)
-	now := h.clock.Now()
+	h.Clock.Step(d)
+	now := h.Clock.Now()
 	h.eventually("a relist or health check", func() bool {
-		next, relistNow := podsync.NextObservation(h.eng)
+		next, relistNow := podsync.NextObservation(h.Eng)
 		return next.After(now) && !relistNow
 	})
 }
@@ -180,20 +180,20 @@ func (h *eventHarness) step(d time.Duration) {
 // use, and returns the pod and its container's ID.
 func (h *eventHarness) runningPod() (*corev1.Pod, string) {
 	h.t.Helper()
-	h.eventually("the event stream open", func() bool { return h.rt.ContainerEventStreams() == 1 })
+	h.eventually("the event stream open", func() bool { return h.RT.ContainerEventStreams() == 1 })
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 	h.eventually("pod Running", func() bool {
-		return h.writer.last(pod.UID).Phase == corev1.PodRunning && len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)) == 1
+		return h.Writer.Last(pod.UID).Phase == corev1.PodRunning && len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)) == 1
 	})
 	h.eventually("an event", func() bool { return h.ev().got })
 	if !h.ev().evented {
 		h.step(podsync.DefaultRelistPeriod) // the first relist that finds the stream up
 	}
-	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.clock.Now().Add(podsync.DefaultEventedRelistPeriod)) {
-		h.t.Fatalf("events not in use: %+v at %v", ev, h.clock.Now())
+	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.Clock.Now().Add(podsync.DefaultEventedRelistPeriod)) {
+		h.t.Fatalf("events not in use: %+v at %v", ev, h.Clock.Now())
 	}
-	return pod, h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
+	return pod, h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
 }
 
 // With events, a container's exit is seen and the container restarted
@@ -203,18 +203,18 @@ func TestEngineEventsRestartAtOnce(t *testing.T) {
 	h := newEventHarness(t, true)
 	defer h.stop()
 	pod, id := h.runningPod()
-	now, relists := h.clock.Now(), h.rl.relists.Load()
-	if err := h.rt.Exit(id, 1); err != nil {
+	now, relists := h.Clock.Now(), h.rl.relists.Load()
+	if err := h.RT.Exit(id, 1); err != nil {
 		t.Fatal(err)
 	}
 	h.eventually("container restarted", func() bool {
-		s := h.writer.last(pod.UID)
+		s := h.Writer.Last(pod.UID)
 		return len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].RestartCount == 1 && s.ContainerStatuses[0].State.Running != nil
 	})
-	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id == id {
+	if got := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id == id {
 		t.Errorf("running containers %v, want one new", got)
 	}
-	if !h.clock.Now().Equal(now) {
+	if !h.Clock.Now().Equal(now) {
 		t.Errorf("clock moved")
 	}
 	if n := h.rl.relists.Load(); n != relists {
@@ -245,14 +245,14 @@ func TestEngineEventsOrphansOnceSourcesReady(t *testing.T) {
 	})
 	defer h.stop()
 	h.runningPod()
-	if h.eng.State("uid-orphan") == nil {
+	if h.Eng.State("uid-orphan") == nil {
 		t.Fatal("the orphan's sandbox not observed")
 	}
 	relists := h.rl.relists.Load()
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource}) // the API source's first (empty) set
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource}) // the API source's first (empty) set
 	h.step(time.Second)
 	h.eventually("the orphan's sandbox removed", func() bool {
-		_, err := h.rt.PodSandboxStatus(context.Background(), orphan, false)
+		_, err := h.RT.PodSandboxStatus(context.Background(), orphan, false)
 		return err != nil
 	})
 	if n := h.rl.relists.Load() - relists; n != 1 {
@@ -267,7 +267,7 @@ func TestEngineEventsSlowRelist(t *testing.T) {
 	h := newEventHarness(t, true)
 	defer h.stop()
 	h.runningPod()
-	start, relists, checks := h.clock.Now(), h.rl.relists.Load(), h.rl.checks.Load()
+	start, relists, checks := h.Clock.Now(), h.rl.relists.Load(), h.rl.checks.Load()
 	for range 10 {
 		h.step(time.Second)
 	}
@@ -277,7 +277,7 @@ func TestEngineEventsSlowRelist(t *testing.T) {
 	if n := h.rl.checks.Load() - checks; n != 10 {
 		t.Errorf("%d health checks in 10s, want 10", n)
 	}
-	if _, at, err := h.cri.LatestRuntimeStatus(); err != nil || !at.Equal(h.clock.Now()) {
+	if _, at, err := h.Syncer.LatestRuntimeStatus(); err != nil || !at.Equal(h.Clock.Now()) {
 		t.Errorf("runtime status from %v (%v), want now", at, err)
 	}
 	h.step(podsync.DefaultEventedRelistPeriod - 10*time.Second)
@@ -297,11 +297,11 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 	h.runningPod()
 	unavailable := status.Error(codes.Unavailable, "runtime restarting")
 	fail := runtimetest.Errors(unavailable, unavailable)
-	h.rt.SetHooks(runtimetest.Hooks{WatchContainerEvents: func(context.Context, func(*runtimeapi.ContainerEventResponse)) error { return fail() }})
+	h.RT.SetHooks(runtimetest.Hooks{WatchContainerEvents: func(context.Context, func(*runtimeapi.ContainerEventResponse)) error { return fail() }})
 	relists, watches := h.rl.relists.Load(), h.watchCalls()
-	h.rt.EndContainerEvents(unavailable)
+	h.RT.EndContainerEvents(unavailable)
 	h.eventually("a relist at once", func() bool { return h.rl.relists.Load() == relists+1 })
-	now := h.clock.Now()
+	now := h.Clock.Now()
 	h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == podsync.EvDown && ev.retryAt.Equal(now.Add(time.Second)) })
 	if ev := h.ev(); ev.evented || !ev.nextRelist.Equal(now.Add(time.Second)) {
 		t.Fatalf("after the failure: %+v, want the 1s relist", ev)
@@ -314,18 +314,18 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 		h.step(time.Second)
 		h.eventually("the retry", func() bool {
 			ev := h.ev()
-			return h.watchCalls() == watches+w.watches && ev.state == w.state && (w.state == podsync.EvWatching || ev.retryAt.After(h.clock.Now()))
+			return h.watchCalls() == watches+w.watches && ev.state == w.state && (w.state == podsync.EvWatching || ev.retryAt.After(h.Clock.Now()))
 		})
 		if n := h.rl.relists.Load(); n != relists+1+int64(i+1) {
 			t.Errorf("second %d: %d relists, want %d", i+1, n-relists, i+2)
 		}
 	}
-	h.eventually("stream open", func() bool { return h.rt.ContainerEventStreams() == 1 })
+	h.eventually("stream open", func() bool { return h.RT.ContainerEventStreams() == 1 })
 	if h.ev().evented {
 		t.Error("events in use before the stream proved itself")
 	}
 	h.step(time.Second) // open for 1s, no event: in use
-	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.clock.Now().Add(podsync.DefaultEventedRelistPeriod)) {
+	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.Clock.Now().Add(podsync.DefaultEventedRelistPeriod)) {
 		t.Errorf("after the stream came back: %+v", ev)
 	}
 	if n := h.logs.count("Container events stream failed;"); n != 1 {
@@ -343,11 +343,11 @@ func TestEngineEventsUnimplemented(t *testing.T) {
 	h := newEventHarness(t, false)
 	defer h.stop()
 	h.eventually("the answer", func() bool {
-		return podsync.EvDownLogged(h.eng)
+		return podsync.EvDownLogged(h.Eng)
 	})
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.eventually("pod Running", func() bool { return h.writer.last(pod.UID).Phase == corev1.PodRunning })
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.eventually("pod Running", func() bool { return h.Writer.Last(pod.UID).Phase == corev1.PodRunning })
 	relists := h.rl.relists.Load()
 	for range 120 {
 		h.step(time.Second)
@@ -364,13 +364,13 @@ func TestEngineEventsUnimplemented(t *testing.T) {
 	if n := h.logs.count("The container runtime has no container events"); n != 1 {
 		t.Errorf("%d logs, want 1: %v", n, h.logs.lines)
 	}
-	id := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
-	if err := h.rt.Exit(id, 1); err != nil {
+	id := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
+	if err := h.RT.Exit(id, 1); err != nil {
 		t.Fatal(err)
 	}
 	h.step(time.Second)
 	h.eventually("container restarted", func() bool {
-		s := h.writer.last(pod.UID)
+		s := h.Writer.Last(pod.UID)
 		return len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].RestartCount == 1
 	})
 }
@@ -387,7 +387,7 @@ func TestEngineEventsNoHotLoop(t *testing.T) {
 	defer h.stop()
 	h.eventually("the first failure", func() bool { return h.ev().state == podsync.EvDown })
 	for range 60 {
-		now := h.clock.Now()
+		now := h.Clock.Now()
 		h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == podsync.EvDown && ev.retryAt.After(now) })
 		h.step(10 * time.Second)
 	}

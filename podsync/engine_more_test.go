@@ -27,42 +27,42 @@ import (
 
 func TestEngineLivenessFailureRestarts(t *testing.T) {
 	h := newHarness(t)
-	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: h.rt})
+	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: h.RT})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pm, err := probe.New(probe.Options{Prober: prober, Clock: h.clock, NoStartJitter: true})
+	pm, err := probe.New(probe.Options{Prober: prober, Clock: h.Clock, NoStartJitter: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	h.cri, _ = cri.New(cri.Options{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Probes: pm})
-	h.eng, _ = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Probes: pm})
+	h.Syncer, _ = cri.New(cri.Options{Runtime: h.RT, Clock: h.Clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Probes: pm})
+	h.Eng, _ = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, Probes: pm})
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check"}}},
 		TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 1}
-	h.add(pod)
-	first := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	h.Add(pod)
+	first := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if len(first) != 1 {
 		t.Fatalf("running %v", first)
 	}
-	h.rt.ScriptExec(first[0].Id, []string{"check"}, runtimetest.ExecScript{ExitCode: 1})
+	h.RT.ScriptExec(first[0].Id, []string{"check"}, runtimetest.ExecScript{ExitCode: 1})
 	for range 3 {
-		h.clock.Step(10 * time.Second)
-		if _, err := pm.SyncOnce(h.ctx); err != nil {
+		h.Clock.Step(10 * time.Second)
+		if _, err := pm.SyncOnce(h.Ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if u, ok := pm.Latest(pod.UID, "a", probe.Liveness); !ok || u.Result != probe.Failure {
 		t.Fatalf("liveness %+v %v", u, ok)
 	}
-	h.eng.Trigger(pod.UID)
-	h.steps(3)
-	now := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	h.Eng.Trigger(pod.UID)
+	h.Steps(3)
+	now := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if len(now) != 1 || now[0].Id == first[0].Id {
 		t.Fatalf("not restarted: %v", now)
 	}
-	if rc := h.writer.last(pod.UID).ContainerStatuses[0].RestartCount; rc != 1 {
+	if rc := h.Writer.Last(pod.UID).ContainerStatuses[0].RestartCount; rc != 1 {
 		t.Errorf("restartCount %d", rc)
 	}
 }
@@ -71,8 +71,8 @@ func TestEngineImagePull(t *testing.T) {
 	h := newHarness(t)
 	never := busyboxPod(corev1.RestartPolicyAlways, "a")
 	never.Spec.Containers[0].Image, never.Spec.Containers[0].ImagePullPolicy = "example.com/missing:1", corev1.PullNever
-	h.add(never)
-	if w := h.writer.last(never.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonErrImageNeverPull {
+	h.Add(never)
+	if w := h.Writer.Last(never.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonErrImageNeverPull {
 		t.Errorf("PullNever of a missing image: %+v", w)
 	}
 
@@ -80,26 +80,26 @@ func TestEngineImagePull(t *testing.T) {
 	pod.UID, pod.Name = "uid-2", "pull"
 	pod.Spec.Containers[0].Image = "example.com/app:2"
 	fail := runtimetest.Errors(errors.New("registry unavailable"))
-	h.rt.SetHooks(runtimetest.Hooks{PullImage: func(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) error {
+	h.RT.SetHooks(runtimetest.Hooks{PullImage: func(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) error {
 		return fail()
 	}})
-	h.add(pod)
-	if !h.writer.sawWaiting(pod.UID, podsync.ReasonErrImagePull) {
+	h.Add(pod)
+	if !h.Writer.SawWaiting(pod.UID, podsync.ReasonErrImagePull) {
 		t.Error("no ErrImagePull status")
 	}
-	next, _ := h.eng.SyncOnce(h.ctx)
+	next, _ := h.Eng.SyncOnce(h.Ctx)
 	if d := next; d <= 0 || d > 10*time.Second {
 		t.Errorf("next step in %v", d)
 	}
-	h.clock.Step(5 * time.Second)
-	h.eng.Trigger(pod.UID)
-	h.steps(1)
-	if w := h.writer.last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonImagePullBackOff {
+	h.Clock.Step(5 * time.Second)
+	h.Eng.Trigger(pod.UID)
+	h.Steps(1)
+	if w := h.Writer.Last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonImagePullBackOff {
 		t.Fatalf("during back-off: %+v", w)
 	}
-	h.clock.Step(5 * time.Second)
-	h.steps(2)
-	if s := h.writer.last(pod.UID); s.ContainerStatuses[0].State.Running == nil {
+	h.Clock.Step(5 * time.Second)
+	h.Steps(2)
+	if s := h.Writer.Last(pod.UID); s.ContainerStatuses[0].State.Running == nil {
 		t.Fatalf("after back-off: %+v", s.ContainerStatuses[0])
 	}
 }
@@ -110,26 +110,26 @@ func TestEngineEventsAndMetrics(t *testing.T) {
 	rec := record.NewFakeRecorder(100)
 	dir := t.TempDir()
 	var err error
-	if h.cri, err = cri.New(cri.Options{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Recorder: rec, Registerer: reg}); err != nil {
+	if h.Syncer, err = cri.New(cri.Options{Runtime: h.RT, Clock: h.Clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Recorder: rec, Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	if h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Registerer: reg}); err != nil {
+	if h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
 	// A second engine on the same registerer shares the metrics.
-	if _, err := podsync.New(podsync.Options{Syncer: h.cri, Clock: h.clock, Registerer: reg}); err != nil {
+	if _, err := podsync.New(podsync.Options{Syncer: h.Syncer, Clock: h.Clock, Registerer: reg}); err != nil {
 		t.Fatalf("second registration: %v", err)
 	}
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
-	h.add(pod)
+	h.Add(pod)
 	fail := runtimetest.Errors(errors.New("no network"))
-	h.rt.SetHooks(runtimetest.Hooks{RunPodSandbox: func(context.Context, *runtimeapi.PodSandboxConfig, string) error { return fail() }})
+	h.RT.SetHooks(runtimetest.Hooks{RunPodSandbox: func(context.Context, *runtimeapi.PodSandboxConfig, string) error { return fail() }})
 	other := busyboxPod(corev1.RestartPolicyAlways, "b")
 	other.UID, other.Name = "uid-2", "other"
-	h.add(other)
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{other}})
-	h.steps(3)
+	h.Add(other)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{other}})
+	h.Steps(3)
 
 	var events []string
 	for len(rec.Events) > 0 {
@@ -148,10 +148,10 @@ func TestEngineEventsAndMetrics(t *testing.T) {
 	if m["kubelet_pod_worker_duration_seconds"] == 0 || m["kubelet_pod_start_duration_seconds"] != 1 || m["kubelet_runtime_operations_errors_total"] != 1 {
 		t.Errorf("metrics %v", m)
 	}
-	if n := testutil.ToFloat64(podsync.RunningPods(h.eng)); n != 1 {
+	if n := testutil.ToFloat64(podsync.RunningPods(h.Eng)); n != 1 {
 		t.Errorf("kubelet_running_pods %v", n)
 	}
-	if n := testutil.ToFloat64(podsync.RunningContainers(h.eng).WithLabelValues("running")); n != 1 {
+	if n := testutil.ToFloat64(podsync.RunningContainers(h.Eng).WithLabelValues("running")); n != 1 {
 		t.Errorf("running containers %v", n)
 	}
 }
@@ -161,7 +161,7 @@ func TestEngineEventsAndMetrics(t *testing.T) {
 func TestEngineManyPods(t *testing.T) {
 	h := newHarness(t)
 	var err error
-	if h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, MaxParallel: 4}); err != nil {
+	if h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, MaxParallel: 4}); err != nil {
 		t.Fatal(err)
 	}
 	var pods []*corev1.Pod
@@ -170,14 +170,14 @@ func TestEngineManyPods(t *testing.T) {
 		p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid-%d", i))
 		pods = append(pods, p)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: pods})
-	h.steps(3)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 40 {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: pods})
+	h.Steps(3)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 40 {
 		t.Fatalf("%d running, want 40", n)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: pods})
-	h.steps(4)
-	if all, _ := h.rt.ListContainers(h.ctx, nil); len(all) != 0 {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: pods})
+	h.Steps(4)
+	if all, _ := h.RT.ListContainers(h.Ctx, nil); len(all) != 0 {
 		t.Fatalf("%d containers left", len(all))
 	}
 }
@@ -188,21 +188,21 @@ func TestEngineManyPods(t *testing.T) {
 func TestEngineRelistPublishesStatus(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(1) // relist, then the first sync: Pending published, containers started
-	if s := h.writer.last(pod.UID); s.Phase != corev1.PodPending {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.Steps(1) // relist, then the first sync: Pending published, containers started
+	if s := h.Writer.Last(pod.UID); s.Phase != corev1.PodPending {
 		t.Fatalf("after the first sync: %+v", s)
 	}
-	if err := podsync.Relist(h.ctx, h.eng); err != nil {
+	if err := podsync.Relist(h.Ctx, h.Eng); err != nil {
 		t.Fatal(err)
 	}
-	s := h.writer.last(pod.UID)
+	s := h.Writer.Last(pod.UID)
 	if s.Phase != corev1.PodRunning || len(s.ContainerStatuses) != 1 || s.ContainerStatuses[0].State.Running == nil {
 		t.Fatalf("after the relist: %+v", s)
 	}
-	n := len(h.writer.statuses[pod.UID])
-	h.steps(1) // the pod's sync: the same status, not handed over again
-	if got := len(h.writer.statuses[pod.UID]); got != n {
+	n := len(h.Writer.Statuses[pod.UID])
+	h.Steps(1) // the pod's sync: the same status, not handed over again
+	if got := len(h.Writer.Statuses[pod.UID]); got != n {
 		t.Errorf("%d statuses after the sync, want %d", got, n)
 	}
 }
@@ -233,14 +233,14 @@ func oneSlotHarness(t *testing.T, policy corev1.RestartPolicy) (h *harness, a, b
 	a.UID, a.Name = "uid-a", "a"
 	b = busyboxPod(corev1.RestartPolicyAlways, "b")
 	b.UID, b.Name = "uid-b", "b"
-	bs = &blockingSyncer{Syncer: h.cri, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
+	bs = &blockingSyncer{Syncer: h.Syncer, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
 	var err error
-	h.eng, err = podsync.New(podsync.Options{Syncer: bs, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: bs, Relister: h.Syncer, Writer: h.Writer, Clock: h.Clock, HostIPs: []string{"192.0.2.1"}, MaxParallel: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.add(a)
-	if s := h.writer.last(a.UID); s.Phase != corev1.PodRunning {
+	h.Add(a)
+	if s := h.Writer.Last(a.UID); s.Phase != corev1.PodRunning {
 		t.Fatalf("a: %+v", s)
 	}
 	return h, a, b, bs
@@ -251,24 +251,24 @@ func oneSlotHarness(t *testing.T, policy corev1.RestartPolicy) (h *harness, a, b
 // rather than the one it was queued with.
 func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
 	h, a, b, bs := oneSlotHarness(t, corev1.RestartPolicyNever)
-	id := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
+	id := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
 
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
 	done := make(chan error, 1)
-	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }()
+	go func() { _, err := h.Eng.SyncOnce(h.Ctx); done <- err }()
 	<-bs.entered // b holds the only slot
-	h.eng.Trigger(a.UID)
-	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }() // a's sync queues for the slot
+	h.Eng.Trigger(a.UID)
+	go func() { _, err := h.Eng.SyncOnce(h.Ctx); done <- err }() // a's sync queues for the slot
 	testenv.Eventually(t, 10*time.Second, time.Millisecond, "a's sync queued", func() bool {
-		return podsync.SyncQueued(h.eng, a.UID)
+		return podsync.SyncQueued(h.Eng, a.UID)
 	})
-	if err := h.rt.Exit(id, 0); err != nil {
+	if err := h.RT.Exit(id, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := podsync.Relist(h.ctx, h.eng); err != nil {
+	if err := podsync.Relist(h.Ctx, h.Eng); err != nil {
 		t.Fatal(err)
 	}
-	if s := h.writer.last(a.UID); s.Phase != corev1.PodSucceeded {
+	if s := h.Writer.Last(a.UID); s.Phase != corev1.PodSucceeded {
 		t.Errorf("a after the relist, its sync still queued: %+v", s)
 	}
 	close(bs.release)
@@ -277,7 +277,7 @@ func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s := h.writer.last(a.UID); s.Phase != corev1.PodSucceeded {
+	if s := h.Writer.Last(a.UID); s.Phase != corev1.PodSucceeded {
 		t.Errorf("a after its sync: %+v", s)
 	}
 }
@@ -288,18 +288,18 @@ func TestEngineQueuedSyncSeesNewestState(t *testing.T) {
 func TestEngineStopsWithoutSlot(t *testing.T) {
 	h, a, b, bs := oneSlotHarness(t, corev1.RestartPolicyAlways)
 
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
 	done := make(chan error, 2)
-	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }()
+	go func() { _, err := h.Eng.SyncOnce(h.Ctx); done <- err }()
 	<-bs.entered // b holds the only slot
 	del := a.DeepCopy()
-	now := metav1.NewTime(h.clock.Now())
+	now := metav1.NewTime(h.Clock.Now())
 	zero := int64(0)
 	del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &zero
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
-	go func() { _, err := h.eng.SyncOnce(h.ctx); done <- err }()
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
+	go func() { _, err := h.Eng.SyncOnce(h.Ctx); done <- err }()
 	testenv.Eventually(t, 10*time.Second, time.Millisecond, "a's sandbox stopped (or removed) while b holds the slot", func() bool {
-		sbs, err := h.rt.ListPodSandbox(h.ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(a.UID)}})
+		sbs, err := h.RT.ListPodSandbox(h.Ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{cri.LabelPodUID: string(a.UID)}})
 		if err != nil {
 			return false
 		}
@@ -337,39 +337,39 @@ func (f *failingCleaner) CleanupPod(ctx context.Context, pod *corev1.Pod) error 
 // directory meanwhile) is cleaned up again ErrorBackoff later, not left.
 func TestCleanupRetriedAfterFailure(t *testing.T) {
 	h := newHarness(t)
-	fc := &failingCleaner{Syncer: h.cri, n: 1}
+	fc := &failingCleaner{Syncer: h.Syncer, n: 1}
 	var err error
-	h.eng, err = podsync.New(podsync.Options{Syncer: fc, Relister: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: fc, Relister: h.Syncer, Writer: h.Writer, Clock: h.Clock, HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.add(pod)
-	dir := podsync.PodLogDir(h.logRoot, pod)
+	h.Add(pod)
+	dir := podsync.PodLogDir(h.LogRoot, pod)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("log directory: %v", err)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
-	h.steps(2)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.Steps(2)
 	if fc.calls != 1 {
 		t.Fatalf("CleanupPod called %d times, want 1 (failed)", fc.calls)
 	}
-	if wait, err := h.eng.SyncOnce(h.ctx); err != nil || wait > 10*time.Second {
+	if wait, err := h.Eng.SyncOnce(h.Ctx); err != nil || wait > 10*time.Second {
 		t.Fatalf("next step in %v (%v), want within the 10s error back-off", wait, err)
 	}
-	h.steps(1) // not due yet
+	h.Steps(1) // not due yet
 	if fc.calls != 1 {
 		t.Fatalf("CleanupPod retried before the back-off: %d calls", fc.calls)
 	}
-	h.clock.Step(10 * time.Second)
-	h.steps(1)
+	h.Clock.Step(10 * time.Second)
+	h.Steps(1)
 	if fc.calls != 2 {
 		t.Fatalf("CleanupPod called %d times after the back-off, want 2", fc.calls)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("log directory after the retry: %v, want it gone", err)
 	}
-	h.steps(1)
+	h.Steps(1)
 	if fc.calls != 2 {
 		t.Errorf("CleanupPod called again after it succeeded: %d calls", fc.calls)
 	}

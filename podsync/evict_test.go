@@ -78,44 +78,44 @@ func condition(s corev1.PodStatus, t corev1.PodConditionType) *corev1.PodConditi
 // be evicted only once.
 func TestEngineEvict(t *testing.T) {
 	h := newHarness(t)
-	rec := &stopRecorder{Runtime: h.rt}
-	cri, err := cri.New(cri.Options{Runtime: rec, Clock: h.clock, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
+	rec := &stopRecorder{Runtime: h.RT}
+	cri, err := cri.New(cri.Options{Runtime: rec, Clock: h.Clock, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = podsync.New(podsync.Options{Syncer: cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: cri, Writer: h.Writer, Clock: h.Clock, HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
-	h.add(pod)
-	if s := h.writer.last(pod.UID); s.Phase != corev1.PodRunning {
+	h.Add(pod)
+	if s := h.Writer.Last(pod.UID); s.Phase != corev1.PodRunning {
 		t.Fatalf("before the eviction: %+v", s)
 	}
-	before := len(h.writer.statuses[pod.UID])
+	before := len(h.Writer.Statuses[pod.UID])
 
 	const msg = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
-	if err := h.eng.Evict(h.ctx, pod, evictedStatus(msg), 5); err != nil {
+	if err := h.Eng.Evict(h.Ctx, pod, evictedStatus(msg), 5); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := h.eng.PodLifecycle(pod.UID); l != podsync.Terminating {
+	if l, _ := h.Eng.PodLifecycle(pod.UID); l != podsync.Terminating {
 		t.Fatalf("lifecycle after Evict %s, want Terminating", l)
 	}
-	h.steps(2)
+	h.Steps(2)
 
-	if l, _ := h.eng.PodLifecycle(pod.UID); l != podsync.Done {
+	if l, _ := h.Eng.PodLifecycle(pod.UID); l != podsync.Done {
 		t.Fatalf("lifecycle %s, want Done", l)
 	}
 	if stops := rec.stops(); len(stops) != 2 || stops[0] != 5*time.Second || stops[1] != 5*time.Second {
 		t.Errorf("StopContainer timeouts %v, want 5s for each container", stops)
 	}
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
 		t.Errorf("%d containers running", n)
 	}
-	h.writer.mu.Lock()
-	after := append([]corev1.PodStatus(nil), h.writer.statuses[pod.UID][before:]...)
-	terminated := append([]types.UID(nil), h.writer.terminated...)
-	h.writer.mu.Unlock()
+	h.Writer.Mu.Lock()
+	after := append([]corev1.PodStatus(nil), h.Writer.Statuses[pod.UID][before:]...)
+	terminated := append([]types.UID(nil), h.Writer.Terminated...)
+	h.Writer.Mu.Unlock()
 	if len(after) < 2 {
 		t.Fatalf("%d statuses after the eviction, want the condition and the final one", len(after))
 	}
@@ -147,34 +147,34 @@ func TestEngineEvict(t *testing.T) {
 
 	// The API copy turns Failed: the update neither starts the pod again
 	// nor changes its status.
-	h.rt.ResetCalls()
+	h.RT.ResetCalls()
 	failed := pod.DeepCopy()
 	failed.Status = s
 	failed.Labels = map[string]string{"v": "2"}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Pods: []*corev1.Pod{failed}})
-	h.steps(3)
-	for _, c := range h.rt.Calls() {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Pods: []*corev1.Pod{failed}})
+	h.Steps(3)
+	for _, c := range h.RT.Calls() {
 		if c.Method == "RunPodSandbox" || c.Method == "CreateContainer" || c.Method == "StartContainer" {
 			t.Errorf("after the update: %s %s", c.Method, c.ID)
 		}
 	}
-	if l, _ := h.eng.PodLifecycle(pod.UID); l != podsync.Done {
+	if l, _ := h.Eng.PodLifecycle(pod.UID); l != podsync.Done {
 		t.Errorf("lifecycle after the update %s", l)
 	}
-	if got := h.writer.last(pod.UID); got.Phase != corev1.PodFailed || got.Reason != eviction.Reason {
+	if got := h.Writer.Last(pod.UID); got.Phase != corev1.PodFailed || got.Reason != eviction.Reason {
 		t.Errorf("status after the update %+v", got)
 	}
 
 	// Done, unknown and nil pods are not evicted.
-	if err := h.eng.Evict(h.ctx, pod, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) || !strings.Contains(err.Error(), "default/web") {
+	if err := h.Eng.Evict(h.Ctx, pod, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) || !strings.Contains(err.Error(), "default/web") {
 		t.Errorf("Evict of a Done pod: %v", err)
 	}
 	other := busyboxPod(corev1.RestartPolicyAlways, "a")
 	other.Name, other.UID = "other", "uid-other"
-	if err := h.eng.Evict(h.ctx, other, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) || !strings.Contains(err.Error(), "default/other") {
+	if err := h.Eng.Evict(h.Ctx, other, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) || !strings.Contains(err.Error(), "default/other") {
 		t.Errorf("Evict of an unknown pod: %v", err)
 	}
-	if err := h.eng.Evict(h.ctx, nil, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) {
+	if err := h.Eng.Evict(h.Ctx, nil, evictedStatus(msg), 1); !errors.Is(err, podsync.ErrPodNotActive) {
 		t.Errorf("Evict of nil: %v", err)
 	}
 }
@@ -191,7 +191,7 @@ func TestEngineEvictTerminating(t *testing.T) {
 			return podsync.SyncResult{}, nil
 		},
 		Terminating: func(ctx context.Context, _ *corev1.Pod, _ *podsync.PodState, grace time.Duration) error {
-			rec.add("terminating " + grace.String())
+			rec.Add("terminating " + grace.String())
 			if grace == 30*time.Second {
 				// Evicted while the deletion's termination runs: that
 				// one is cancelled and starts again with 1s.
@@ -208,22 +208,22 @@ func TestEngineEvictTerminating(t *testing.T) {
 	h := newHarness(t)
 	var err error
 	eng, err = podsync.New(podsync.Options{Syncer: syncer, Relister: relisterFunc(func(context.Context) (map[types.UID]*podsync.PodState, error) { return nil, nil }),
-		Clock: h.clock, Writer: h.writer})
+		Clock: h.Clock, Writer: h.Writer})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng = eng
-	h.add(pod)
+	h.Eng = eng
+	h.Add(pod)
 	del := pod.DeepCopy()
 	now := metav1.NewTime(t0)
 	g := int64(30)
 	del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &g
 	eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
-	h.steps(3) // terminating (cancelled), terminating again, terminated
-	if got := strings.Join(rec.get(), ","); got != "terminating 30s,terminating 1s" {
+	h.Steps(3) // terminating (cancelled), terminating again, terminated
+	if got := strings.Join(rec.Get(), ","); got != "terminating 30s,terminating 1s" {
 		t.Errorf("calls %s", got)
 	}
-	if s := h.writer.last(pod.UID); s.Phase != corev1.PodFailed || s.Reason != eviction.Reason || condition(s, corev1.DisruptionTarget) == nil {
+	if s := h.Writer.Last(pod.UID); s.Phase != corev1.PodFailed || s.Reason != eviction.Reason || condition(s, corev1.DisruptionTarget) == nil {
 		t.Errorf("final status %+v", s)
 	}
 	if l, _ := eng.PodLifecycle(pod.UID); l != podsync.Done {
@@ -239,11 +239,11 @@ func TestEngineEvictWrittenToAPI(t *testing.T) {
 	pod := admitPod("web", 0)
 	pod.Namespace, pod.Spec.NodeName = "default", "n1"
 	client := fake.NewClientset(pod)
-	writer, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: h.clock})
+	writer, err := status.New(status.Options{Pods: func(ns string) status.PodClient { return client.CoreV1().Pods(ns) }, Clock: h.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: writer, Clock: h.clock})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: writer, Clock: h.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,14 +251,14 @@ func TestEngineEvictWrittenToAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.add(api)
+	h.Add(api)
 	if _, err := writer.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.eng.Evict(ctx, api, evictedStatus("low on memory"), 1); err != nil {
+	if err := h.Eng.Evict(ctx, api, evictedStatus("low on memory"), 1); err != nil {
 		t.Fatal(err)
 	}
-	h.steps(2)
+	h.Steps(2)
 	if _, err := writer.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestEngineEvictWrittenToAPI(t *testing.T) {
 func TestEngineActivePods(t *testing.T) {
 	h := newHarness(t)
 	orphan := admitPod("orphan", 0)
-	h.add(orphan)
+	h.Add(orphan)
 
 	// A new engine on the same runtime: orphan is an orphan, whose stop
 	// fails once, so that it stays Terminating.
@@ -288,55 +288,55 @@ func TestEngineActivePods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Admit: preds})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, Admit: preds})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fail := runtimetest.Errors(errors.New("stuck"))
-	h.rt.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
-	h.steps(1)
-	if l, ok := h.eng.PodLifecycle(orphan.UID); !ok || l != podsync.Terminating {
+	h.RT.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return fail() }})
+	h.Steps(1)
+	if l, ok := h.Eng.PodLifecycle(orphan.UID); !ok || l != podsync.Terminating {
 		t.Fatalf("orphan: lifecycle %v %v, want Terminating", l, ok)
 	}
 
 	a, b, big := admitPod("a", time.Second), busyboxPod(corev1.RestartPolicyNever, "app"), admitPod("big", 3*time.Second)
 	b.Name, b.UID, b.CreationTimestamp = "b", "uid-b", metav1.NewTime(t0.Add(2*time.Second))
 	big.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{a, b, big}})
-	h.steps(2)
-	if got := podNames(h.eng.ActivePods()); got != "a,b" {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{a, b, big}})
+	h.Steps(2)
+	if got := podNames(h.Eng.ActivePods()); got != "a,b" {
 		t.Fatalf("active pods %q, want a,b", got)
 	}
 	// b's container exits 0: b is Done.
-	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		if c.Labels["io.kubernetes.pod.name"] == "b" {
-			if err := h.rt.Exit(c.Id, 0); err != nil {
+			if err := h.RT.Exit(c.Id, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	h.steps(3)
-	if l, _ := h.eng.PodLifecycle(b.UID); l != podsync.Done {
+	h.Steps(3)
+	if l, _ := h.Eng.PodLifecycle(b.UID); l != podsync.Done {
 		t.Fatalf("b: lifecycle %s, want Done", l)
 	}
-	if got := podNames(h.eng.ActivePods()); got != "a" {
+	if got := podNames(h.Eng.ActivePods()); got != "a" {
 		t.Fatalf("active pods %q, want a", got)
 	}
 	// An evicted pod is active while it stops.
-	if err := h.eng.Evict(h.ctx, a, evictedStatus("low"), 1); err != nil {
+	if err := h.Eng.Evict(h.Ctx, a, evictedStatus("low"), 1); err != nil {
 		t.Fatal(err)
 	}
-	if got := podNames(h.eng.ActivePods()); got != "a" {
+	if got := podNames(h.Eng.ActivePods()); got != "a" {
 		t.Fatalf("active pods while a stops %q, want a", got)
 	}
 	// Rejected pods and orphans are not evicted.
 	for _, p := range []*corev1.Pod{big, orphan} {
-		if err := h.eng.Evict(h.ctx, p, evictedStatus("low"), 1); !errors.Is(err, podsync.ErrPodNotActive) {
+		if err := h.Eng.Evict(h.Ctx, p, evictedStatus("low"), 1); !errors.Is(err, podsync.ErrPodNotActive) {
 			t.Errorf("Evict %s: %v", p.Name, err)
 		}
 	}
-	h.steps(2)
-	if got := podNames(h.eng.ActivePods()); got != "" {
+	h.Steps(2)
+	if got := podNames(h.Eng.ActivePods()); got != "" {
 		t.Fatalf("active pods %q, want none", got)
 	}
 }

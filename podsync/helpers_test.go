@@ -3,6 +3,7 @@ package podsync
 import (
 	"context"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,3 +62,18 @@ func (r *recordingWriter) last(uid types.UID) corev1.PodStatus {
 type relisterFunc func(context.Context) (map[types.UID]*PodState, error)
 
 func (f relisterFunc) Relist(ctx context.Context) (map[types.UID]*PodState, error) { return f(ctx) }
+
+// t0 and testPod are synctest's, for the tests inside package podsync (which
+// synctest, importing podsync, cannot serve).
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
+	pod := &corev1.Pod{}
+	pod.Name, pod.Namespace, pod.UID = "web", "default", "uid-1"
+	pod.Spec.RestartPolicy = policy
+	pod.Spec.HostNetwork = true
+	for _, n := range names {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: n, Image: "busybox:1.36"})
+	}
+	return pod
+}

@@ -1,4 +1,4 @@
-package podsync
+package podsync_test
 
 import (
 	"reflect"
@@ -6,72 +6,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/probe"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func testPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
-	pod := &corev1.Pod{}
-	pod.Name, pod.Namespace, pod.UID = "web", "default", "uid-1"
-	pod.Spec.RestartPolicy = policy
-	pod.Spec.HostNetwork = true
-	for _, n := range names {
-		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: n, Image: "busybox:1.36"})
-	}
-	return pod
-}
-
-func withInit(pod *corev1.Pod, sidecar bool, names ...string) *corev1.Pod {
-	for _, n := range names {
-		c := corev1.Container{Name: n, Image: "busybox:1.36"}
-		if sidecar {
-			always := corev1.ContainerRestartPolicyAlways
-			c.RestartPolicy = &always
-		}
-		pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
-	}
-	return pod
-}
-
-func withEphemeral(pod *corev1.Pod, names ...string) *corev1.Pod {
-	for _, n := range names {
-		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{
-			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: n, Image: "busybox:1.36"}, TargetContainerName: "a"})
-	}
-	return pod
-}
-
-func readySandbox() *SandboxState {
-	return &SandboxState{ID: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY, HostNetwork: true, CreatedAt: t0}
-}
-
-func running(pod *corev1.Pod, name string) *ContainerState {
-	return &ContainerState{ID: "c-" + name, SandboxID: "sb1", Name: name, State: runtimeapi.ContainerState_CONTAINER_RUNNING,
-		Hash: HashContainer(&corev1.Container{Name: name, Image: "busybox:1.36"}), StartedAt: t0}
-}
-
-func exited(pod *corev1.Pod, name string, code int32) *ContainerState {
-	c := running(pod, name)
-	c.State, c.ExitCode, c.FinishedAt = runtimeapi.ContainerState_CONTAINER_EXITED, code, t0.Add(time.Second)
-	return c
-}
-
-type fakeProbes map[string]probe.Update // "name/Type"
-
-func (f fakeProbes) Latest(_ types.UID, name string, t probe.Type) (probe.Update, bool) {
-	u, ok := f[name+"/"+t.String()]
-	return u, ok
-}
-func (f fakeProbes) UpdatePodStatus(*corev1.Pod, *corev1.PodStatus) {}
-
-func refs(init bool, idx ...int) []ContainerRef {
-	var r []ContainerRef
+func refs(init bool, idx ...int) []podsync.ContainerRef {
+	var r []podsync.ContainerRef
 	for _, i := range idx {
-		r = append(r, ContainerRef{Init: init, Index: i})
+		r = append(r, podsync.ContainerRef{Init: init, Index: i})
 	}
 	return r
 }
@@ -82,14 +26,14 @@ func TestComputePodActions(t *testing.T) {
 		killPod, create bool
 		attempt         uint32
 		kill            []string
-		start           []ContainerRef
+		start           []podsync.ContainerRef
 		backOff         []string
 		initFailed      bool
 	}
 	cases := []struct {
 		name   string
 		pod    *corev1.Pod
-		state  func(pod *corev1.Pod) *PodState
+		state  func(pod *corev1.Pod) *podsync.PodState
 		probes fakeProbes
 		wait   time.Duration // crash-loop wait of every key
 		now    time.Time
@@ -97,63 +41,63 @@ func TestComputePodActions(t *testing.T) {
 	}{{
 		name:  "no sandbox: create one, start every container",
 		pod:   testPod(always, "a", "b"),
-		state: func(*corev1.Pod) *PodState { return &PodState{} },
+		state: func(*corev1.Pod) *podsync.PodState { return &podsync.PodState{} },
 		want:  want{killPod: true, create: true, start: refs(false, 0, 1)},
 	}, {
 		name: "sandbox not ready: new attempt, restart every container",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
+		state: func(p *corev1.Pod) *podsync.PodState {
 			sb := readySandbox()
 			sb.State, sb.Attempt = runtimeapi.PodSandboxState_SANDBOX_NOTREADY, 2
-			return &PodState{Sandboxes: []*SandboxState{sb}, Containers: []*ContainerState{running(p, "a")}}
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{sb}, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		want: want{killPod: true, create: true, attempt: 3, start: refs(false, 0)},
 	}, {
 		name: "two ready sandboxes",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
+		state: func(p *corev1.Pod) *podsync.PodState {
 			sb2 := readySandbox()
 			sb2.ID, sb2.Attempt = "sb2", 1
-			return &PodState{Sandboxes: []*SandboxState{sb2, readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{sb2, readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		want: want{killPod: true, create: true, attempt: 2, start: refs(false, 0)},
 	}, {
 		name: "network mode changed",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
+		state: func(p *corev1.Pod) *podsync.PodState {
 			sb := readySandbox()
 			sb.HostNetwork, sb.IPs = false, []string{"10.0.0.2"}
-			return &PodState{Sandboxes: []*SandboxState{sb}, Containers: []*ContainerState{running(p, "a")}}
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{sb}, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		want: want{killPod: true, create: true, attempt: 1, start: refs(false, 0)},
 	}, {
 		name:  "new sandbox with init containers starts the first init container",
 		pod:   withInit(testPod(always, "a"), false, "i1", "i2"),
-		state: func(*corev1.Pod) *PodState { return &PodState{} },
+		state: func(*corev1.Pod) *podsync.PodState { return &podsync.PodState{} },
 		want:  want{killPod: true, create: true, start: refs(true, 0)},
 	}, {
 		name: "sandbox died under Never after containers ran: no new sandbox",
 		pod:  testPod(never, "a"),
-		state: func(p *corev1.Pod) *PodState {
+		state: func(p *corev1.Pod) *podsync.PodState {
 			sb := readySandbox()
 			sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-			return &PodState{Sandboxes: []*SandboxState{sb}, Containers: []*ContainerState{exited(p, "a", 0)}}
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{sb}, Containers: []*podsync.ContainerState{exited(p, "a", 0)}}
 		},
 		want: want{killPod: true, attempt: 1},
 	}, {
 		name: "new sandbox under OnFailure skips containers that succeeded",
 		pod:  testPod(onFailure, "a", "b"),
-		state: func(p *corev1.Pod) *PodState {
+		state: func(p *corev1.Pod) *podsync.PodState {
 			sb := readySandbox()
 			sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
-			return &PodState{Sandboxes: []*SandboxState{sb}, Containers: []*ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{sb}, Containers: []*podsync.ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
 		},
 		want: want{killPod: true, create: true, attempt: 1, start: refs(false, 1)},
 	}, {
 		name: "all running and unchanged: nothing to do",
 		pod:  testPod(always, "a", "b"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), running(p, "b")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a"), running(p, "b")}}
 		},
 	}, {
 		name: "hash changed: kill and recreate",
@@ -162,124 +106,124 @@ func TestComputePodActions(t *testing.T) {
 			p.Spec.Containers[1].Image = "busybox:1.37"
 			return p
 		}(),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), running(p, "b")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a"), running(p, "b")}}
 		},
 		want: want{kill: []string{"b"}, start: refs(false, 1)},
 	}, {
 		name: "liveness failure: kill and restart",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://c-a", Result: probe.Failure}},
 		want:   want{kill: []string{"a"}, start: refs(false, 0)},
 	}, {
 		name: "liveness failure of an older container ID is ignored",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://old", Result: probe.Failure}},
 	}, {
 		name: "startup failure under Never: kill, no restart, then the pod",
 		pod:  testPod(never, "a"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		probes: fakeProbes{"a/Startup": {ContainerID: "c-a", Result: probe.Failure}},
 		want:   want{killPod: true},
 	}, {
 		name: "exited under Always: restart at once the first time",
 		pod:  testPod(always, "a", "b"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), exited(p, "b", 0)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a"), exited(p, "b", 0)}}
 		},
 		want: want{start: refs(false, 1)},
 	}, {
 		name: "exited in back-off: held, pod kept",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 1)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "a", 1)}}
 		},
 		wait: 10 * time.Second, now: t0.Add(5 * time.Second),
 		want: want{backOff: []string{"a"}},
 	}, {
 		name: "exited, back-off over: restart",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 1)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "a", 1)}}
 		},
 		wait: 10 * time.Second, now: t0.Add(11 * time.Second),
 		want: want{start: refs(false, 0)},
 	}, {
 		name: "OnFailure: exit 0 stays, exit 1 restarts",
 		pod:  testPod(onFailure, "a", "b"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
 		},
 		want: want{start: refs(false, 1)},
 	}, {
 		name: "Never: all exited, kill the pod",
 		pod:  testPod(never, "a", "b"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "a", 0), exited(p, "b", 1)}}
 		},
 		want: want{killPod: true},
 	}, {
 		name: "Never: one still running, keep",
 		pod:  testPod(never, "a", "b"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0), running(p, "b")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "a", 0), running(p, "b")}}
 		},
 	}, {
 		name: "init containers run in order: second after the first succeeded",
 		pod:  withInit(testPod(always, "a"), false, "i1", "i2"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i1", 0)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "i1", 0)}}
 		},
 		want: want{start: refs(true, 1)},
 	}, {
 		name: "init container running: wait",
 		pod:  withInit(testPod(always, "a"), false, "i1", "i2"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i1", 0), running(p, "i2")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "i1", 0), running(p, "i2")}}
 		},
 	}, {
 		name: "inits done: start regular containers",
 		pod:  withInit(testPod(always, "a", "b"), false, "i1", "i2"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i2", 0), exited(p, "i1", 0)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "i2", 0), exited(p, "i1", 0)}}
 		},
 		want: want{start: refs(false, 0, 1)},
 	}, {
 		name: "failed init under Never: kill the pod",
 		pod:  withInit(testPod(never, "a"), false, "i1"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i1", 2)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "i1", 2)}}
 		},
 		want: want{killPod: true, initFailed: true},
 	}, {
 		name: "failed init under OnFailure: restart it",
 		pod:  withInit(testPod(onFailure, "a"), false, "i1"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "i1", 2)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "i1", 2)}}
 		},
 		want: want{start: refs(true, 0)},
 	}, {
 		name: "OOMKilled init with exit 0 counts as failed",
 		pod:  withInit(testPod(always, "a"), false, "i1"),
-		state: func(p *corev1.Pod) *PodState {
+		state: func(p *corev1.Pod) *podsync.PodState {
 			c := exited(p, "i1", 0)
 			c.Reason = "OOMKilled"
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{c}}
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{c}}
 		},
 		want: want{start: refs(true, 0)},
 	}, {
 		name: "sidecar started, then the next init container",
 		pod:  withInit(withInit(testPod(always, "a"), true, "side"), false, "i1"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "side")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "side")}}
 		},
 		want: want{start: refs(true, 1)},
 	}, {
@@ -289,15 +233,15 @@ func TestComputePodActions(t *testing.T) {
 			p.Spec.InitContainers[0].StartupProbe = &corev1.Probe{}
 			return p
 		}(),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "side")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "side")}}
 		},
 		probes: fakeProbes{},
 	}, {
 		name: "exited sidecar is restarted while regular containers run",
 		pod:  withInit(testPod(always, "a"), true, "side"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), exited(p, "side", 1)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a"), exited(p, "side", 1)}}
 		},
 		want: want{start: refs(true, 0)},
 	}, {
@@ -310,8 +254,8 @@ func TestComputePodActions(t *testing.T) {
 			}
 			return p
 		}(),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 42), exited(p, "b", 1)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "a", 42), exited(p, "b", 1)}}
 		},
 		want: want{start: refs(false, 0)},
 	}, {
@@ -322,56 +266,56 @@ func TestComputePodActions(t *testing.T) {
 			p.Spec.Containers[0].RestartPolicy = &onf
 			return p
 		}(),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "a", 0)}}
 		},
 		want: want{killPod: true},
 	}, {
 		name: "stray running duplicate is killed",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
+		state: func(p *corev1.Pod) *podsync.PodState {
 			old := running(p, "a")
 			old.ID = "c-old"
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), old}}
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a"), old}}
 		},
 		want: want{kill: []string{"a"}},
 	}, {
 		name: "ephemeral container: started once in the running pod, before anything else",
 		pod:  withEphemeral(testPod(always, "a"), "debug"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
-		want: want{start: []ContainerRef{{Ephemeral: true}}},
+		want: want{start: []podsync.ContainerRef{{Ephemeral: true}}},
 	}, {
 		name: "ephemeral container that exited is not restarted, a running one is not a stray",
 		pod:  withEphemeral(testPod(always, "a"), "done", "shell"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{running(p, "a"), exited(p, "done", 1), running(p, "shell")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a"), exited(p, "done", 1), running(p, "shell")}}
 		},
 		want: want{},
 	}, {
 		name:  "ephemeral containers wait for a sandbox to be created",
 		pod:   withEphemeral(testPod(always, "a"), "debug"),
-		state: func(*corev1.Pod) *PodState { return &PodState{} },
+		state: func(*corev1.Pod) *podsync.PodState { return &podsync.PodState{} },
 		want:  want{killPod: true, create: true, start: refs(false, 0)},
 	}, {
 		name: "an ephemeral container alone does not keep a finished pod",
 		pod:  withEphemeral(testPod(never, "a"), "debug"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: []*SandboxState{readySandbox()}, Containers: []*ContainerState{exited(p, "a", 0)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{exited(p, "a", 0)}}
 		},
 		want: want{killPod: true},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := PlanInput{Pod: tc.pod, State: tc.state(tc.pod), Now: tc.now}
+			in := podsync.PlanInput{Pod: tc.pod, State: tc.state(tc.pod), Now: tc.now}
 			if tc.probes != nil {
 				in.Probes = tc.probes
 			}
 			if tc.wait > 0 {
 				in.CrashLoopWait = func(string, time.Time) time.Duration { return tc.wait }
 			}
-			a := ComputePodActions(in)
+			a := podsync.ComputePodActions(in)
 			var got want
 			got.killPod, got.create, got.attempt, got.start, got.initFailed = a.KillPod, a.CreateSandbox, a.Attempt, a.Start, a.InitFailed
 			for _, k := range a.Kill {

@@ -1,28 +1,21 @@
-package podsync
+package podsync_test
 
 import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-func cond(s corev1.PodStatus, t corev1.PodConditionType) string {
-	for _, c := range s.Conditions {
-		if c.Type == t {
-			return string(c.Status) + "/" + c.Reason
-		}
-	}
-	return "missing"
-}
+	"github.com/nodekit/nodekit/podsync"
+)
 
 func TestGeneratePodStatus(t *testing.T) {
 	always, never := corev1.RestartPolicyAlways, corev1.RestartPolicyNever
-	sb := []*SandboxState{readySandbox()}
+	sb := []*podsync.SandboxState{readySandbox()}
 	cases := []struct {
 		name    string
 		pod     *corev1.Pod
-		state   func(p *corev1.Pod) *PodState
-		waiting map[string]Waiting
+		state   func(p *corev1.Pod) *podsync.PodState
+		waiting map[string]podsync.Waiting
 		term    bool
 		phase   corev1.PodPhase
 		ready   string
@@ -30,18 +23,18 @@ func TestGeneratePodStatus(t *testing.T) {
 	}{{
 		name:  "nothing yet: Pending, ContainerCreating",
 		pod:   testPod(always, "a"),
-		state: func(*corev1.Pod) *PodState { return nil },
+		state: func(*corev1.Pod) *podsync.PodState { return nil },
 		phase: corev1.PodPending, ready: "False/ContainersNotReady",
 		check: func(t *testing.T, s corev1.PodStatus) {
-			if s.ContainerStatuses[0].State.Waiting.Reason != ReasonContainerCreating || cond(s, corev1.PodReadyToStartContainers) != "False/" {
+			if s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonContainerCreating || cond(s, corev1.PodReadyToStartContainers) != "False/" {
 				t.Errorf("%+v", s)
 			}
 		},
 	}, {
 		name: "running: Running and Ready, host IP as pod IP",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "a")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		phase: corev1.PodRunning, ready: "True/",
 		check: func(t *testing.T, s corev1.PodStatus) {
@@ -53,31 +46,31 @@ func TestGeneratePodStatus(t *testing.T) {
 	}, {
 		name: "ephemeral containers: own statuses, no effect on phase or readiness",
 		pod:  withEphemeral(testPod(always, "a"), "shell", "done", "new"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "a"), running(p, "shell"), exited(p, "done", 3)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "a"), running(p, "shell"), exited(p, "done", 3)}}
 		},
 		phase: corev1.PodRunning, ready: "True/",
 		check: func(t *testing.T, s corev1.PodStatus) {
 			es := s.EphemeralContainerStatuses
 			if len(es) != 3 || es[0].State.Running == nil || es[0].ContainerID != "containerd://c-shell" ||
 				es[1].State.Terminated == nil || es[1].State.Terminated.ExitCode != 3 ||
-				es[2].State.Waiting == nil || es[2].State.Waiting.Reason != ReasonContainerCreating || es[0].Ready {
+				es[2].State.Waiting == nil || es[2].State.Waiting.Reason != podsync.ReasonContainerCreating || es[0].Ready {
 				t.Errorf("ephemeral statuses %+v", es)
 			}
 		},
 	}, {
 		name: "crash loop: Waiting CrashLoopBackOff with the exit as last state",
 		pod:  testPod(always, "a"),
-		state: func(p *corev1.Pod) *PodState {
+		state: func(p *corev1.Pod) *podsync.PodState {
 			c := exited(p, "a", 2)
 			c.RestartCount = 3
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{c}}
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{c}}
 		},
-		waiting: map[string]Waiting{"a": {Reason: ReasonCrashLoopBackOff, Message: "back-off 40s"}},
+		waiting: map[string]podsync.Waiting{"a": {Reason: podsync.ReasonCrashLoopBackOff, Message: "back-off 40s"}},
 		phase:   corev1.PodRunning, ready: "False/ContainersNotReady",
 		check: func(t *testing.T, s corev1.PodStatus) {
 			cs := s.ContainerStatuses[0]
-			if cs.State.Waiting.Reason != ReasonCrashLoopBackOff || cs.LastTerminationState.Terminated.ExitCode != 2 ||
+			if cs.State.Waiting.Reason != podsync.ReasonCrashLoopBackOff || cs.LastTerminationState.Terminated.ExitCode != 2 ||
 				cs.LastTerminationState.Terminated.Reason != "Error" || cs.RestartCount != 3 {
 				t.Errorf("%+v", cs)
 			}
@@ -85,15 +78,15 @@ func TestGeneratePodStatus(t *testing.T) {
 	}, {
 		name: "Never, exit 3: Failed",
 		pod:  testPod(never, "a", "b"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{exited(p, "a", 0), exited(p, "b", 3)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{exited(p, "a", 0), exited(p, "b", 3)}}
 		},
 		phase: corev1.PodFailed, ready: "False/PodFailed",
 	}, {
 		name: "Never, all exit 0: Succeeded",
 		pod:  testPod(never, "a"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{exited(p, "a", 0)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{exited(p, "a", 0)}}
 		},
 		phase: corev1.PodSucceeded, ready: "False/PodCompleted",
 		check: func(t *testing.T, s corev1.PodStatus) {
@@ -104,20 +97,20 @@ func TestGeneratePodStatus(t *testing.T) {
 	}, {
 		name: "init running: Pending, PodInitializing",
 		pod:  withInit(testPod(always, "a"), false, "i1"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "i1")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "i1")}}
 		},
 		phase: corev1.PodPending, ready: "False/ContainersNotReady",
 		check: func(t *testing.T, s corev1.PodStatus) {
-			if s.ContainerStatuses[0].State.Waiting.Reason != ReasonPodInitializing || cond(s, corev1.PodInitialized) != "False/ContainersNotInitialized" {
+			if s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonPodInitializing || cond(s, corev1.PodInitialized) != "False/ContainersNotInitialized" {
 				t.Errorf("%+v", s)
 			}
 		},
 	}, {
 		name: "init failed under Never: Failed",
 		pod:  withInit(testPod(never, "a"), false, "i1"),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{exited(p, "i1", 1)}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{exited(p, "i1", 1)}}
 		},
 		phase: corev1.PodFailed, ready: "False/PodFailed",
 	}, {
@@ -127,18 +120,18 @@ func TestGeneratePodStatus(t *testing.T) {
 			p.Status.Phase = corev1.PodSucceeded
 			return p
 		}(),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "a")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		phase: corev1.PodSucceeded, ready: "False/PodCompleted",
 	}, {
 		name:  "terminated with a container lost: ContainerStatusUnknown 137, Failed",
 		pod:   testPod(always, "a"),
-		state: func(*corev1.Pod) *PodState { return &PodState{} },
+		state: func(*corev1.Pod) *podsync.PodState { return &podsync.PodState{} },
 		term:  true,
 		phase: corev1.PodFailed, ready: "False/PodFailed",
 		check: func(t *testing.T, s corev1.PodStatus) {
-			if ts := s.ContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 137 || ts.Reason != ReasonContainerStatusUnknown {
+			if ts := s.ContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 137 || ts.Reason != podsync.ReasonContainerStatusUnknown {
 				t.Errorf("%+v", s.ContainerStatuses[0])
 			}
 		},
@@ -149,14 +142,14 @@ func TestGeneratePodStatus(t *testing.T) {
 			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}
 			return p
 		}(),
-		state: func(p *corev1.Pod) *PodState {
-			return &PodState{Sandboxes: sb, Containers: []*ContainerState{running(p, "a")}}
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		phase: corev1.PodRunning, ready: "False/ReadinessGatesNotReady",
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := GeneratePodStatus(StatusInput{Pod: tc.pod, State: tc.state(tc.pod), Waiting: tc.waiting, HostIPs: []string{"192.0.2.1"}, Now: t0, Terminated: tc.term})
+			s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: tc.pod, State: tc.state(tc.pod), Waiting: tc.waiting, HostIPs: []string{"192.0.2.1"}, Now: t0, Terminated: tc.term})
 			if s.Phase != tc.phase {
 				t.Errorf("phase %s, want %s", s.Phase, tc.phase)
 			}

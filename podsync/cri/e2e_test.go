@@ -80,7 +80,7 @@ func (e *e2e) waitStatus(pod *corev1.Pod, what string, cond func(s corev1.PodSta
 	e.t.Helper()
 	var s corev1.PodStatus
 	testenv.Eventually(e.t, 60*time.Second, 50*time.Millisecond, what, func() bool {
-		s = e.writer.last(pod.UID)
+		s = e.writer.Last(pod.UID)
 		return cond(s)
 	})
 	return s
@@ -237,14 +237,14 @@ func testE2EGracefulStopRunsPreStop(t *testing.T, c *containerdtest.Containerd) 
 	}
 	// The writer hears of the end after the runtime is clean.
 	testenv.Eventually(t, 10*time.Second, 10*time.Millisecond, "writer told the pod terminated and removed", func() bool {
-		e.writer.mu.Lock()
-		defer e.writer.mu.Unlock()
-		return len(e.writer.terminated) >= 1 && len(e.writer.removed) >= 1
+		e.writer.Mu.Lock()
+		defer e.writer.Mu.Unlock()
+		return len(e.writer.Terminated) >= 1 && len(e.writer.Removed) >= 1
 	})
-	e.writer.mu.Lock()
-	defer e.writer.mu.Unlock()
-	if len(e.writer.terminated) != 1 || len(e.writer.removed) != 1 {
-		t.Errorf("writer: terminated %v removed %v", e.writer.terminated, e.writer.removed)
+	e.writer.Mu.Lock()
+	defer e.writer.Mu.Unlock()
+	if len(e.writer.Terminated) != 1 || len(e.writer.Removed) != 1 {
+		t.Errorf("writer: terminated %v removed %v", e.writer.Terminated, e.writer.Removed)
 	}
 }
 

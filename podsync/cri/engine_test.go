@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
@@ -28,134 +26,15 @@ import (
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
-// recordingWriter is a StatusWriter that keeps what it was given.
-type recordingWriter struct {
-	mu         sync.Mutex
-	statuses   map[types.UID][]corev1.PodStatus
-	terminated []types.UID
-	removed    []types.UID
-}
-
-func (r *recordingWriter) SetPodStatus(pod *corev1.Pod, s corev1.PodStatus) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.statuses == nil {
-		r.statuses = map[types.UID][]corev1.PodStatus{}
-	}
-	r.statuses[pod.UID] = append(r.statuses[pod.UID], s)
-}
-func (r *recordingWriter) PodTerminated(pod *corev1.Pod) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.terminated = append(r.terminated, pod.UID)
-}
-func (r *recordingWriter) RemovePod(uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.removed = append(r.removed, uid)
-}
-
-// sawWaiting reports whether any status written for uid had its first
-// container waiting for reason.
-func (r *recordingWriter) sawWaiting(uid types.UID, reason string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.statuses[uid] {
-		if w := s.ContainerStatuses[0].State.Waiting; w != nil && w.Reason == reason {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *recordingWriter) last(uid types.UID) corev1.PodStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.statuses[uid]
-	if len(s) == 0 {
-		return corev1.PodStatus{}
-	}
-	return s[len(s)-1]
-}
-
-type harness struct {
-	t      *testing.T
-	ctx    context.Context
-	clock  *clocktesting.FakeClock
-	rt     *runtimetest.Runtime
-	cri    *Syncer
-	eng    *podsync.Engine
-	writer *recordingWriter
-}
-
-func newHarness(t *testing.T) *harness {
-	t.Helper()
-	h := &harness{t: t, ctx: context.Background(), clock: clocktesting.NewFakeClock(t0), writer: &recordingWriter{}}
-	h.rt = runtimetest.New(runtimetest.Options{Clock: h.clock})
-	h.newEngine()
-	return h
-}
-
-func (h *harness) newEngine() {
-	dir := h.t.TempDir()
-	var err error
-	h.cri, err = New(Options{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir + "/logs", PodRoot: dir + "/pods", ResolvConf: "-", HostIPs: []string{"192.0.2.1"}})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"}})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-}
-
-// add hands the engine pod and runs two steps (sync, relist and sync).
-func (h *harness) add(pod *corev1.Pod) {
-	h.t.Helper()
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(2)
-}
-
-// steps runs n engine steps.
-func (h *harness) steps(n int) {
-	h.t.Helper()
-	for range n {
-		h.eng.RelistNow() // the runtime changes behind the engine's back
-		if _, err := h.eng.SyncOnce(h.ctx); err != nil {
-			h.t.Fatalf("SyncOnce: %v", err)
-		}
-	}
-}
-
-func (h *harness) containers(state runtimeapi.ContainerState) []*runtimeapi.Container {
-	cs, err := h.rt.ListContainers(h.ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: state}})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return cs
-}
-
-func busyboxPod(policy corev1.RestartPolicy, names ...string) *corev1.Pod {
-	p := testPod(policy, names...)
-	for i := range p.Spec.Containers {
-		p.Spec.Containers[i].Image = runtimetest.BusyboxImage
-		p.Spec.Containers[i].ImagePullPolicy = corev1.PullIfNotPresent
-	}
-	for i := range p.Spec.InitContainers {
-		p.Spec.InitContainers[i].Image = runtimetest.BusyboxImage
-	}
-	return p
-}
-
 func TestEngineRunsPod(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(3)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.Steps(3)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
 		t.Fatalf("%d running containers, want 2", n)
 	}
-	s := h.writer.last(pod.UID)
+	s := h.Writer.Last(pod.UID)
 	if s.Phase != corev1.PodRunning || cond(s, corev1.PodReady) != "True/" || s.PodIP != "192.0.2.1" {
 		t.Fatalf("status %+v", s)
 	}
@@ -164,9 +43,9 @@ func TestEngineRunsPod(t *testing.T) {
 		t.Errorf("container status %+v", cs)
 	}
 	// Nothing more to do: a further step makes no runtime call but lists.
-	h.rt.ResetCalls()
-	h.steps(1)
-	for _, c := range h.rt.Calls() {
+	h.RT.ResetCalls()
+	h.Steps(1)
+	for _, c := range h.RT.Calls() {
 		if c.Method != "ListPodSandbox" && c.Method != "ListContainers" && c.Method != "Status" {
 			t.Errorf("unexpected call %s", c.Method)
 		}
@@ -176,33 +55,33 @@ func TestEngineRunsPod(t *testing.T) {
 func TestEngineCrashLoop(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.add(pod)
+	h.Add(pod)
 	waits := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second}
 	for i, wait := range waits {
-		running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+		running := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 		if len(running) != 1 {
 			t.Fatalf("round %d: %d running", i, len(running))
 		}
-		if err := h.rt.Exit(running[0].Id, 1); err != nil {
+		if err := h.RT.Exit(running[0].Id, 1); err != nil {
 			t.Fatal(err)
 		}
-		h.steps(2)
+		h.Steps(2)
 		if wait > 0 {
-			if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+			if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
 				t.Fatalf("round %d: restarted during back-off", i)
 			}
-			s := h.writer.last(pod.UID)
+			s := h.Writer.Last(pod.UID)
 			if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonCrashLoopBackOff {
 				t.Fatalf("round %d: status %+v", i, s.ContainerStatuses[0])
 			}
-			next, _ := h.eng.SyncOnce(h.ctx)
+			next, _ := h.Eng.SyncOnce(h.Ctx)
 			if d := next; d <= 0 || d > wait {
 				t.Fatalf("round %d: next step in %v, want within %v", i, d, wait)
 			}
-			h.clock.Step(wait)
-			h.steps(2)
+			h.Clock.Step(wait)
+			h.Steps(2)
 		}
-		s := h.writer.last(pod.UID)
+		s := h.Writer.Last(pod.UID)
 		if got := s.ContainerStatuses[0].RestartCount; got != int32(i+1) {
 			t.Fatalf("round %d: restartCount %d, status %+v", i, got, s.ContainerStatuses[0])
 		}
@@ -211,7 +90,7 @@ func TestEngineCrashLoop(t *testing.T) {
 		}
 	}
 	// Old instances are removed: at most two per container.
-	if all, _ := h.rt.ListContainers(h.ctx, nil); len(all) > 2 {
+	if all, _ := h.RT.ListContainers(h.Ctx, nil); len(all) > 2 {
 		t.Errorf("%d containers kept", len(all))
 	}
 }
@@ -220,37 +99,37 @@ func TestEngineInitContainersAndNever(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyNever, "a")
 	pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: runtimetest.BusyboxImage}}
-	h.add(pod)
-	running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	h.Add(pod)
+	running := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if len(running) != 1 || running[0].Metadata.Name != "init" {
 		t.Fatalf("running %v, want init alone", running)
 	}
-	if s := h.writer.last(pod.UID); s.Phase != corev1.PodPending || s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonPodInitializing {
+	if s := h.Writer.Last(pod.UID); s.Phase != corev1.PodPending || s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonPodInitializing {
 		t.Fatalf("status %+v", s)
 	}
-	_ = h.rt.Exit(running[0].Id, 0)
-	h.steps(2)
-	running = h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	_ = h.RT.Exit(running[0].Id, 0)
+	h.Steps(2)
+	running = h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if len(running) != 1 || running[0].Metadata.Name != "a" {
 		t.Fatalf("running %v, want a", running)
 	}
-	_ = h.rt.Exit(running[0].Id, 3)
-	h.steps(6)
-	s := h.writer.last(pod.UID)
+	_ = h.RT.Exit(running[0].Id, 3)
+	h.Steps(6)
+	s := h.Writer.Last(pod.UID)
 	if s.Phase != corev1.PodFailed || s.ContainerStatuses[0].State.Terminated.ExitCode != 3 {
 		t.Fatalf("status %+v", s)
 	}
-	if l, _ := h.eng.PodLifecycle(pod.UID); l != podsync.Done {
+	if l, _ := h.Eng.PodLifecycle(pod.UID); l != podsync.Done {
 		t.Fatalf("lifecycle %s", l)
 	}
-	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+	if sbs, _ := h.RT.ListPodSandbox(h.Ctx, nil); len(sbs) != 0 {
 		t.Errorf("sandboxes left: %v", sbs)
 	}
-	if len(h.writer.terminated) != 1 {
-		t.Errorf("PodTerminated calls %v", h.writer.terminated)
+	if len(h.Writer.Terminated) != 1 {
+		t.Errorf("PodTerminated calls %v", h.Writer.Terminated)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
-	if _, ok := h.eng.PodLifecycle(pod.UID); ok || len(h.writer.removed) != 1 {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	if _, ok := h.Eng.PodLifecycle(pod.UID); ok || len(h.Writer.Removed) != 1 {
 		t.Errorf("worker kept after REMOVE")
 	}
 }
@@ -258,18 +137,18 @@ func TestEngineInitContainersAndNever(t *testing.T) {
 func TestEngineImageChangeRecreates(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
-	h.add(pod)
+	h.Add(pod)
 	before := map[string]string{}
-	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		before[c.Metadata.Name] = c.Id
 	}
-	h.rt.AddImage("docker.io/library/busybox:1.37", 100)
+	h.RT.AddImage("docker.io/library/busybox:1.37", 100)
 	upd := pod.DeepCopy()
 	upd.Spec.Containers[1].Image = "docker.io/library/busybox:1.37"
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Pods: []*corev1.Pod{upd}})
-	h.steps(2)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpUpdate, Pods: []*corev1.Pod{upd}})
+	h.Steps(2)
 	after := map[string]string{}
-	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		after[c.Metadata.Name] = c.Id
 	}
 	if after["a"] != before["a"] || after["b"] == before["b"] || after["b"] == "" {
@@ -281,26 +160,26 @@ func TestEngineDeleteAndOrphans(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "echo bye"}}}}
-	h.add(pod)
+	h.Add(pod)
 	// An orphan: a labelled sandbox no source knows; and an unlabelled one.
 	cfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "old", Namespace: "default", Uid: "uid-old"},
 		Labels: map[string]string{LabelPodUID: "uid-old", LabelPodName: "old", LabelPodNamespace: "default"}}
-	if _, err := h.rt.RunPodSandbox(h.ctx, cfg, ""); err != nil {
+	if _, err := h.RT.RunPodSandbox(h.Ctx, cfg, ""); err != nil {
 		t.Fatal(err)
 	}
-	foreign, _ := h.rt.RunPodSandbox(h.ctx, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "x", Namespace: "y", Uid: "z"}}, "")
+	foreign, _ := h.RT.RunPodSandbox(h.Ctx, &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "x", Namespace: "y", Uid: "z"}}, "")
 	del := pod.DeepCopy()
-	now := metav1.NewTime(h.clock.Now())
+	now := metav1.NewTime(h.Clock.Now())
 	grace := int64(5)
 	del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &grace
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
-	h.steps(4)
-	sbs, _ := h.rt.ListPodSandbox(h.ctx, nil)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
+	h.Steps(4)
+	sbs, _ := h.RT.ListPodSandbox(h.Ctx, nil)
 	if len(sbs) != 1 || sbs[0].Id != foreign {
 		t.Fatalf("sandboxes %v, want the foreign one alone", sbs)
 	}
 	var execs, stops int
-	for _, c := range h.rt.Calls() {
+	for _, c := range h.RT.Calls() {
 		switch c.Method {
 		case "ExecSync":
 			execs++
@@ -311,7 +190,7 @@ func TestEngineDeleteAndOrphans(t *testing.T) {
 	if execs != 1 || stops == 0 {
 		t.Errorf("preStop execs %d stops %d", execs, stops)
 	}
-	if s := h.writer.last(pod.UID); s.Phase != corev1.PodFailed && s.Phase != corev1.PodSucceeded {
+	if s := h.Writer.Last(pod.UID); s.Phase != corev1.PodFailed && s.Phase != corev1.PodSucceeded {
 		t.Errorf("final phase %s", s.Phase)
 	}
 }
@@ -319,26 +198,26 @@ func TestEngineDeleteAndOrphans(t *testing.T) {
 func TestEngineAdoption(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.add(pod)
-	r := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
-	_ = h.rt.Exit(r[0].Id, 1)
-	h.steps(2) // restarted once: restartCount 1
-	before := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
-	h.newEngine()
-	h.rt.ResetCalls()
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(3)
-	after := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	h.Add(pod)
+	r := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	_ = h.RT.Exit(r[0].Id, 1)
+	h.Steps(2) // restarted once: restartCount 1
+	before := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	h.NewEngine()
+	h.RT.ResetCalls()
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.Steps(3)
+	after := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if len(after) != 1 || after[0].Id != before[0].Id {
 		t.Fatalf("not adopted: before %v after %v", before, after)
 	}
-	for _, c := range h.rt.Calls() {
+	for _, c := range h.RT.Calls() {
 		switch c.Method {
 		case "RunPodSandbox", "CreateContainer", "StopContainer", "StopPodSandbox":
 			t.Errorf("new engine called %s", c.Method)
 		}
 	}
-	if rc := h.writer.last(pod.UID).ContainerStatuses[0].RestartCount; rc != 1 {
+	if rc := h.Writer.Last(pod.UID).ContainerStatuses[0].RestartCount; rc != 1 {
 		t.Errorf("restartCount %d after adoption", rc)
 	}
 }
@@ -348,18 +227,18 @@ func TestEngineRun(t *testing.T) {
 	h := newHarness(t)
 	updates := make(chan podsource.Update, 1)
 	var err error
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, Updates: updates, HostIPs: []string{"192.0.2.1"}})
+	h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, Updates: updates, HostIPs: []string{"192.0.2.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- h.eng.Run(ctx) }()
+	go func() { done <- h.Eng.Run(ctx) }()
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	updates <- podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}}
 	testenv.Eventually(t, 10*time.Second, time.Millisecond, "pod Running", func() bool {
-		h.clock.Step(100 * time.Millisecond)
-		return h.writer.last(pod.UID).Phase == corev1.PodRunning
+		h.Clock.Step(100 * time.Millisecond)
+		return h.Writer.Last(pod.UID).Phase == corev1.PodRunning
 	})
 	cancel()
 	if err := <-done; err != nil {
@@ -384,35 +263,29 @@ func TestOptionsValidation(t *testing.T) {
 	}
 }
 
-type relisterFunc func(context.Context) (map[types.UID]*podsync.PodState, error)
-
-func (f relisterFunc) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, error) {
-	return f(ctx)
-}
-
 // A removed pod is stopped and cleaned up in one sync: the engine reads the
 // pod alone after SyncTerminatingPod instead of waiting for a relist.
 func TestRemovedPodCleanedInOneSync(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a", "b")
-	h.add(pod)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
+	h.Add(pod)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 2 {
 		t.Fatalf("%d running", n)
 	}
-	h.rt.ResetCalls()
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
-	h.steps(1)
-	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+	h.RT.ResetCalls()
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.Steps(1)
+	if sbs, _ := h.RT.ListPodSandbox(h.Ctx, nil); len(sbs) != 0 {
 		t.Fatalf("%d sandboxes left after one step", len(sbs))
 	}
-	if cs, _ := h.rt.ListContainers(h.ctx, nil); len(cs) != 0 {
+	if cs, _ := h.RT.ListContainers(h.Ctx, nil); len(cs) != 0 {
 		t.Fatalf("%d containers left after one step", len(cs))
 	}
-	if _, ok := h.eng.PodLifecycle(pod.UID); ok {
+	if _, ok := h.Eng.PodLifecycle(pod.UID); ok {
 		t.Error("the removed pod's worker is still there")
 	}
 	var calls []string
-	for _, c := range h.rt.Calls() {
+	for _, c := range h.RT.Calls() {
 		if strings.HasPrefix(c.Method, "Remove") || strings.HasPrefix(c.Method, "Stop") {
 			calls = append(calls, c.Method)
 		}
@@ -428,23 +301,23 @@ func TestRemovedPodCleanedInOneSync(t *testing.T) {
 func TestHalfMadeSandboxReplacedAndRemoved(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	old, err := h.rt.RunPodSandbox(h.ctx, h.cri.b.sandboxConfig(pod, 0), "")
+	old, err := h.RT.RunPodSandbox(h.Ctx, h.Syncer.b.sandboxConfig(pod, 0), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.rt.StopPodSandbox(h.ctx, old); err != nil {
+	if err := h.RT.StopPodSandbox(h.Ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.steps(1)
-	sbs, err := h.rt.ListPodSandbox(h.ctx, nil)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.Steps(1)
+	sbs, err := h.RT.ListPodSandbox(h.Ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sbs) != 1 || sbs[0].Id == old || sbs[0].State != runtimeapi.PodSandboxState_SANDBOX_READY || sbs[0].Metadata.Attempt != 1 {
 		t.Fatalf("sandboxes %v; want one, ready, attempt 1, not %s", sbs, old)
 	}
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
 		t.Errorf("%d running containers; want 1", n)
 	}
 }
@@ -455,35 +328,35 @@ func TestHalfMadeSandboxReplacedAndRemoved(t *testing.T) {
 func TestRemoveDeadContainers(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.add(pod)
-	running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	h.Add(pod)
+	running := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	if len(running) != 1 {
 		t.Fatalf("%d running containers", len(running))
 	}
 	// Three exited instances of the container, as a pod leaves them when
 	// it is not synced between restarts (or an agent before this one).
-	st, err := h.rt.ContainerStatus(h.ctx, running[0].Id, false)
+	st, err := h.RT.ContainerStatus(h.Ctx, running[0].Id, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dead []string
 	for i := range 3 {
-		h.clock.Step(time.Second)
+		h.Clock.Step(time.Second)
 		cfg := &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "a", Attempt: uint32(i + 1)},
 			Image: st.Status.Image, Labels: st.Status.Labels, Annotations: st.Status.Annotations, LogPath: fmt.Sprintf("a/%d.log", i+1)}
-		id, err := h.rt.CreateContainer(h.ctx, running[0].PodSandboxId, cfg, nil)
+		id, err := h.RT.CreateContainer(h.Ctx, running[0].PodSandboxId, cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := h.rt.StartContainer(h.ctx, id); err != nil {
+		if err := h.RT.StartContainer(h.Ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.rt.Exit(id, 1); err != nil {
+		if err := h.RT.Exit(id, 1); err != nil {
 			t.Fatal(err)
 		}
 		dead = append(dead, id)
 	}
-	n, err := h.cri.RemoveDeadContainers(h.ctx)
+	n, err := h.Syncer.RemoveDeadContainers(h.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +364,7 @@ func TestRemoveDeadContainers(t *testing.T) {
 		t.Errorf("removed %d; want 2 (the older exited instances)", n)
 	}
 	var left []string
-	cs, _ := h.rt.ListContainers(h.ctx, nil)
+	cs, _ := h.RT.ListContainers(h.Ctx, nil)
 	for _, c := range cs {
 		left = append(left, c.Id)
 	}
@@ -510,8 +383,8 @@ func TestRemoveDeadContainers(t *testing.T) {
 func TestStaleCreatedContainerAlreadyStarted(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.add(pod)
-	states, err := h.cri.Relist(h.ctx)
+	h.Add(pod)
+	states, err := h.Syncer.Relist(h.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,14 +395,14 @@ func TestStaleCreatedContainerAlreadyStarted(t *testing.T) {
 	ct := *stale.Containers[0]
 	ct.State, ct.StartedAt = runtimeapi.ContainerState_CONTAINER_CREATED, time.Time{}
 	stale.Containers[0] = &ct
-	res, err := h.cri.SyncPod(h.ctx, pod, stale)
+	res, err := h.Syncer.SyncPod(h.Ctx, pod, stale)
 	if err != nil {
 		t.Fatalf("SyncPod on a stale view: %v", err)
 	}
 	if w, ok := res.Waiting["a"]; ok {
 		t.Errorf("container a reported waiting (%s: %s); it runs", w.Reason, w.Message)
 	}
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
 		t.Errorf("%d running containers; want the one", n)
 	}
 }
@@ -551,32 +424,32 @@ func TestCutShortStartReplaced(t *testing.T) {
 			// The earlier agent creates the container; its start does not
 			// happen.
 			fail := runtimetest.Errors(status.Error(codes.Unavailable, "the agent went away"))
-			h.rt.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
-			h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-			h.steps(1)
-			created := h.containers(runtimeapi.ContainerState_CONTAINER_CREATED)
+			h.RT.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
+			h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+			h.Steps(1)
+			created := h.Containers(runtimeapi.ContainerState_CONTAINER_CREATED)
 			if len(created) != 1 {
 				t.Fatalf("%d created containers; want 1", len(created))
 			}
 			old := created[0].Id
 			if !abortAfterRelist {
-				if err := h.rt.AbortStart(old); err != nil {
+				if err := h.RT.AbortStart(old); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// The next agent.
-			h.clock.Step(time.Second)
-			h.writer = &recordingWriter{}
-			h.newEngine()
-			h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-			states, err := h.cri.Relist(h.ctx)
+			h.Clock.Step(time.Second)
+			h.Writer = &recordingWriter{}
+			h.NewEngine()
+			h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+			states, err := h.Syncer.Relist(h.Ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if when == "afterRefusedStart" {
 				fail := runtimetest.Errors(status.Error(codes.Unknown, "container is already in starting state"))
-				h.rt.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
-				res, err := h.cri.SyncPod(h.ctx, pod, states[pod.UID])
+				h.RT.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
+				res, err := h.Syncer.SyncPod(h.Ctx, pod, states[pod.UID])
 				if err != nil {
 					t.Fatalf("SyncPod while the earlier start is in flight: %v", err)
 				}
@@ -584,23 +457,23 @@ func TestCutShortStartReplaced(t *testing.T) {
 					t.Errorf("container a reported waiting (%s: %s) while the earlier start is in flight", w.Reason, w.Message)
 				}
 				// Its waiting reason, had it one, would be kept below.
-				states, err = h.cri.Relist(h.ctx)
+				states, err = h.Syncer.Relist(h.Ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
 			}
 			if abortAfterRelist {
-				if err := h.rt.AbortStart(old); err != nil {
+				if err := h.RT.AbortStart(old); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if when != "afterRelist" {
 				if abortAfterRelist {
-					if states, err = h.cri.Relist(h.ctx); err != nil {
+					if states, err = h.Syncer.Relist(h.Ctx); err != nil {
 						t.Fatal(err)
 					}
 				}
-				s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now()})
+				s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.Clock.Now()})
 				if s.Phase != corev1.PodPending || s.ContainerStatuses[0].State.Waiting == nil ||
 					s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonContainerCreating || s.ContainerStatuses[0].LastTerminationState.Terminated != nil {
 					t.Errorf("status before the sync: phase %s, container %+v; want Pending, waiting ContainerCreating, no last state",
@@ -608,31 +481,31 @@ func TestCutShortStartReplaced(t *testing.T) {
 				}
 				// A waiting reason from a sync before does not make it an
 				// exit either.
-				s = podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now(),
+				s = podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.Clock.Now(),
 					Waiting: map[string]podsync.Waiting{"a": {Reason: podsync.ReasonRunContainerError, Message: "refused"}}})
 				if s.Phase != corev1.PodPending || s.ContainerStatuses[0].LastTerminationState.Terminated != nil {
 					t.Errorf("status with a waiting reason: phase %s, container %+v; want Pending, no last state", s.Phase, s.ContainerStatuses[0])
 				}
 			}
-			res, err := h.cri.SyncPod(h.ctx, pod, states[pod.UID])
+			res, err := h.Syncer.SyncPod(h.Ctx, pod, states[pod.UID])
 			if err != nil {
 				t.Fatalf("SyncPod: %v", err)
 			}
 			if w, ok := res.Waiting["a"]; ok {
 				t.Errorf("container a reported waiting (%s: %s)", w.Reason, w.Message)
 			}
-			running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+			running := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 			if len(running) != 1 || running[0].Id == old || running[0].Metadata.Attempt != 0 {
 				t.Fatalf("running containers %v; want one new one at attempt 0", running)
 			}
-			if _, err := h.rt.ContainerStatus(h.ctx, old, false); status.Code(err) != codes.NotFound {
+			if _, err := h.RT.ContainerStatus(h.Ctx, old, false); status.Code(err) != codes.NotFound {
 				t.Errorf("the cut-short container is still there (%v)", err)
 			}
-			states, err = h.cri.Relist(h.ctx)
+			states, err = h.Syncer.Relist(h.Ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.clock.Now()})
+			s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.Clock.Now()})
 			if s.Phase != corev1.PodRunning || s.ContainerStatuses[0].RestartCount != 0 {
 				t.Errorf("status after the sync: phase %s, restartCount %d; want Running, 0", s.Phase, s.ContainerStatuses[0].RestartCount)
 			}
@@ -647,37 +520,37 @@ func TestRemovedPodLogsRemoved(t *testing.T) {
 	done := busyboxPod(corev1.RestartPolicyNever, "a")
 	done.Name, done.UID = "done", "uid-done"
 	running := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.add(done)
-	h.add(running)
-	logDir := func(p *corev1.Pod) string { return podsync.PodLogDir(h.cri.b.podLogRoot, p) }
+	h.Add(done)
+	h.Add(running)
+	logDir := func(p *corev1.Pod) string { return podsync.PodLogDir(h.Syncer.b.podLogRoot, p) }
 	for _, p := range []*corev1.Pod{done, running} {
 		if _, err := os.Stat(logDir(p)); err != nil {
 			t.Fatalf("log directory of %s: %v", p.Name, err)
 		}
 	}
 	// The completed pod terminates; its containers go, its logs stay.
-	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		if c.Labels["io.kubernetes.pod.name"] == done.Name {
-			if err := h.rt.StopContainer(h.ctx, c.Id, 0); err != nil {
+			if err := h.RT.StopContainer(h.Ctx, c.Id, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	h.steps(3)
-	if lc, _ := h.eng.PodLifecycle(done.UID); lc != podsync.Done {
+	h.Steps(3)
+	if lc, _ := h.Eng.PodLifecycle(done.UID); lc != podsync.Done {
 		t.Fatalf("completed pod is %v, want Done", lc)
 	}
 	if _, err := os.Stat(logDir(done)); err != nil {
 		t.Fatalf("the completed pod's logs went before the pod was removed: %v", err)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{done, running}})
-	h.steps(2)
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{done, running}})
+	h.Steps(2)
 	for _, p := range []*corev1.Pod{done, running} {
 		if _, err := os.Stat(logDir(p)); !os.IsNotExist(err) {
 			t.Errorf("log directory of removed pod %s: %v, want it gone", p.Name, err)
 		}
 	}
-	if es, err := os.ReadDir(h.cri.b.podLogRoot); err != nil || len(es) != 0 {
+	if es, err := os.ReadDir(h.Syncer.b.podLogRoot); err != nil || len(es) != 0 {
 		t.Errorf("pod log root holds %v (%v), want nothing", es, err)
 	}
 }
@@ -686,12 +559,12 @@ func TestRemovedPodLogsRemoved(t *testing.T) {
 // log root.
 func TestCleanupPodStaysInLogRoot(t *testing.T) {
 	h := newHarness(t)
-	outside := filepath.Join(filepath.Dir(h.cri.b.podLogRoot), "keep_x_u")
+	outside := filepath.Join(filepath.Dir(h.Syncer.b.podLogRoot), "keep_x_u")
 	if err := os.MkdirAll(outside, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "../keep", Name: "x", UID: "u"}}
-	err := h.cri.CleanupPod(h.ctx, pod)
+	err := h.Syncer.CleanupPod(h.Ctx, pod)
 	if err == nil || !strings.Contains(err.Error(), "is not below") {
 		t.Fatalf("CleanupPod of %q: %v, want a refusal", pod.Namespace, err)
 	}
@@ -707,29 +580,29 @@ func TestCleanupPodStaysInLogRoot(t *testing.T) {
 func TestOrphansWaitForEverySource(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.add(pod)
-	running := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	h.Add(pod)
+	running := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
 	// A new engine over the same runtime, fed by two sources.
 	var err error
-	h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock, HostIPs: []string{"192.0.2.1"},
+	h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, HostIPs: []string{"192.0.2.1"},
 		Sources: []string{podsource.FileSource, podsource.APISource}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpSet, Source: podsource.FileSource})
-	h.steps(3)
-	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id != running[0].Id {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpSet, Source: podsource.FileSource})
+	h.Steps(3)
+	if got := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id != running[0].Id {
 		t.Fatalf("running %v before the API source's first set, want %s kept", got, running[0].Id)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
-	h.steps(3)
-	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id != running[0].Id {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
+	h.Steps(3)
+	if got := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 1 || got[0].Id != running[0].Id {
 		t.Fatalf("running %v after the API source's set, want %s adopted", got, running[0].Id)
 	}
 	// Without the pod in its sources' sets it is an orphan now.
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
-	h.steps(3)
-	if got := h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 0 {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
+	h.Steps(3)
+	if got := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING); len(got) != 0 {
 		t.Fatalf("running %v after removal", got)
 	}
 }
@@ -744,26 +617,26 @@ func TestEngineStartsCreatedContainer(t *testing.T) {
 			h := newHarness(t)
 			pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 			fail := runtimetest.Errors(errors.New("agent stopped"))
-			h.rt.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
-			h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-			h.steps(1)
-			created := h.containers(runtimeapi.ContainerState_CONTAINER_CREATED)
+			h.RT.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
+			h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+			h.Steps(1)
+			created := h.Containers(runtimeapi.ContainerState_CONTAINER_CREATED)
 			if len(created) != 1 {
 				t.Fatalf("%d created containers after the failed start; want 1", len(created))
 			}
 			if newEngine {
-				h.newEngine()
-				h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+				h.NewEngine()
+				h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 			}
-			h.steps(3)
-			all, err := h.rt.ListContainers(h.ctx, nil)
+			h.Steps(3)
+			all, err := h.RT.ListContainers(h.Ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(all) != 1 || all[0].Id != created[0].Id || all[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
 				t.Fatalf("containers %v; want %s alone, running", all, created[0].Id)
 			}
-			st := h.writer.last(pod.UID)
+			st := h.Writer.Last(pod.UID)
 			if len(st.ContainerStatuses) != 1 || st.ContainerStatuses[0].RestartCount != 0 || st.ContainerStatuses[0].State.Running == nil {
 				t.Errorf("container statuses %+v; want one running, restartCount 0", st.ContainerStatuses)
 			}

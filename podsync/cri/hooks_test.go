@@ -26,14 +26,14 @@ import (
 
 func TestPostStartFailureKillsContainer(t *testing.T) {
 	h := newHarness(t)
-	h.rt.ScriptExec("", []string{"setup"}, runtimetest.ExecScript{ExitCode: 1, Stderr: "setup failed"})
+	h.RT.ScriptExec("", []string{"setup"}, runtimetest.ExecScript{ExitCode: 1, Stderr: "setup failed"})
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"setup"}}}}
-	h.add(pod)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+	h.Add(pod)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
 		t.Fatalf("%d running after a failed postStart", n)
 	}
-	if !h.writer.sawWaiting(pod.UID, podsync.ReasonPostStartHookError) {
+	if !h.Writer.SawWaiting(pod.UID, podsync.ReasonPostStartHookError) {
 		t.Error("no PostStartHookError status")
 	}
 }
@@ -44,39 +44,39 @@ func TestSidecarsStartInOrderAndStopLast(t *testing.T) {
 	for i := range pod.Spec.InitContainers {
 		pod.Spec.InitContainers[i].Image = runtimetest.BusyboxImage
 	}
-	h.add(pod)
-	h.steps(2)
+	h.Add(pod)
+	h.Steps(2)
 	names := map[string]bool{}
-	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		names[c.Metadata.Name] = true
 	}
 	if !names["proxy"] || !names["logger"] || !names["app"] {
 		t.Fatalf("running %v", names)
 	}
-	s := h.writer.last(pod.UID)
+	s := h.Writer.Last(pod.UID)
 	if s.Phase != corev1.PodRunning || cond(s, corev1.PodInitialized) != "True/" || cond(s, corev1.PodReady) != "True/" {
 		t.Fatalf("status %+v", s)
 	}
 	// The sidecar exits: it is restarted while the app keeps running.
-	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		if c.Metadata.Name == "proxy" {
-			_ = h.rt.Exit(c.Id, 1)
+			_ = h.RT.Exit(c.Id, 1)
 		}
 	}
-	h.steps(2)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 3 {
+	h.Steps(2)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 3 {
 		t.Fatalf("%d running after the sidecar exited", n)
 	}
 	// Stopping the pod stops the app, then the sidecars in reverse order.
 	name := map[string]string{}
-	for _, c := range h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
 		name[c.Id] = c.Metadata.Name
 	}
-	h.rt.ResetCalls()
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
-	h.steps(3)
+	h.RT.ResetCalls()
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.Steps(3)
 	var stopped []string
-	for _, c := range h.rt.Calls() {
+	for _, c := range h.RT.Calls() {
 		if c.Method == "StopContainer" {
 			stopped = append(stopped, name[c.ID])
 		}
@@ -88,21 +88,21 @@ func TestSidecarsStartInOrderAndStopLast(t *testing.T) {
 
 func TestNetworkNotReady(t *testing.T) {
 	h := newHarness(t)
-	h.rt.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
+	h.RT.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.HostNetwork = false
-	h.add(pod)
-	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+	h.Add(pod)
+	if sbs, _ := h.RT.ListPodSandbox(h.Ctx, nil); len(sbs) != 0 {
 		t.Fatalf("sandbox created without a network: %v", sbs)
 	}
-	next, _ := h.eng.SyncOnce(h.ctx)
+	next, _ := h.Eng.SyncOnce(h.Ctx)
 	if d := next; d > time.Second {
 		t.Errorf("retry in %v, want 1s", d)
 	}
 	hostPod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	hostPod.UID, hostPod.Name = "uid-host", "host"
-	h.add(hostPod)
-	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 1 {
+	h.Add(hostPod)
+	if sbs, _ := h.RT.ListPodSandbox(h.Ctx, nil); len(sbs) != 1 {
 		t.Fatalf("host-network pod: %d sandboxes", len(sbs))
 	}
 }
@@ -130,21 +130,21 @@ func TestLogTail(t *testing.T) {
 func TestNoSyncWhileRelistFails(t *testing.T) {
 	h := newHarness(t)
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 	fail := runtimetest.Errors(errors.New("runtime down"))
-	h.rt.SetHooks(runtimetest.Hooks{ListContainers: func(context.Context, *runtimeapi.ContainerFilter) error { return fail() }})
-	next, err := h.eng.SyncOnce(h.ctx)
+	h.RT.SetHooks(runtimetest.Hooks{ListContainers: func(context.Context, *runtimeapi.ContainerFilter) error { return fail() }})
+	next, err := h.Eng.SyncOnce(h.Ctx)
 	if err == nil {
 		t.Fatal("relist error not returned")
 	}
-	if sbs, _ := h.rt.ListPodSandbox(h.ctx, nil); len(sbs) != 0 {
+	if sbs, _ := h.RT.ListPodSandbox(h.Ctx, nil); len(sbs) != 0 {
 		t.Fatal("synced on a failed relist")
 	}
 	if d := next; d != time.Second {
 		t.Errorf("next step in %v, want the relist period", d)
 	}
-	h.steps(2)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+	h.Steps(2)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
 		t.Fatalf("%d running after the runtime came back", n)
 	}
 }
@@ -162,7 +162,7 @@ func TestHTTPGetHooks(t *testing.T) {
 	var mu sync.Mutex
 	var hits []hit
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		running := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)) > 0
+		running := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)) > 0
 		mu.Lock()
 		hits = append(hits, hit{r.URL.Path, r.Header.Get("User-Agent"), running})
 		mu.Unlock()
@@ -179,13 +179,13 @@ func TestHTTPGetHooks(t *testing.T) {
 
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: get("/start", port), PreStop: get("/stop", port)}
-	h.add(pod)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+	h.Add(pod)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
 		t.Fatalf("%d running after a postStart hook answered 500, want 1", n)
 	}
-	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
-	h.steps(3)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.Steps(3)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
 		t.Fatalf("%d running after removal", n)
 	}
 	mu.Lock()
@@ -204,11 +204,11 @@ func TestHTTPGetHooks(t *testing.T) {
 	bad := busyboxPod(corev1.RestartPolicyAlways, "a")
 	bad.UID, bad.Name = "uid-bad", "bad"
 	bad.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: get("/start", closedPort)}
-	h.add(bad)
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+	h.Add(bad)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
 		t.Fatalf("%d running after a postStart hook got no response", n)
 	}
-	w := h.writer.last(bad.UID).ContainerStatuses[0].State.Waiting
+	w := h.Writer.Last(bad.UID).ContainerStatuses[0].State.Waiting
 	if w == nil || w.Reason != podsync.ReasonPostStartHookError || !strings.Contains(w.Message, `HTTP lifecycle hook (/start) for Container "a" in Pod "bad_default(uid-bad)" failed`) {
 		t.Errorf("waiting %+v", w)
 	}

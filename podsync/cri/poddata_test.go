@@ -114,22 +114,22 @@ func TestPullTriesEachCredential(t *testing.T) {
 	dir := t.TempDir()
 	data := &stubData{auths: []*runtimeapi.AuthConfig{{Username: "team"}, {Username: "any"}}}
 	var err error
-	if h.cri, err = New(Options{Runtime: h.rt, Clock: h.clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", PodData: data}); err != nil {
+	if h.Syncer, err = New(Options{Runtime: h.RT, Clock: h.Clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", PodData: data}); err != nil {
 		t.Fatal(err)
 	}
-	if h.eng, err = podsync.New(podsync.Options{Syncer: h.cri, Writer: h.writer, Clock: h.clock}); err != nil {
+	if h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock}); err != nil {
 		t.Fatal(err)
 	}
 	fail := runtimetest.Errors(status.Error(codes.Unauthenticated, "denied for team"))
-	h.rt.SetHooks(runtimetest.Hooks{PullImage: func(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) error {
+	h.RT.SetHooks(runtimetest.Hooks{PullImage: func(context.Context, *runtimeapi.ImageSpec, *runtimeapi.AuthConfig, *runtimeapi.PodSandboxConfig) error {
 		return fail()
 	}})
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	pod.Spec.Containers[0].Image = "registry.example.com/team/app:1"
 	pod.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
-	h.add(pod)
+	h.Add(pod)
 	pulls := 0
-	for _, c := range h.rt.Calls() {
+	for _, c := range h.RT.Calls() {
 		if c.Method == "PullImage" {
 			pulls++
 		}
@@ -137,7 +137,7 @@ func TestPullTriesEachCredential(t *testing.T) {
 	if pulls != 2 {
 		t.Errorf("%d pulls, want the first credential refused and the second used", pulls)
 	}
-	if n := len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
 		t.Errorf("%d running after the second credential pulled", n)
 	}
 }
