@@ -134,10 +134,8 @@ func newEventHarnessWith(t *testing.T, events bool, opts func(*podsync.Options),
 	return h
 }
 
-func (h *eventHarness) eventually(what string, cond func() bool) {
-	h.t.Helper()
-	testenv.Eventually(h.t, 10*time.Second, time.Millisecond, what, cond)
-}
+// evWait and evPoll bound the tests' waits on the engine's goroutines.
+const evWait, evPoll = 10 * time.Second, time.Millisecond
 
 // evSnapshot is the engine's event state.
 type evSnapshot struct {
@@ -170,7 +168,7 @@ func (h *eventHarness) step(d time.Duration) {
 	h.t.Helper()
 	h.clock.Step(d)
 	now := h.clock.Now()
-	h.eventually("a relist or health check", func() bool {
+	testenv.Eventually(h.t, evWait, evPoll, "a relist or health check", func() bool {
 		next, relistNow := podsync.NextObservation(h.eng)
 		return next.After(now) && !relistNow
 	})
@@ -180,13 +178,13 @@ func (h *eventHarness) step(d time.Duration) {
 // use, and returns the pod and its container's ID.
 func (h *eventHarness) runningPod() (*corev1.Pod, string) {
 	h.t.Helper()
-	h.eventually("the event stream open", func() bool { return h.rt.ContainerEventStreams() == 1 })
+	testenv.Eventually(h.t, evWait, evPoll, "the event stream open", func() bool { return h.rt.ContainerEventStreams() == 1 })
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.eventually("pod Running", func() bool {
+	testenv.Eventually(h.t, evWait, evPoll, "pod Running", func() bool {
 		return h.writer.last(pod.UID).Phase == corev1.PodRunning && len(h.containers(runtimeapi.ContainerState_CONTAINER_RUNNING)) == 1
 	})
-	h.eventually("an event", func() bool { return h.ev().got })
+	testenv.Eventually(h.t, evWait, evPoll, "an event", func() bool { return h.ev().got })
 	if !h.ev().evented {
 		h.step(podsync.DefaultRelistPeriod) // the first relist that finds the stream up
 	}
@@ -207,7 +205,7 @@ func TestEngineEventsRestartAtOnce(t *testing.T) {
 	if err := h.rt.Exit(id, 1); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("container restarted", func() bool {
+	testenv.Eventually(h.t, evWait, evPoll, "container restarted", func() bool {
 		s := h.writer.last(pod.UID)
 		return len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].RestartCount == 1 && s.ContainerStatuses[0].State.Running != nil
 	})
@@ -251,7 +249,7 @@ func TestEngineEventsOrphansOnceSourcesReady(t *testing.T) {
 	relists := h.rl.relists.Load()
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource}) // the API source's first (empty) set
 	h.step(time.Second)
-	h.eventually("the orphan's sandbox removed", func() bool {
+	testenv.Eventually(h.t, evWait, evPoll, "the orphan's sandbox removed", func() bool {
 		_, err := h.rt.PodSandboxStatus(context.Background(), orphan, false)
 		return err != nil
 	})
@@ -281,7 +279,7 @@ func TestEngineEventsSlowRelist(t *testing.T) {
 		t.Errorf("runtime status from %v (%v), want now", at, err)
 	}
 	h.step(podsync.DefaultEventedRelistPeriod - 10*time.Second)
-	h.eventually("the 300s relist", func() bool { return h.rl.relists.Load() == relists+1 })
+	testenv.Eventually(h.t, evWait, evPoll, "the 300s relist", func() bool { return h.rl.relists.Load() == relists+1 })
 	if ev := h.ev(); !ev.nextRelist.Equal(start.Add(2 * podsync.DefaultEventedRelistPeriod)) {
 		t.Errorf("next relist at %v, want %v", ev.nextRelist.Sub(start), 2*podsync.DefaultEventedRelistPeriod)
 	}
@@ -300,9 +298,9 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 	h.rt.SetHooks(runtimetest.Hooks{WatchContainerEvents: func(context.Context, func(*runtimeapi.ContainerEventResponse)) error { return fail() }})
 	relists, watches := h.rl.relists.Load(), h.watchCalls()
 	h.rt.EndContainerEvents(unavailable)
-	h.eventually("a relist at once", func() bool { return h.rl.relists.Load() == relists+1 })
+	testenv.Eventually(h.t, evWait, evPoll, "a relist at once", func() bool { return h.rl.relists.Load() == relists+1 })
 	now := h.clock.Now()
-	h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == podsync.EvDown && ev.retryAt.Equal(now.Add(time.Second)) })
+	testenv.Eventually(h.t, evWait, evPoll, "retry armed", func() bool { ev := h.ev(); return ev.state == podsync.EvDown && ev.retryAt.Equal(now.Add(time.Second)) })
 	if ev := h.ev(); ev.evented || !ev.nextRelist.Equal(now.Add(time.Second)) {
 		t.Fatalf("after the failure: %+v, want the 1s relist", ev)
 	}
@@ -312,7 +310,7 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 		state   podsync.EvState
 	}{{1, podsync.EvDown}, {1, podsync.EvDown}, {2, podsync.EvDown}, {2, podsync.EvDown}, {2, podsync.EvDown}, {2, podsync.EvDown}, {3, podsync.EvWatching}} {
 		h.step(time.Second)
-		h.eventually("the retry", func() bool {
+		testenv.Eventually(h.t, evWait, evPoll, "the retry", func() bool {
 			ev := h.ev()
 			return h.watchCalls() == watches+w.watches && ev.state == w.state && (w.state == podsync.EvWatching || ev.retryAt.After(h.clock.Now()))
 		})
@@ -320,7 +318,7 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 			t.Errorf("second %d: %d relists, want %d", i+1, n-relists, i+2)
 		}
 	}
-	h.eventually("stream open", func() bool { return h.rt.ContainerEventStreams() == 1 })
+	testenv.Eventually(h.t, evWait, evPoll, "stream open", func() bool { return h.rt.ContainerEventStreams() == 1 })
 	if h.ev().evented {
 		t.Error("events in use before the stream proved itself")
 	}
@@ -342,12 +340,12 @@ func TestEngineEventsUnimplemented(t *testing.T) {
 	defer leakcheck.Check(t)()
 	h := newEventHarness(t, false)
 	defer h.stop()
-	h.eventually("the answer", func() bool {
+	testenv.Eventually(h.t, evWait, evPoll, "the answer", func() bool {
 		return podsync.EvDownLogged(h.eng)
 	})
 	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
 	h.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.eventually("pod Running", func() bool { return h.writer.last(pod.UID).Phase == corev1.PodRunning })
+	testenv.Eventually(h.t, evWait, evPoll, "pod Running", func() bool { return h.writer.last(pod.UID).Phase == corev1.PodRunning })
 	relists := h.rl.relists.Load()
 	for range 120 {
 		h.step(time.Second)
@@ -369,7 +367,7 @@ func TestEngineEventsUnimplemented(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.step(time.Second)
-	h.eventually("container restarted", func() bool {
+	testenv.Eventually(h.t, evWait, evPoll, "container restarted", func() bool {
 		s := h.writer.last(pod.UID)
 		return len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].RestartCount == 1
 	})
@@ -385,10 +383,10 @@ func TestEngineEventsNoHotLoop(t *testing.T) {
 		}})
 	})
 	defer h.stop()
-	h.eventually("the first failure", func() bool { return h.ev().state == podsync.EvDown })
+	testenv.Eventually(h.t, evWait, evPoll, "the first failure", func() bool { return h.ev().state == podsync.EvDown })
 	for range 60 {
 		now := h.clock.Now()
-		h.eventually("retry armed", func() bool { ev := h.ev(); return ev.state == podsync.EvDown && ev.retryAt.After(now) })
+		testenv.Eventually(h.t, evWait, evPoll, "retry armed", func() bool { ev := h.ev(); return ev.state == podsync.EvDown && ev.retryAt.After(now) })
 		h.step(10 * time.Second)
 	}
 	// Attempts at 0, 1, 3, 7, 15, 31, 63, 123, 183, … s: 16 in 600s, here
