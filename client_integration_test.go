@@ -20,13 +20,18 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
 	"github.com/nodekit/nodekit/internal/leakcheck"
 )
 
 var cp *controlplane.ControlPlane // started by TestMain
 
-func TestMain(m *testing.M) { os.Exit(controlplane.Main(m, &cp)) }
+// TestMain starts the test control plane and, for the pod half's tests,
+// containerd (ctrd).
+func TestMain(m *testing.M) {
+	os.Exit(containerdtest.MainFunc(func() int { return controlplane.Main(m, &cp) }, &ctrd))
+}
 
 // contentTypes records the Content-Type of each answer but watches'.
 type contentTypes struct {

@@ -28,7 +28,7 @@ out=$(mktemp /tmp/nodekit-measure-pods.XXXXXX.log)
 echo "measure-pods: full output in $out" >&2
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 NODEKIT_MEASURE=1 NODEKIT_REQUIRE_ALL=1 go test -count=1 -timeout 20m \
-  -run '^(TestMeasureRuntime|TestMeasurePods)$' -v ./podsync/ >"$out" 2>&1 || {
+  -run '^(TestMeasureRuntime|TestMeasurePods)$' -v . ./podsync/cri/ >"$out" 2>&1 || {
   tail -n 40 "$out" >&2
   exit 1
 }

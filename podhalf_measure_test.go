@@ -1,4 +1,4 @@
-package cri
+package nodekit_test
 
 import (
 	"context"
@@ -13,9 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/podsync"
 )
 
 // readySeen records, from one watch of the node's pods, when each pod was
@@ -75,9 +78,9 @@ func (r *readySeen) deletedAt(name string) (time.Time, bool) {
 	return t, ok
 }
 
-// TestMeasurePods prints figures of the whole pod half (API source →
-// podsync.Engine on containerd → status.Writer, as system:node:<name>, default
-// timing) and asserts nothing about them. It runs only when
+// TestMeasurePods prints figures of the whole pod half as NewPodHalf builds
+// it (API source → podsync.Engine on the CRI backend on containerd →
+// status.Writer, as system:node:<name>, default timing) and asserts nothing about them. It runs only when
 // NODEKIT_MEASURE=1 (hack/measure-pods.sh sets it):
 //
 //   - start latency, from just before the admin's Create to the watch
@@ -88,8 +91,8 @@ func (r *readySeen) deletedAt(name string) (time.Time, bool) {
 //     sandboxes or containers;
 //   - the node's API requests, request bytes and response bytes per pod
 //     lifecycle (create, Running, Ready, graceful delete, final delete) over
-//     the one-at-a-time pods, split into the status writer and the pod
-//     source.
+//     the one-at-a-time pods, split into the status writer (the pods of a
+//     namespace) and the pod source (the pods of all namespaces).
 func TestMeasurePods(t *testing.T) {
 	if os.Getenv("NODEKIT_MEASURE") != "1" {
 		t.Skip("set NODEKIT_MEASURE=1 (hack/measure-pods.sh) to measure the pod half")
@@ -106,7 +109,7 @@ func TestMeasurePods(t *testing.T) {
 			t.Fatalf("MEASURE_MAX_PARALLEL=%q", s)
 		}
 	}
-	h := startPodHalf(t, "podsync-measure", o)
+	h := startPodHalf(t, "nodekit-measure", o)
 	ctx := context.Background()
 	seen := watchReady(t, h, ctx)
 	pods := h.admin.CoreV1().Pods("default")
@@ -120,7 +123,7 @@ func TestMeasurePods(t *testing.T) {
 	h.deleteAndWaitGone(warm, 30)
 
 	// One at a time.
-	beforeW, beforeS := h.writes.snapshot(), h.source.snapshot()
+	beforeW, beforeS := h.writes.Count(), h.source.Count()
 	var seq []time.Duration
 	seqStarts := map[string]time.Time{}
 	grace := int64(30)
@@ -138,7 +141,7 @@ func TestMeasurePods(t *testing.T) {
 		testenv.Eventually(t, 60*time.Second, 5*time.Millisecond, name+" gone", func() bool { _, ok := seen.deletedAt(name); return ok })
 	}
 	testenv.Eventually(t, 60*time.Second, 20*time.Millisecond, "containerd empty", h.runtimeEmpty)
-	writes, source := h.writes.snapshot().sub(beforeW), h.source.snapshot().sub(beforeS)
+	writes, source := h.writes.Count().Sub(beforeW), h.source.Count().Sub(beforeS)
 
 	// At once.
 	var par []time.Duration
@@ -183,10 +186,10 @@ func TestMeasurePods(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, 20*time.Millisecond, "containerd empty", h.runtimeEmpty)
 
 	per := func(v int64) string { return fmt.Sprintf("%.1f", float64(v)/float64(n)) }
-	verbs := func(c apiCount) string {
+	verbs := func(c testenv.APICount) string {
 		var s []string
-		for k, v := range c.verbs {
-			s = append(s, fmt.Sprintf("%s %d", k, v))
+		for k, v := range c.Verbs() {
+			s = append(s, fmt.Sprintf("%s %d", k, v.Requests))
 		}
 		sort.Strings(s)
 		return strings.Join(s, ", ")
@@ -199,13 +202,13 @@ func TestMeasurePods(t *testing.T) {
 	fmt.Fprintf(&b, "| start latency, %d pods at once, p99 | %.3f s |\n", n, testenv.Percentile(par, 0.99).Seconds())
 	fmt.Fprintf(&b, "| %d pods at once, first create to last Ready | %.3f s |\n", n, allReady.Sub(first).Seconds())
 	fmt.Fprintf(&b, "| %d pods deleted with grace 0 to no sandbox | %.3f s |\n", n, clean.Seconds())
-	fmt.Fprintf(&b, "| per lifecycle, status writer: requests | %s (%s over %d) |\n", per(writes.requests), verbs(writes), n)
-	fmt.Fprintf(&b, "| per lifecycle, status writer: request bytes | %s |\n", per(writes.requestBytes))
-	fmt.Fprintf(&b, "| per lifecycle, status writer: response bytes | %s |\n", per(writes.responseBytes))
-	fmt.Fprintf(&b, "| per lifecycle, pod source: requests | %s (%s over %d) |\n", per(source.requests), verbs(source), n)
-	fmt.Fprintf(&b, "| per lifecycle, pod source: watch bytes received | %s |\n", per(source.responseBytes))
+	fmt.Fprintf(&b, "| per lifecycle, status writer: requests | %s (%s over %d) |\n", per(writes.Requests), verbs(writes), n)
+	fmt.Fprintf(&b, "| per lifecycle, status writer: request bytes | %s |\n", per(writes.RequestBytes))
+	fmt.Fprintf(&b, "| per lifecycle, status writer: response bytes | %s |\n", per(writes.ResponseBytes))
+	fmt.Fprintf(&b, "| per lifecycle, pod source: requests | %s (%s over %d) |\n", per(source.Requests), verbs(source), n)
+	fmt.Fprintf(&b, "| per lifecycle, pod source: watch bytes received | %s |\n", per(source.ResponseBytes))
 	fmt.Fprintf(&b, "| per lifecycle, node total: requests, request bytes | %s, %s |\n",
-		per(writes.requests+source.requests), per(writes.requestBytes+source.requestBytes))
+		per(writes.Requests+source.Requests), per(writes.RequestBytes+source.RequestBytes))
 	fmt.Print(b.String())
 	fmt.Print(h.trace.breakdown(seen, "seq-", seqStarts), h.trace.breakdown(seen, "par-", parStarts))
 	t.Logf("one at a time: %v", seq)
@@ -233,8 +236,8 @@ func (tr *tracer) breakdown(seen *readySeen, prefix string, starts map[string]ti
 	}{
 		{"create to first SyncPod (API, watch, merger, engine)", toSync},
 		{"first SyncPod (sandbox, container create and start)", syncing},
-		{"SyncPod end to Ready status handed to the writer (relist, sync)", toReady},
-		{"writer to the watch seeing Ready (PATCH, watch)", toWatch},
+		{"SyncPod end to the writer sending Ready (relist, sync, writer)", toReady},
+		{"Ready sent to the watch seeing it (PATCH, watch)", toWatch},
 	} {
 		fmt.Fprintf(&b, "| %s | %.3f s | %.3f s |\n", st.what, testenv.Percentile(st.d, 0.5).Seconds(), testenv.Percentile(st.d, 0.99).Seconds())
 	}
@@ -251,4 +254,91 @@ func (tr *tracer) breakdown(seen *readySeen, prefix string, starts map[string]ti
 			testenv.Percentile(tr.relists, 0.5).Seconds(), testenv.Percentile(tr.relists, 0.99).Seconds())
 	}
 	return b.String()
+}
+
+// syncRelister is a backend's syncer that also relists, as the CRI
+// syncer does.
+type syncRelister interface {
+	podsync.PodSyncer
+	podsync.Relister
+}
+
+// tracer wraps the backend's syncer and records, per pod name, when its
+// first SyncPod began and ended and when the status writer sent the
+// status that made it Running and Ready (tracedPods); and the relists',
+// SyncTerminatingPods' and SyncTerminatedPods' durations.
+type tracer struct {
+	syncer syncRelister
+
+	mu        sync.Mutex
+	syncStart map[string]time.Time
+	syncEnd   map[string]time.Time
+	readySet  map[string]time.Time
+	relists   []time.Duration
+	stopping  []time.Duration // SyncTerminatingPod
+	removing  []time.Duration // SyncTerminatedPod
+}
+
+func newTracer() *tracer {
+	return &tracer{syncStart: map[string]time.Time{}, syncEnd: map[string]time.Time{}, readySet: map[string]time.Time{}}
+}
+
+func (tr *tracer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState) (podsync.SyncResult, error) {
+	start := time.Now()
+	res, err := tr.syncer.SyncPod(ctx, pod, observed)
+	tr.mu.Lock()
+	if _, ok := tr.syncStart[pod.Name]; !ok {
+		tr.syncStart[pod.Name], tr.syncEnd[pod.Name] = start, time.Now()
+	}
+	tr.mu.Unlock()
+	return res, err
+}
+
+func (tr *tracer) SyncTerminatingPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState, grace time.Duration) error {
+	start := time.Now()
+	err := tr.syncer.SyncTerminatingPod(ctx, pod, observed, grace)
+	tr.mu.Lock()
+	tr.stopping = append(tr.stopping, time.Since(start))
+	tr.mu.Unlock()
+	return err
+}
+
+func (tr *tracer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observed *podsync.PodState) error {
+	start := time.Now()
+	err := tr.syncer.SyncTerminatedPod(ctx, pod, observed)
+	tr.mu.Lock()
+	tr.removing = append(tr.removing, time.Since(start))
+	tr.mu.Unlock()
+	return err
+}
+
+func (tr *tracer) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, error) {
+	start := time.Now()
+	pods, err := tr.syncer.Relist(ctx)
+	tr.mu.Lock()
+	tr.relists = append(tr.relists, time.Since(start))
+	tr.mu.Unlock()
+	return pods, err
+}
+
+// tracedPods is the status writer's client of a namespace's pods: it
+// records in the tracer when a status patch that left a pod Running and
+// Ready was sent.
+type tracedPods struct {
+	nodekit.PodClient
+	tr *tracer
+}
+
+func (p tracedPods) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions,
+	subresources ...string) (*corev1.Pod, error) {
+	sent := time.Now()
+	pod, err := p.PodClient.Patch(ctx, name, pt, data, opts, subresources...)
+	if err == nil && podReady(pod) {
+		p.tr.mu.Lock()
+		if _, ok := p.tr.readySet[name]; !ok {
+			p.tr.readySet[name] = sent
+		}
+		p.tr.mu.Unlock()
+	}
+	return pod, err
 }
