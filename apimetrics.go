@@ -4,10 +4,10 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodekit/nodekit/internal/apipath"
 	"github.com/nodekit/nodekit/internal/promutil"
 )
 
@@ -74,7 +74,7 @@ type countingTransport struct {
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	verb, res := req.Method, apiResource(req.URL.Path)
+	verb, res := req.Method, apipath.Resource(req.URL.Path)
 	if req.ContentLength > 0 {
 		t.c.requestBytes.WithLabelValues(verb, res).Add(float64(req.ContentLength))
 	}
@@ -101,33 +101,4 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		b.counter.Add(float64(n))
 	}
 	return n, err
-}
-
-// apiResource names the resource of an API path, with its subresource:
-// /api/v1/nodes/n/status is "nodes/status", /apis/coordination.k8s.io/v1/
-// namespaces/kube-node-lease/leases/n is "leases". Other paths are "other".
-func apiResource(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return "other"
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		if len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize") {
-			return "namespaces/" + parts[2]
-		}
-		parts = parts[2:]
-	}
-	switch len(parts) {
-	case 0:
-		return "other"
-	case 1, 2:
-		return parts[0]
-	default:
-		return parts[0] + "/" + parts[2]
-	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodekit/nodekit/internal/apipath"
 )
 
 func TestAPIResource(t *testing.T) {
@@ -26,8 +28,8 @@ func TestAPIResource(t *testing.T) {
 		"/api":     "other",
 		"/api/v1":  "other",
 	} {
-		if got := apiResource(path); got != want {
-			t.Errorf("apiResource(%q) = %q; want %q", path, got, want)
+		if got := apipath.Resource(path); got != want {
+			t.Errorf("Resource(%q) = %q; want %q", path, got, want)
 		}
 	}
 }

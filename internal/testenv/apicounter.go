@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/nodekit/nodekit/internal/apipath"
 )
 
 // APICounter counts the requests a client sends to the API server, by verb
@@ -131,7 +133,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if req.URL.Query().Get("watch") == "true" {
 		verb = "WATCH"
 	}
-	call := verb + " " + apiResource(req.URL.Path)
+	call := verb + " " + apipath.Resource(req.URL.Path)
 	t.c.mu.Lock()
 	t.c.add(call, APICalls{Requests: 1, RequestBytes: bodySize(req)})
 	t.c.count.Log = append(t.c.count.Log, req.Method+" "+req.URL.Path)
@@ -179,33 +181,3 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// apiResource names the resource of an API path with its subresource:
-// /api/v1/nodes/n/status is "nodes/status", /apis/coordination.k8s.io/v1/
-// namespaces/kube-node-lease/leases/n is "leases", /api/v1/namespaces/ns/
-// serviceaccounts/sa/token is "serviceaccounts/token". Other paths are
-// "other".
-func apiResource(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return "other"
-	}
-	if len(parts) >= 3 && parts[0] == "namespaces" {
-		if len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize") {
-			return "namespaces/" + parts[2]
-		}
-		parts = parts[2:]
-	}
-	switch len(parts) {
-	case 0:
-		return "other"
-	case 1, 2:
-		return parts[0]
-	default:
-		return parts[0] + "/" + parts[2]
-	}
-}
