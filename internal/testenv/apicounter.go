@@ -180,4 +180,3 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
