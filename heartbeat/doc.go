@@ -18,8 +18,8 @@
 // SyncOnce is the synchronous step Run loops over: registration and its
 // back-off, fast start-up checks and status rounds, returning how long to
 // wait before the next call; heartbeat/fleet drives many nodes by it.
-// Register, SyncStatus and SyncFastStatus are its parts. Trigger asks for a
-// status round at once. The Node as last written is published to a
+// Register, SyncStatus and SyncFastStatus are its parts. Trigger makes the
+// next step a full status round. The Node as last written is published to a
 // NodeView (Options.View, Heartbeat.View), which parts built before the
 // heartbeat (a pod half's admission) read.
 //
