@@ -56,7 +56,10 @@
 // rejection of pods under node pressure, is podsync/eviction's
 // Manager.Admit (an Admitter) and AdmitUnderPressure. An Admitter other
 // than the Engine that calls Predicates must stop Result.Preempt's pods
-// itself before running an admitted pod. Kubelet stops the victims one
-// after the other, each kill blocking its admission; the Engine stops them
-// together.
+// itself before running an admitted pod.
+//
+// # Differences from the kubelet
+//
+// The kubelet stops preemption victims one after the other, each kill
+// blocking its admission; the Engine stops them together.
 package admission

@@ -20,10 +20,13 @@
 // 68 MiB/s with 3s looks peaked at 474 MiB (TestAgentBadInput in
 // examples/agent). Rotated files are compressed at gzip's fastest level.
 //
-// Differences from the kubelet: the log is renamed and reopened before,
-// not after, the older rotated files are compressed, so that a container
-// writing fast starts a new file at once rather than after seconds of
-// compression; containers are handled one after the
-// other (the kubelet's containerLogMaxWorkers default, 1); logs of exited
-// containers are not rotated (the kubelet neither: they no longer grow).
+// Containers are handled one after the other (the kubelet's
+// containerLogMaxWorkers default, 1); logs of exited containers are not
+// rotated (the kubelet's neither: they no longer grow).
+//
+// # Differences from the kubelet
+//
+// The log is renamed and reopened before, not after, the older rotated
+// files are compressed, so that a container writing fast starts a new file
+// at once rather than after seconds of compression.
 package logrotate
