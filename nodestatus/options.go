@@ -102,7 +102,7 @@ type Options struct {
 	// Runtime supplies the runtime's version, status and images. Required.
 	Runtime RuntimeInfo
 	// RuntimeStatus, when set, supplies the runtime's status as another
-	// component last observed it (podsync's CRI syncer observes it on every
+	// component last observed it (podsync/cri's syncer observes it on every
 	// relist), so that the setters do not ask the runtime a second time:
 	// Ready, RuntimeHandlers and NodeFeatures read it instead of calling
 	// Runtime.Status, and Ready dates the runtime's last good answer by the

@@ -11,7 +11,7 @@ import (
 // Hooks are called at the start of the fake's methods, one field per method
 // of runtime.Runtime (and WatchContainerEvents), with the method's arguments.
 // A hook that returns an error fails the call with that error (with its gRPC
-// status kept, and named like runtime.Client's errors) before the fake does
+// status kept, and named like remote.Client's errors) before the fake does
 // anything; one that returns nil lets the call go on, so a hook can also just
 // observe. A nil field does nothing. Hooks run on the caller's goroutine
 // without the fake's lock held, so they may call the fake; the call is
