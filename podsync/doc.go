@@ -25,6 +25,14 @@
 //     (podsync/status). Admission (Options.Admit) and eviction (Engine.Evict,
 //     Engine.ActivePods) plug in.
 //
+// The pod-side parts that are not pod sync itself stay below podsync, as
+// sub-packages, because each serves the pods podsync runs and the fixed top
+// level holds no other place for them: podsync/status (the status writer),
+// podsync/admission, podsync/eviction, podsync/volume (pod data),
+// podsync/logrotate and podsync/nodeapi (the kubelet's port), as the
+// kubelet keeps them beside its pod workers (pkg/kubelet/status, lifecycle,
+// eviction, volumemanager, logs, server).
+//
 // # Usage
 //
 //	engine, _ := podsync.New(podsync.Options{
