@@ -117,6 +117,7 @@ type PodHalf struct {
 	evictions     *eviction.Manager
 	runtimeStatus podsync.RuntimeStatusSource
 	registered    func() bool
+	registeredC   <-chan struct{}
 	clock         clock.WithTicker
 	group         Group
 	relay         chan podsource.Update
@@ -144,6 +145,9 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 	}
 	if r, ok := o.Node.(interface{ Registered() bool }); ok {
 		p.registered = r.Registered
+	}
+	if r, ok := o.Node.(interface{ RegisteredC() <-chan struct{} }); ok {
+		p.registeredC = r.RegisteredC()
 	}
 	if o.HostIPs == nil {
 		o.HostIPs = DefaultHostIPs()
@@ -376,8 +380,18 @@ func (p *PodHalf) runMirrors(ctx context.Context) error {
 }
 
 // waitRegistered waits until the Node is registered (at once when the
-// NodeSource cannot tell); false: ctx ended first.
+// NodeSource cannot tell); false: ctx ended first. A NodeSource that
+// announces the registration (heartbeat.NodeView's RegisteredC) is waited
+// on; another is asked every registrationPoll.
 func (p *PodHalf) waitRegistered(ctx context.Context) bool {
+	if p.registeredC != nil {
+		select {
+		case <-p.registeredC:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	for p.registered != nil && !p.registered() {
 		if !loop.Sleep(ctx, p.clock, registrationPoll) {
 			return false

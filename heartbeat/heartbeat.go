@@ -289,7 +289,7 @@ func (h *Heartbeat) adopt(n *corev1.Node) error {
 	if err := h.keep(n); err != nil {
 		return err
 	}
-	h.view.registered.Store(true)
+	h.view.setRegistered(true)
 	if h.lease != nil {
 		h.lease.SetOwner(n.UID)
 	}
@@ -447,7 +447,7 @@ func (h *Heartbeat) get(ctx context.Context) (*corev1.Node, error) {
 // lost handles a Node that is gone.
 func (h *Heartbeat) lost(err error) error {
 	if h.register && h.reRegister {
-		h.view.registered.Store(false)
+		h.view.setRegistered(false)
 		h.view.node.Store(nil)
 	}
 	return fmt.Errorf("%w: %q: %w", ErrNodeNotFound, h.name, err)

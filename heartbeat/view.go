@@ -1,6 +1,7 @@
 package heartbeat
 
 import (
+	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,10 +17,24 @@ import (
 type NodeView struct {
 	node       atomic.Pointer[lastNode]
 	registered atomic.Bool
+	once       sync.Once
+	first      chan struct{} // closed when the Node is first known
 }
 
 // NewNodeView returns an empty view.
-func NewNodeView() *NodeView { return &NodeView{} }
+func NewNodeView() *NodeView { return &NodeView{first: make(chan struct{})} }
+
+// RegisteredC returns a channel closed once the Node has first been known
+// to exist; it stays closed if the Node is deleted later (Registered then
+// reports false again).
+func (v *NodeView) RegisteredC() <-chan struct{} { return v.first }
+
+func (v *NodeView) setRegistered(ok bool) {
+	v.registered.Store(ok)
+	if ok {
+		v.once.Do(func() { close(v.first) })
+	}
+}
 
 // Node returns a copy of the node as last read or written, or nil.
 func (v *NodeView) Node() *corev1.Node {

@@ -59,7 +59,14 @@ func Example() {
 	// workers may not have armed it yet).
 	steps := []time.Duration{5 * time.Second, 30 * time.Second}
 	last := ""
-	for ev := range w.ResultChan() {
+	for {
+		var ev watch.Event
+		select {
+		case ev = <-w.ResultChan():
+		case err := <-done:
+			fmt.Println("the agent stopped early:", err)
+			return
+		}
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok || ev.Type != watch.Modified || len(p.Status.ContainerStatuses) == 0 {
 			continue

@@ -93,7 +93,14 @@ func Example() {
 	w, _ := cs.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
 	_, _ = cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
 		Spec: corev1.PodSpec{NodeName: "virtual-1", Containers: []corev1.Container{{Name: "app", Image: "nginx:1.25"}}}}, metav1.CreateOptions{})
-	for ev := range w.ResultChan() {
+	for {
+		var ev watch.Event
+		select {
+		case ev = <-w.ResultChan():
+		case err := <-done:
+			fmt.Println("the agent stopped early:", err)
+			return
+		}
 		if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Modified && ready(p) {
 			fmt.Println(p.Name, p.Status.Phase, "ready, pod IP", p.Status.PodIP, "on host", p.Status.HostIP)
 			break
