@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // HTTPOptions configures an HTTP source.
@@ -257,12 +259,10 @@ func (h *HTTP) get(ctx context.Context) ([]byte, error) {
 // answer changes it, until ctx ends.
 func (h *HTTP) Run(ctx context.Context, updates chan<- Update) error {
 	logger := klog.FromContext(ctx).WithValues("source", HTTPSource, "url", h.url)
-	ticker := h.clock.NewTicker(h.period)
-	defer ticker.Stop()
-	for {
+	return loop.Run(ctx, h.clock, func(ctx context.Context) (time.Duration, error) {
 		pods, changed, err := h.sync(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return loop.Never, nil
 		}
 		if err != nil {
 			h.reportFailure(logger, err)
@@ -271,15 +271,11 @@ func (h *HTTP) Run(ctx context.Context, updates chan<- Update) error {
 		}
 		if err == nil && changed {
 			if send(ctx, updates, Update{Op: OpSet, Source: HTTPSource, Pods: pods}) != nil {
-				return nil
+				return loop.Never, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C():
-		}
-	}
+		return h.period, nil
+	})
 }
 
 func (h *HTTP) reportFailure(logger klog.Logger, err error) {

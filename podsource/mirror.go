@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // Mirror pod timing defaults and bounds.
@@ -174,19 +176,12 @@ func (m *MirrorPods) Trigger() {
 // errors are logged; the next round retries.
 func (m *MirrorPods) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	ticker := m.clock.NewTicker(m.period)
-	defer ticker.Stop()
-	for {
+	return loop.Run(ctx, m.clock, func(ctx context.Context) (time.Duration, error) {
 		if err := m.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Mirror pod sync failed; retrying next round")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C():
-		case <-m.trigger:
-		}
-	}
+		return m.period, nil
+	}, loop.Signal(m.trigger))
 }
 
 // SyncOnce makes the mirror pods match the static pods StaticPods returns

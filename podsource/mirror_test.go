@@ -207,6 +207,9 @@ func TestMirrorPodsRun(t *testing.T) {
 		})
 	}
 	wait("first sync")
+	// The period is measured from the end of a sync: step the clock once
+	// Run waits.
+	testenv.Eventually(t, waitTimeout, 5*time.Millisecond, "wait after the first sync", fc.HasWaiters)
 	fc.Step(DefaultMirrorPeriod)
 	wait("sync on tick")
 	mp.Trigger()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/loop"
 	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/lease"
@@ -739,13 +740,13 @@ func (f *Fleet) Run(ctx context.Context) error {
 		f.mu.Lock()
 		now := f.clock.Now().UnixNano()
 		one = f.popDueLocked(now, one[:0], 1)
-		var wait time.Duration = -1
+		wake := int64(math.MaxInt64)
 		if len(one) == 0 {
 			f.wake = math.MaxInt64
 			if _, at, ok := f.heap.Peek(); ok {
 				f.wake = at.UnixNano()
-				wait = time.Duration(f.wake - now)
 			}
+			wake = f.wake
 		}
 		f.mu.Unlock()
 		if len(one) == 1 {
@@ -762,22 +763,12 @@ func (f *Fleet) Run(ctx context.Context) error {
 			continue
 		default:
 		}
-		if wait < 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-f.kick:
-			}
-			continue
+		wait := loop.Never
+		if wake != math.MaxInt64 {
+			wait = max(time.Duration(wake-f.clock.Now().UnixNano()), 0)
 		}
-		t := f.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !loop.Wait(ctx, f.clock, wait, loop.Signal(f.kick)) {
 			return ctx.Err()
-		case <-f.kick:
-			t.Stop()
-		case <-t.C():
 		}
 	}
 }

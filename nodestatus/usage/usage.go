@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // Snapshot is one sample of the node's and its pods' usage.
@@ -67,18 +69,12 @@ func (c *Collector) Latest() *Snapshot { return c.latest.Load() }
 // it.
 func (c *Collector) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	t := c.opts.Clock.NewTicker(c.opts.Interval)
-	defer t.Stop()
-	for {
+	return loop.Run(ctx, c.opts.Clock, func(ctx context.Context) (time.Duration, error) {
 		if err := c.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Usage sample incomplete")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-		}
-	}
+		return c.opts.Interval, nil
+	})
 }
 
 func u64p(v uint64) *uint64 { return &v }

@@ -54,7 +54,7 @@ func BenchmarkSyncOnce110Pods(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if err := m.SyncOnce(ctx); err != nil {
+				if _, err := m.SyncOnce(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -49,7 +49,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if err := m.SyncOnce(ctx); err != nil {
+	if _, err := m.SyncOnce(ctx); err != nil {
 		panic(err)
 	}
 	for _, e := range killer.Evictions() {

@@ -45,7 +45,7 @@ const (
 const (
 	DefaultPeriod                   = 10 * time.Second
 	DefaultPressureTransitionPeriod = pressure.DefaultTransitionPeriod
-	// PodCleanupTimeout and PodCleanupPoll bound Run's wait for an evicted
+	// PodCleanupTimeout and PodCleanupPoll bound the wait for an evicted
 	// pod to be cleaned up (Options.PodCleanedUp), as kubelet's.
 	PodCleanupTimeout = 30 * time.Second
 	PodCleanupPoll    = time.Second
@@ -102,9 +102,9 @@ type Options struct {
 	// monitoring interval. Default 10s; 1s–5m.
 	Period time.Duration
 	// PodCleanedUp, when set, reports whether an evicted pod's resources
-	// are released; after an eviction Run polls it every second for up to
-	// 30s and then syncs at once, as kubelet does. Default nil: Run waits
-	// Period.
+	// are released; after an eviction SyncOnce polls it every second (the
+	// wait it returns) for up to 30s and then syncs at once, as kubelet
+	// does. Default nil: the next sync is a Period later.
 	PodCleanedUp func(pod *corev1.Pod) bool
 	// IgnoreLocalStorageLimits turns off the evictions for local storage
 	// limits (kubelet's localStorageCapacityIsolation: false): an emptyDir
@@ -201,6 +201,8 @@ type Manager struct {
 	condObserved  [len(conditionTypes)]time.Time
 	met           []int // thresholds met past their grace period
 	lastStats     time.Time
+	cleanup       *corev1.Pod // evicted, not yet cleaned up (PodCleanedUp)
+	cleanupBy     time.Time   // when the wait for cleanup ends
 
 	state atomic.Pointer[State]
 }
@@ -297,60 +299,57 @@ func met(t *Threshold, obs observations, enforceMinReclaim bool) bool {
 	return o.available < limit
 }
 
-// SyncOnce observes the node, updates the pressure conditions and, when a
-// threshold is met past its grace period, reclaims node-level resources
-// for a disk signal and, if that was not enough, evicts at most one pod.
+// SyncOnce is the manager's step, the one Run loops: it observes the node,
+// updates the pressure conditions and, when a threshold is met past its
+// grace period, reclaims node-level resources for a disk signal and, if
+// that was not enough, evicts at most one pod. It returns how long to wait
+// before the next call: Period, or, after an eviction with PodCleanedUp
+// set, PodCleanupPoll. While an evicted pod is not cleaned up, a call only
+// asks PodCleanedUp again (and returns the next poll's wait); once it is,
+// or PodCleanupTimeout after the eviction, the call syncs, as kubelet does.
 // An error is returned when the node could not be observed (nothing
 // changes then) or the Killer failed (the eviction still counts, as
-// kubelet's does).
-func (m *Manager) SyncOnce(ctx context.Context) error {
-	_, err := m.sync(ctx)
-	return err
+// kubelet's does); the wait is returned with it.
+func (m *Manager) SyncOnce(ctx context.Context) (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cleanup != nil {
+		now := m.o.Clock.Now()
+		switch {
+		case !now.Before(m.cleanupBy):
+			klog.FromContext(ctx).Info("Eviction manager: timed out waiting for pod to be cleaned up", "pod", klog.KObj(m.cleanup))
+		case !m.o.PodCleanedUp(m.cleanup):
+			return min(PodCleanupPoll, m.cleanupBy.Sub(now)), nil
+		}
+		m.cleanup = nil
+	}
+	evicted, err := m.sync(ctx)
+	if evicted != nil && m.o.PodCleanedUp != nil {
+		m.cleanup = evicted
+		m.cleanupBy = m.o.Clock.Now().Add(PodCleanupTimeout)
+		return PodCleanupPoll, err
+	}
+	return m.o.Period, err
 }
 
-// Run syncs every Period (or, after an eviction with PodCleanedUp set,
-// once the pod is cleaned up or 30s have passed) until ctx ends, then
-// returns nil. Sync errors are logged.
+// Run loops SyncOnce until ctx ends, waiting on the clock as long as each
+// call asks: every Period, or, after an eviction with PodCleanedUp set,
+// polling it every second until the pod is cleaned up or 30s have passed,
+// then syncing at once. Sync errors are logged; Run returns nil.
 func (m *Manager) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx)
 	return loop.Run(ctx, m.o.Clock, func(ctx context.Context) (time.Duration, error) {
-		evicted, err := m.sync(ctx)
+		d, err := m.SyncOnce(ctx)
 		if err != nil {
 			log.Error(err, "Eviction manager: sync failed")
 		}
-		if evicted != nil && m.o.PodCleanedUp != nil {
-			m.waitCleanup(ctx, evicted)
-			return 0, nil
-		}
-		return m.o.Period, nil
+		return d, nil
 	})
 }
 
-// waitCleanup polls PodCleanedUp; it returns false when ctx ended.
-func (m *Manager) waitCleanup(ctx context.Context, pod *corev1.Pod) bool {
-	tick := m.o.Clock.NewTicker(PodCleanupPoll)
-	defer tick.Stop()
-	timeout := m.o.Clock.NewTimer(PodCleanupTimeout)
-	defer timeout.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timeout.C():
-			klog.FromContext(ctx).Info("Eviction manager: timed out waiting for pod to be cleaned up", "pod", klog.KObj(pod))
-			return true
-		case <-tick.C():
-			if m.o.PodCleanedUp(pod) {
-				return true
-			}
-		}
-	}
-}
-
-// sync is SyncOnce; it returns the pod it evicted.
+// sync observes and evicts, SyncOnce's work with m.mu held; it returns
+// the pod it evicted.
 func (m *Manager) sync(ctx context.Context) (*corev1.Pod, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if len(m.thresholds) == 0 && m.o.IgnoreLocalStorageLimits {
 		return nil, nil
 	}

@@ -73,7 +73,7 @@ func newFixture(t testing.TB, o eviction.Options, snap eviction.Snapshot, pods .
 
 func (f *fixture) sync(t testing.TB) {
 	t.Helper()
-	if err := f.m.SyncOnce(f.ctx); err != nil {
+	if _, err := f.m.SyncOnce(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -420,14 +420,14 @@ func TestErrors(t *testing.T) {
 	f := newFixture(t, eviction.Options{}, snap, newPod("a"))
 	boom := errors.New("boom")
 	f.obs.FailNext(boom)
-	if err := f.m.SyncOnce(f.ctx); !errors.Is(err, boom) {
+	if _, err := f.m.SyncOnce(f.ctx); !errors.Is(err, boom) {
 		t.Fatalf("observe error %v", err)
 	}
 	if f.m.IsUnderMemoryPressure() || len(f.evicted()) != 0 {
 		t.Fatal("a failed observation changed state")
 	}
 	f.killer.FailNext(boom)
-	if err := f.m.SyncOnce(f.ctx); !errors.Is(err, boom) || !strings.Contains(err.Error(), "default/a") {
+	if _, err := f.m.SyncOnce(f.ctx); !errors.Is(err, boom) || !strings.Contains(err.Error(), "default/a") {
 		t.Fatalf("killer error %v", err)
 	}
 	if n := testutil.ToFloat64(counter(t, f.reg, "memory.available")); n != 1 {

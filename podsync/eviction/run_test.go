@@ -69,3 +69,65 @@ func TestRunWaitsForCleanup(t *testing.T) {
 	f.clock.Step(eviction.PodCleanupPoll)
 	testenv.Eventually(t, 10*time.Second, time.Millisecond, "sync after cleanup", func() bool { return f.obs.Calls() == 2 && len(f.evicted()) == 2 })
 }
+
+// SyncOnce alone is the step Run loops: it evicts and asks for the first
+// poll; the next steps only poll PodCleanedUp until the pod is cleaned up,
+// and the one that finds it cleaned up syncs again. A pod never cleaned up
+// is waited for PodCleanupTimeout.
+func TestSyncOnceWaitsForCleanup(t *testing.T) {
+	var cleaned atomic.Bool
+	var polls atomic.Int32
+	snap := eviction.Snapshot{Memory: memory(10*Mi, Gi), Pods: []eviction.PodUsage{memUsage("a", Gi), memUsage("b", Gi), memUsage("c", Gi)}}
+	f := newFixture(t, eviction.Options{}, snap, newPod("a"), newPod("b"), newPod("c"))
+	f.m = mustNew(t, f, eviction.Options{PodCleanedUp: func(*corev1.Pod) bool { polls.Add(1); return cleaned.Load() }})
+	step := func(want time.Duration) {
+		t.Helper()
+		d, err := f.m.SyncOnce(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != want {
+			t.Fatalf("SyncOnce asked to wait %v, want %v", d, want)
+		}
+	}
+
+	step(eviction.PodCleanupPoll)
+	if n := len(f.evicted()); n != 1 || f.obs.Calls() != 1 {
+		t.Fatalf("first step: %d evictions, %d observations", n, f.obs.Calls())
+	}
+	for i := 1; i <= 3; i++ {
+		f.clock.Step(eviction.PodCleanupPoll)
+		step(eviction.PodCleanupPoll)
+		if polls.Load() != int32(i) || f.obs.Calls() != 1 || len(f.evicted()) != 1 {
+			t.Fatalf("poll %d: %d polls, %d observations, %d evictions", i, polls.Load(), f.obs.Calls(), len(f.evicted()))
+		}
+	}
+	cleaned.Store(true)
+	f.clock.Step(eviction.PodCleanupPoll)
+	step(eviction.PodCleanupPoll) // cleaned up: syncs, evicts the next pod
+	if polls.Load() != 4 || f.obs.Calls() != 2 || len(f.evicted()) != 2 {
+		t.Fatalf("after cleanup: %d polls, %d observations, %d evictions", polls.Load(), f.obs.Calls(), len(f.evicted()))
+	}
+
+	// Never cleaned up: the wait ends PodCleanupTimeout after the eviction.
+	cleaned.Store(false)
+	f.clock.Step(eviction.PodCleanupTimeout - time.Millisecond)
+	step(time.Millisecond)
+	if f.obs.Calls() != 2 {
+		t.Fatal("synced before the cleanup timeout")
+	}
+	f.clock.Step(time.Millisecond)
+	step(eviction.PodCleanupPoll)
+	if f.obs.Calls() != 3 || len(f.evicted()) != 3 {
+		t.Fatalf("after the timeout: %d observations, %d evictions", f.obs.Calls(), len(f.evicted()))
+	}
+}
+
+// Without PodCleanedUp, SyncOnce asks for Period.
+func TestSyncOnceWait(t *testing.T) {
+	snap := eviction.Snapshot{Memory: memory(10*Mi, Gi), Pods: []eviction.PodUsage{memUsage("a", Gi)}}
+	f := newFixture(t, eviction.Options{}, snap, newPod("a"))
+	if d, err := f.m.SyncOnce(f.ctx); err != nil || d != eviction.DefaultPeriod {
+		t.Fatalf("SyncOnce = %v, %v; want %v", d, err, eviction.DefaultPeriod)
+	}
+}

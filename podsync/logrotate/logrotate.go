@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/loop"
 	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/runtime"
 )
@@ -151,18 +152,12 @@ func (m *Manager) SyncOnce(ctx context.Context) error {
 // and returns nil.
 func (m *Manager) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	t := m.o.Clock.NewTicker(m.o.MonitorInterval)
-	defer t.Stop()
-	for {
+	return loop.Run(ctx, m.o.Clock, func(ctx context.Context) (time.Duration, error) {
 		if err := m.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Rotating container logs failed")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-		}
-	}
+		return m.o.MonitorInterval, nil
+	})
 }
 
 // rotate makes room for one more rotated file, renames the log and has the

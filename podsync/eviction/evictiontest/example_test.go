@@ -41,7 +41,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if err := m.SyncOnce(ctx); err != nil {
+	if _, err := m.SyncOnce(ctx); err != nil {
 		panic(err)
 	}
 	fmt.Println("reclaimed for:", reclaimer.Calls())
