@@ -16,7 +16,9 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // calls is a step that counts its calls, reports each on a channel and
-// asks for the wait in next.
+// asks for the wait next held when the call began (read before the report,
+// so that a test that changes next after reading call n changes what call
+// n+1 asks, never what call n asks).
 type calls struct {
 	n    atomic.Int32
 	next atomic.Int64
@@ -29,9 +31,13 @@ func newCalls(d time.Duration) *calls {
 	return c
 }
 
-func (c *calls) step(context.Context) (time.Duration, error) {
-	c.ch <- int(c.n.Add(1))
-	return time.Duration(c.next.Load()), nil
+func (c *calls) step(ctx context.Context) (time.Duration, error) {
+	d := time.Duration(c.next.Load())
+	select {
+	case c.ch <- int(c.n.Add(1)):
+	case <-ctx.Done():
+	}
+	return d, nil
 }
 
 func (c *calls) want(t *testing.T, n int) {
