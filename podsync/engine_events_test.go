@@ -2,14 +2,11 @@ package podsync_test
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +19,7 @@ import (
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/cri"
+	"github.com/nodekit/nodekit/podsync/internal/synctest"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -59,37 +57,11 @@ func (c *countingRelister) CheckHealth(ctx context.Context) error {
 	return c.Syncer.CheckHealth(ctx)
 }
 
-// logLines keeps the Info messages of a logger.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		l.lines = append(l.lines, args)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-func (l *logLines) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if strings.Contains(s, `"msg"="`+msg) {
-			n++
-		}
-	}
-	return n
-}
-
 // eventHarness runs an engine on the fake (events on or off) under Run.
 type eventHarness struct {
 	*harness
 	rl   *countingRelister
-	logs *logLines
+	logs *synctest.LogLines
 	stop func()
 }
 
@@ -103,7 +75,7 @@ func newEventHarness(t *testing.T, events bool, setup ...func(*runtimetest.Runti
 // by opts (when not nil).
 func newEventHarnessWith(t *testing.T, events bool, opts func(*podsync.Options), setup ...func(*runtimetest.Runtime)) *eventHarness {
 	t.Helper()
-	h := &eventHarness{harness: newHarness(t), logs: &logLines{}}
+	h := &eventHarness{harness: newHarness(t), logs: &synctest.LogLines{}}
 	h.RT.SetContainerEvents(events)
 	for _, f := range setup {
 		f(h.RT)
@@ -118,7 +90,7 @@ func newEventHarnessWith(t *testing.T, events bool, opts func(*podsync.Options),
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), h.logs.logger()))
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), h.logs.Logger()))
 	done := make(chan error, 1)
 	go func() { done <- h.Eng.Run(ctx) }()
 	var once sync.Once
@@ -223,8 +195,8 @@ func TestEngineEventsRestartAtOnce(t *testing.T) {
 	if h.rl.podRelists.Load() == 0 {
 		t.Error("no pod relist")
 	}
-	if n := h.logs.count("Container events in use"); n != 1 {
-		t.Errorf("%d logs of events in use, want 1: %v", n, h.logs.lines)
+	if n := h.logs.Count("Container events in use"); n != 1 {
+		t.Errorf("%d logs of events in use, want 1: %v", n, h.logs.Lines())
 	}
 }
 
@@ -328,11 +300,11 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 	if ev := h.ev(); !ev.evented || !ev.nextRelist.Equal(h.Clock.Now().Add(podsync.DefaultEventedRelistPeriod)) {
 		t.Errorf("after the stream came back: %+v", ev)
 	}
-	if n := h.logs.count("Container events stream failed;"); n != 1 {
-		t.Errorf("%d logs of the failure, want 1: %v", n, h.logs.lines)
+	if n := h.logs.Count("Container events stream failed;"); n != 1 {
+		t.Errorf("%d logs of the failure, want 1: %v", n, h.logs.Lines())
 	}
-	if n := h.logs.count("Container events in use"); n != 2 {
-		t.Errorf("%d logs of events in use, want 2: %v", n, h.logs.lines)
+	if n := h.logs.Count("Container events in use"); n != 2 {
+		t.Errorf("%d logs of events in use, want 2: %v", n, h.logs.Lines())
 	}
 }
 
@@ -361,8 +333,8 @@ func TestEngineEventsUnimplemented(t *testing.T) {
 	if ev := h.ev(); ev.evented || ev.state != podsync.EvNone {
 		t.Errorf("%+v", ev)
 	}
-	if n := h.logs.count("The container runtime has no container events"); n != 1 {
-		t.Errorf("%d logs, want 1: %v", n, h.logs.lines)
+	if n := h.logs.Count("The container runtime has no container events"); n != 1 {
+		t.Errorf("%d logs, want 1: %v", n, h.logs.Lines())
 	}
 	id := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
 	if err := h.RT.Exit(id, 1); err != nil {
@@ -398,7 +370,7 @@ func TestEngineEventsNoHotLoop(t *testing.T) {
 		t.Errorf("%d WatchContainerEvents calls in 10 simulated minutes, want 8–18", n)
 	}
 	t.Logf("%d WatchContainerEvents calls in 10 simulated minutes", n)
-	if n := h.logs.count("Container events stream failed;"); n != 1 {
+	if n := h.logs.Count("Container events stream failed;"); n != 1 {
 		t.Errorf("%d logs of the failure, want 1", n)
 	}
 }

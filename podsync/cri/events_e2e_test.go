@@ -3,13 +3,10 @@ package cri
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -19,6 +16,7 @@ import (
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/internal/synctest"
 	"github.com/nodekit/nodekit/runtime/remote"
 )
 
@@ -61,14 +59,14 @@ func TestE2EContainerEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			logs := &logLines{}
-			ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logs.logger()))
+			logs := &synctest.LogLines{}
+			ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logs.Logger()))
 			e.cancel = cancel
 			go func() { e.done <- e.eng.Run(ctx) }()
 			t.Cleanup(e.stop)
 
 			testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the engine's log line "+tc.log, func() bool {
-				return logs.count(tc.log) > 0
+				return logs.Count(tc.log) > 0
 			})
 			const script = `trap 'exit 0' TERM; while [ ! -e /tmp/exit ]; do sleep 1; done; exit 3`
 			pod := e2ePod(c, "events-"+tc.name, corev1.RestartPolicyNever, "sh", "-c", script)
@@ -110,30 +108,4 @@ func (c *countingRelister) Relist(ctx context.Context) (map[types.UID]*podsync.P
 func (c *countingRelister) RelistPod(ctx context.Context, uid types.UID) (*podsync.PodState, error) {
 	c.podRelists.Add(1)
 	return c.Syncer.RelistPod(ctx, uid)
-}
-
-// logLines keeps the Info messages of a logger.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		l.lines = append(l.lines, args)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-func (l *logLines) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if strings.Contains(s, `"msg"="`+msg) {
-			n++
-		}
-	}
-	return n
 }
