@@ -43,7 +43,7 @@ func NewServingCertificates(opts ServingCSROptions, dir string) (*ServingCertifi
 		clk = clock.RealClock{}
 	}
 	if b, err := os.ReadFile(s.store); err == nil {
-		if c, err := keyPair(b, b); err == nil && clk.Now().Before(c.Leaf.NotAfter) {
+		if c, err := parseKeyPair([][]byte{b, b}); err == nil && clk.Now().Before(c.Leaf.NotAfter) {
 			s.cur.Store(c)
 		}
 	}
@@ -67,7 +67,7 @@ func (s *ServingCertificates) leaf() *x509.Certificate {
 }
 
 func (s *ServingCertificates) install(certPEM, keyPEM []byte) error {
-	c, err := keyPair(certPEM, keyPEM)
+	c, err := parseKeyPair([][]byte{certPEM, keyPEM})
 	if err != nil {
 		return err
 	}
@@ -79,18 +79,4 @@ func (s *ServingCertificates) install(certPEM, keyPEM []byte) error {
 	}
 	s.cur.Store(c)
 	return nil
-}
-
-// keyPair parses a certificate and its key (PEM) with its leaf.
-func keyPair(certPEM, keyPEM []byte) (*tls.Certificate, error) {
-	c, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	if c.Leaf == nil {
-		if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
-			return nil, err
-		}
-	}
-	return &c, nil
 }
