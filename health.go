@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/httpserve"
 )
 
 // HealthServer serves an agent's /healthz ("ok") and /metrics on a local
@@ -39,19 +41,6 @@ func (s *HealthServer) Addr() net.Addr { return s.listener.Addr() }
 // Run serves until ctx ends, then shuts the server down (a second at
 // most for requests in flight) and returns nil.
 func (s *HealthServer) Run(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- s.server.Serve(s.listener) }()
 	klog.FromContext(ctx).Info("Serving /healthz and /metrics", "address", s.listener.Addr().String())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	if err := s.server.Shutdown(sctx); err != nil {
-		_ = s.server.Close()
-	}
-	<-errc
-	return nil
+	return httpserve.Run(ctx, s.server, time.Second, func() error { return s.server.Serve(s.listener) })
 }

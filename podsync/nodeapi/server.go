@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/httpserve"
 	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
@@ -232,19 +233,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		},
 		ErrorLog: log.New(httpLogWriter{logger}, "", 0),
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeTLS(ln, "", "") }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("nodeapi: serving: %w", err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
-	}
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := httpserve.Run(ctx, srv, ShutdownGrace, func() error { return srv.ServeTLS(ln, "", "") }); err != nil {
 		return fmt.Errorf("nodeapi: serving: %w", err)
 	}
 	return nil
