@@ -54,9 +54,7 @@ func Example() {
 		Spec: corev1.PodSpec{NodeName: "hollow-1", RestartPolicy: corev1.RestartPolicyOnFailure,
 			Containers: []corev1.Container{{Name: "work", Image: "busybox"}}}}, metav1.CreateOptions{})
 	// Each step of the fake clock is taken once the pod's status shows what
-	// the previous one led to; a relist then observes the simulated pod at
-	// the new time (a timer armed before the step would too, but the pod
-	// workers may not have armed it yet).
+	// the previous one led to.
 	steps := []time.Duration{5 * time.Second, 30 * time.Second}
 	last := ""
 	for {
@@ -83,7 +81,6 @@ func Example() {
 		if len(steps) > 0 {
 			clock.Step(steps[0])
 			steps = steps[1:]
-			pods.Engine().RelistNow()
 		}
 	}
 	w.Stop()
