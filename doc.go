@@ -30,7 +30,8 @@
 // a virtual node's own PodSyncer, or podsync/podsynctest's simulated pods.
 // The node half (registration, status setters with CustomSetters, heartbeat
 // and lease) is given the pod half, whose Node view and runtime status it
-// feeds and reads. API is the API server as the halves use it, from Client
+// feeds and reads. NewNodeAPI serves the kubelet's port for the pod half.
+// API is the API server as the halves use it, from Client
 // (a small protobuf client of the node's identity) or a clientset; Group
 // runs any Runnable. examples/criagent, examples/virtualnode and
 // examples/hollownode show the three backends; examples/agent puts the

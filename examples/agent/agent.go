@@ -1,11 +1,22 @@
+// Command agent is a Kubernetes node agent composed from nodekit behind the kubelet's flags and --config file: it
+// registers the node, reports its status, renews its lease, serves /healthz and /metrics and the node API, and runs
+// static and API pods on a CRI runtime (or an in-memory fake), as README.md beside this file describes.
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
@@ -25,6 +37,7 @@ import (
 	"github.com/nodekit/nodekit/podsync/cri/backend"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/podsync/logrotate"
+	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/podsync/volume"
 	"github.com/nodekit/nodekit/runtime"
@@ -32,31 +45,64 @@ import (
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg, err := parseFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		return 2
+	}
+	defer klog.Flush()
+	if cfg.memoryLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(cfg.memoryLimit)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := klog.Background()
+	a, err := newAgent(cfg, clock.RealClock{})
+	if err != nil {
+		logger.Error(err, "Cannot start the agent")
+		return 1
+	}
+	if cfg.runtimeEndpoint == "" {
+		logger.Info("No --container-runtime-endpoint: using the in-memory fake runtime (nothing runs; the node reports runtime fake://" + runtimetest.DefaultRuntimeVersion + ")")
+	}
+	logger.Info("Starting node agent", "node", a.name, "runtime", cfg.runtimeEndpoint, "standalone", a.client == nil, "pods", a.pods != nil, "leaseDuration", cfg.leaseDuration)
+	if cfg.nodeAPIOff != "" {
+		logger.Info("Not serving the node API", "reason", cfg.nodeAPIOff)
+	}
+	if err = a.Run(klog.NewContext(ctx, logger)); err != nil {
+		logger.Error(err, "Agent failed")
+		return 1
+	}
+	logger.Info("Stopped; pods are left running and the node lease to expire", "node", a.name, "standalone", a.client == nil)
+	return 0
+}
+
 // userAgent is what the agent calls itself in API requests.
 const userAgent = "nodekit-agent/" + nodestatus.DefaultKubeletVersion
 
 // agent is a node agent composed from nodekit's node and pod halves.
 type agent struct {
-	name      string
-	client    *nodekit.Client // nil: standalone (no --kubeconfig)
-	runtime   runtime.Runtime // the CRI connection, or the in-memory fake
-	backend   *backend.Backend
-	pods      *nodekit.PodHalf     // nil: no pod source configured
-	node      *nodekit.NodeHalf    // nil: standalone
-	heartbeat *heartbeat.Heartbeat // the node half's; nil: standalone
-	setters   nodestatus.Setters
-	registry  *prometheus.Registry
-	nodeAPI   net.Listener // kubelet's port; nil: --port=0
-	group     nodekit.Group
+	name     string
+	client   *nodekit.Client // nil: standalone (no --kubeconfig)
+	runtime  runtime.Runtime // the CRI connection, or the in-memory fake
+	backend  *backend.Backend
+	pods     *nodekit.PodHalf  // nil: no pod source configured
+	node     *nodekit.NodeHalf // nil: standalone
+	registry *prometheus.Registry
+	group    nodekit.Group
 }
 
-// newAgent builds the agent from cfg: the runtime connection, the pod half
-// (with the API server: always, its API source's relists giving the node
-// its runtime status), the node half, the node API and the local server,
-// in that order. It makes no request to the API server or the runtime; it
-// does bind its listeners, so that a busy port is an error at start.
+// newAgent builds the runtime connection, the pod half, the node half, the node API and the local server, in that
+// order. It makes no request, but binds its listeners, so that a busy port is an error at start.
 func newAgent(cfg *config, clk clock.WithTicker) (*agent, error) {
-	name, err := cfg.nodeName()
+	name, err := nodekit.NodeName(cfg.hostnameOverride)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +137,6 @@ func newAgent(cfg *config, clk clock.WithTicker) (*agent, error) {
 		if a.node, err = nodekit.NewNodeHalf(no); err != nil {
 			return nil, err
 		}
-		a.heartbeat, a.setters = a.node.Heartbeat(), a.node.Setters()
 		_ = a.group.Add("heartbeat", a.node)
 	}
 	if cfg.port != 0 {
@@ -109,8 +154,8 @@ func newAgent(cfg *config, clk clock.WithTicker) (*agent, error) {
 	return a, nil
 }
 
-// newRuntime connects to --container-runtime-endpoint in the background
-// (registration does not wait for it), or runs on the in-memory fake.
+// newRuntime connects to --container-runtime-endpoint in the background (registration does not wait for it), or runs on
+// the in-memory fake.
 func (a *agent) newRuntime(cfg *config, clk clock.WithTicker) error {
 	if cfg.runtimeEndpoint == "" {
 		a.runtime = runtimetest.New(runtimetest.Options{NoCallLog: true})
@@ -125,10 +170,8 @@ func (a *agent) newRuntime(cfg *config, clk clock.WithTicker) error {
 	return a.group.Add("runtime", conn)
 }
 
-// newClient returns the agent's one API client: protobuf on the wire,
-// every request counted, rate-limited as --kube-api-qps and
-// --kube-api-burst say (client-go's own default, 5 per second, would space
-// a pod's status writes and events 200 ms apart).
+// newClient returns the agent's one API client: protobuf, every request counted, limited by --kube-api-qps and
+// --kube-api-burst (client-go's default, 5 per second, would space a pod's status writes 200 ms apart).
 func newClient(cfg *config, reg prometheus.Registerer) (*nodekit.Client, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
 	if err != nil {
@@ -178,9 +221,8 @@ func (a *agent) newPodHalf(cfg *config, api *nodekit.API, clk clock.WithTicker, 
 	})
 }
 
-// nodeTemplate is the Node the agent registers: kubelet's default labels,
-// the user's labels, the attach/detach annotation kubelet sets, and the
-// taints and provider ID asked for.
+// nodeTemplate is the Node the agent registers: kubelet's default labels, the user's labels, the attach/detach
+// annotation kubelet sets, and the taints and provider ID asked for.
 func nodeTemplate(cfg *config, name string) *corev1.Node {
 	n := nodekit.NodeTemplate(name, cfg.nodeLabels)
 	n.Spec = corev1.NodeSpec{Taints: cfg.registerWithTaints, ProviderID: cfg.providerID}
@@ -208,12 +250,44 @@ func customSetters(cfg *config) ([]nodestatus.Named, error) {
 	return []nodestatus.Named{{Name: "DiskUsage", StatusSetter: du}}, nil
 }
 
-// Run runs every part until ctx ends or one fails (nodekit.Group). The node
-// lease is left to expire, as kubelet's is.
+// Run runs every part until ctx ends or one fails (nodekit.Group). The node lease is left to expire, as kubelet's is.
 func (a *agent) Run(ctx context.Context) error { return a.group.Run(ctx) }
 
-// metricsHandler serves the agent's registry in Prometheus' format, on
-// --listen and on the node API's /metrics.
+// metricsHandler serves the agent's registry in Prometheus' format, on --listen and on the node API's /metrics.
 func (a *agent) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})
+}
+
+// newNodeAPI adds kubelet's port to the agent (nodekit.NodeAPI): TLS with the given, a requested or a self-signed
+// certificate, client certificates against --client-ca-file, bearer tokens through TokenReview, and authorization by
+// SubjectAccessReview as the node (or AlwaysAllow). It binds the port now, so that a busy port is an error at start.
+func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
+	auth := nodeapi.AuthOptions{ClientCAFile: cfg.clientCAFile, Anonymous: cfg.anonymousAuth, AlwaysAllow: cfg.authzMode != authzWebhook}
+	if cfg.tokenWebhook { // only with --kubeconfig
+		auth.TokenReviews = a.client.TokenReviews()
+	}
+	if !auth.AlwaysAllow {
+		auth.SubjectAccessReviews = a.client.SubjectAccessReviews()
+		// A TTL of 0 (not kept) is nodeapi's -1 (0 is its default).
+		auth.AuthorizedCacheTTL, auth.UnauthorizedCacheTTL = cmp.Or(cfg.authzAllowedTTL, -1), cmp.Or(cfg.authzDeniedTTL, -1)
+	}
+	o := nodekit.NodeAPIOptions{NodeName: a.name, Pods: a.pods, Clock: clk, Registerer: a.registry,
+		Handler: nodeapi.Options{PodLogRoot: cfg.podLogRoot, Metrics: a.metricsHandler()},
+		Server:  nodeapi.ServerOptions{Auth: auth, CertFile: cfg.tlsCertFile, KeyFile: cfg.tlsKeyFile, CertDir: cfg.certDir, IPs: cfg.nodeIPs}}
+	if a.pods != nil {
+		o.Handler.Stats, o.Handler.Runtime = a.backend.Usage(), a.runtime
+	}
+	if cfg.serverTLS { // kubelet's serverTLSBootstrap; only with --kubeconfig
+		o.ServingCertificates = &nodeapi.ServingCSROptions{CSRs: a.client.CertificateSigningRequests()}
+	}
+	var err error
+	if o.Listener, err = net.Listen("tcp", net.JoinHostPort(cfg.address.String(), strconv.Itoa(cfg.port))); err != nil {
+		return fmt.Errorf("--port: %w", err)
+	}
+	api, err := nodekit.NewNodeAPI(o)
+	if err != nil {
+		_ = o.Listener.Close()
+		return fmt.Errorf("node API: %w", err)
+	}
+	return a.group.Add("node API", api)
 }

@@ -28,7 +28,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, err := cfg.nodeName()
+	name, err := nodekit.NodeName(cfg.hostnameOverride)
 	if err != nil || name != "node-a" {
 		t.Errorf("nodeName() = %q, %v; want node-a", name, err)
 	}
@@ -105,7 +105,7 @@ func TestParseFlagsErrors(t *testing.T) {
 			t.Errorf("parseFlags(%q) = %v; want an error containing %q", tc.args, err, tc.want)
 		}
 	}
-	if _, err := (&config{hostnameOverride: "Not_Valid"}).nodeName(); err == nil {
+	if _, err := nodekit.NodeName("Not_Valid"); err == nil {
 		t.Error("nodeName accepted an invalid name")
 	}
 }

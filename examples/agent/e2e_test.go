@@ -179,7 +179,7 @@ func (p *agentProc) stop(t *testing.T) {
 	if err := syscall.Kill(-p.cmd.Process.Pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("processes of the agent's group remain after it exited (kill -0: %v)", err)
 	}
-	if l := p.log.String(); !strings.Contains(l, "Stopped; the node lease is left to expire") && !strings.Contains(l, "Stopped (standalone)") {
+	if l := p.log.String(); !strings.Contains(l, "Stopped; pods are left running and the node lease to expire") {
 		t.Errorf("no clean-stop line in the agent's log")
 	}
 }

@@ -55,20 +55,6 @@ type config struct {
 	clusterDNS                                                                                                                           []string
 }
 
-// headerFlag is a repeated --manifest-url-header key:value.
-type headerFlag http.Header
-
-func (h headerFlag) String() string { return "" }
-
-func (h headerFlag) Set(v string) error {
-	k, val, ok := strings.Cut(v, ":")
-	if k = strings.TrimSpace(k); !ok || k == "" {
-		return fmt.Errorf("%q is not key:value", v)
-	}
-	http.Header(h).Add(k, strings.TrimSpace(val))
-	return nil
-}
-
 const (
 	defaultListen    = "127.0.0.1:10248" // kubelet's healthz address
 	authzWebhook     = "Webhook"         // the node API's authorization modes
@@ -76,9 +62,9 @@ const (
 )
 
 // flagDef is a flag: its name; the KubeletConfiguration field that sets it from a --config file ("": none) and how that
-// field's value reads; where its value goes (*string, *bool, *int, *int64, *float64, *time.Duration or a flag.Value) and
-// its default (of that type; nil: zero); the bounds of a number, of any numeric type (lo nil: none; hi nil: no upper
-// one); its help.
+// field's value reads; where its value goes (*string, *bool, *int, *int64, *float64, *time.Duration or a func(string) error)
+// and its default (of that type; nil: zero); the bounds of a number, of any numeric type (lo nil: none; hi nil: no
+// upper one); its help.
 type flagDef struct {
 	name, field    string
 	kind           fileKind
@@ -105,8 +91,17 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		}
 	}()
 	var nodeIP, labels, sysRes, kubeRes, address, evHard, evSoft, evSoftGrace, evMinReclaim, memLimit, clusterDNS, taints, logMaxSize string
-	var leaseSeconds int
-	headers := headerFlag{}
+	var leaseSeconds, healthzPort int
+	var healthzHost string
+	headers := http.Header{}
+	addHeader := func(v string) error { // a repeated --manifest-url-header key:value
+		k, val, ok := strings.Cut(v, ":")
+		if k = strings.TrimSpace(k); !ok || k == "" {
+			return fmt.Errorf("%q is not key:value", v)
+		}
+		headers.Add(k, strings.TrimSpace(val))
+		return nil
+	}
 	defs := []flagDef{
 		{"config", "", nil, &c.configFile, nil, nil, nil, "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1) with the fields this agent supports; flags given on the command line override it."},
 		{"kubeconfig", "", nil, &c.kubeconfig, nil, nil, nil, "Kubeconfig of the node's identity (system:node:<name>). Empty: standalone, no API server (static pods only; no registration, lease or mirror pods)."},
@@ -128,7 +123,9 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		{"disk-usage-path", "", nil, &c.diskUsagePath, "/", nil, nil, "Directory whose file system the custom DiskUsageHigh condition reports on. Empty: no such condition."},
 		{"disk-usage-threshold", "", nil, &c.diskUsageThreshold, 90.0, nil, nil, "Usage in percent at or above which DiskUsageHigh is True."},
 		{"disk-usage-resource", "", nil, &c.diskUsageResource, nil, nil, nil, "Extended resource name (for example example.com/scratch) under which to also report the file system's size. Empty: none."},
-		{"listen", "", nil, &c.listen, defaultListen, nil, nil, "Local address for /healthz and /metrics (file: healthzBindAddress, healthzPort). Empty: do not serve."},
+		{"listen", "", nil, &c.listen, defaultListen, nil, nil, "Local address for /healthz and /metrics. Empty: do not serve."},
+		{"healthz-bind-address", "healthzBindAddress", asString, &healthzHost, "127.0.0.1", nil, nil, "Address for /healthz and /metrics when --listen is not given (kubelet's flag)."},
+		{"healthz-port", "healthzPort", asInt, &healthzPort, 10248, 0, 65535, "Port for /healthz and /metrics when --listen is not given (kubelet's flag); 0: do not serve."},
 		{"memory-limit", "", nil, &memLimit, "24Mi", nil, nil, "Soft memory limit of the Go runtime (debug.SetMemoryLimit) unless GOMEMLIMIT is set. 0: none."},
 		{"address", "address", asString, &address, "0.0.0.0", nil, nil, "IP address the node API (--port) listens on."},
 		{"port", "port", asInt, &c.port, 10250, 0, 65535, "Port of the node API (/stats/summary, /metrics/resource, /pods, /containerLogs, /healthz) over TLS, authenticated and authorized as kubelet's. 0: do not serve."},
@@ -155,7 +152,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		{"pod-manifest-path", "staticPodPath", asString, &c.podManifestPath, nil, nil, nil, "Directory of static pod manifests (or one manifest file). Empty: none."},
 		{"file-check-frequency", "fileCheckFrequency", asDuration, &c.fileCheckFrequency, 20 * time.Second, time.Second, 24 * time.Hour, "How often --pod-manifest-path is listed again besides inotify."},
 		{"manifest-url", "staticPodURL", asString, &c.manifestURL, nil, nil, nil, "URL serving static pods (a Pod, PodList or List). Empty: none."},
-		{"manifest-url-header", "staticPodURLHeader", asHeaders, headers, nil, nil, nil, "HTTP header key:value sent with --manifest-url requests; may be repeated."},
+		{"manifest-url-header", "staticPodURLHeader", asHeaders, addHeader, nil, nil, nil, "HTTP header key:value sent with --manifest-url requests; may be repeated."},
 		{"http-check-frequency", "httpCheckFrequency", asDuration, &c.httpCheckFrequency, 20 * time.Second, time.Second, 24 * time.Hour, "How often --manifest-url is fetched."},
 		{"root-dir", "", nil, &c.rootDir, "/var/lib/kubelet", nil, nil, "Directory for the agent's files; pods under <root-dir>/pods."},
 		{"pod-log-root", "podLogsDir", asString, &c.podLogRoot, "/var/log/pods", nil, nil, "Directory of the pods' log directories."},
@@ -188,8 +185,8 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 			fs.Float64Var(p, d.name, or[float64](d.def), d.usage)
 		case *time.Duration:
 			fs.DurationVar(p, d.name, or[time.Duration](d.def), d.usage)
-		case flag.Value:
-			fs.Var(p, d.name, d.usage)
+		case func(string) error:
+			fs.Func(d.name, d.usage, p)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -203,6 +200,13 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if fromFile, err = applyConfigFile(fs, defs, c.configFile, set); err != nil {
 			return nil, err
+		}
+	}
+
+	given := map[string]bool{} // by the command line or the file
+	if fs.Visit(func(f *flag.Flag) { given[f.Name] = true }); (given["healthz-bind-address"] || given["healthz-port"]) && !given["listen"] {
+		if c.listen = ""; healthzPort != 0 {
+			c.listen = net.JoinHostPort(healthzHost, strconv.Itoa(healthzPort))
 		}
 	}
 
@@ -226,7 +230,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 	fail(c.manifestURL != "" && (e != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == ""), "--manifest-url %q is not an http(s) URL", c.manifestURL)
 	fail(c.manifestURL == "" && len(headers) > 0, "--manifest-url-header needs --manifest-url")
 	if len(headers) > 0 {
-		c.manifestURLHeader = http.Header(headers)
+		c.manifestURLHeader = headers
 	}
 	fail(c.cgroupDriver != cri.CgroupfsDriver && c.cgroupDriver != cri.SystemdDriver, "--cgroup-driver %q must be %s or %s", c.cgroupDriver, cri.CgroupfsDriver, cri.SystemdDriver)
 	for i, p := range []*string{&c.podManifestPath, &c.diskUsagePath, &c.rootDir, &c.podLogRoot} {
@@ -237,13 +241,8 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		}
 	}
 	fail(!strings.HasPrefix(c.cgroupRoot, "/"), "--cgroup-root %q must be an absolute path", c.cgroupRoot)
-	keep(each("cluster-dns", clusterDNS, func(s string) error {
-		c.clusterDNS = append(c.clusterDNS, s)
-		return isIP(s)
-	}))
-	if c.clusterDomain != "" {
-		keep(dns1123("--cluster-domain", c.clusterDomain))
-	}
+	errs := validation.IsDNS1123Subdomain(c.clusterDomain)
+	fail(c.clusterDomain != "" && len(errs) > 0, "--cluster-domain %q: %s", c.clusterDomain, strings.Join(errs, "; "))
 	if c.resolvConf == "" {
 		c.resolvConf = "-" // podsync's "none"
 	}
@@ -269,7 +268,13 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		c.port, c.nodeAPIOff = 0, "no --client-ca-file, token webhook or --anonymous-auth to authenticate requests with"
 	}
 
-	// The key/value lists; a signal needs a value. The eviction package checks signals and values (and names them).
+	// The comma-separated lists. A signal needs a value; eviction checks signals and values (and names them).
+	ip := func(k string) error {
+		if net.ParseIP(k) == nil {
+			return fmt.Errorf("%q is not an IP address", k)
+		}
+		return nil
+	}
 	resources := func(m *corev1.ResourceList) func(k, v string) error {
 		return func(k, v string) error {
 			q, e := resource.ParseQuantity(strings.TrimSpace(v))
@@ -281,36 +286,36 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 			return nil
 		}
 	}
+	signals := func(m *map[string]string) func(k, v string) error {
+		return func(k, v string) error { put(m, k, v); return nil }
+	}
 	for _, l := range []struct {
 		flag, s, sep, want string
-		signals            *map[string]string
 		f                  func(k, v string) error
 	}{
-		{"eviction-hard", evHard, "<", "signal<value", &c.evictionHard, nil},
-		{"eviction-soft", evSoft, "<", "signal<value", &c.evictionSoft, nil},
-		{"eviction-soft-grace-period", evSoftGrace, "=", "signal=value", &c.evictionSoftGrace, nil},
-		{"eviction-minimum-reclaim", evMinReclaim, "=", "signal=value", &c.evictionMinReclaim, nil},
-		{"node-labels", labels, "=", "key=value", nil, func(k, v string) error { put(&c.nodeLabels, k, v); return keyValue("label", k, v) }},
-		{"system-reserved", sysRes, "=", "name=quantity", nil, resources(&c.systemReserved)},
-		{"kube-reserved", kubeRes, "=", "name=quantity", nil, resources(&c.kubeReserved)},
+		{"eviction-hard", evHard, "<", "signal<value", signals(&c.evictionHard)},
+		{"eviction-soft", evSoft, "<", "signal<value", signals(&c.evictionSoft)},
+		{"eviction-soft-grace-period", evSoftGrace, "=", "signal=value", signals(&c.evictionSoftGrace)},
+		{"eviction-minimum-reclaim", evMinReclaim, "=", "signal=value", signals(&c.evictionMinReclaim)},
+		{"node-labels", labels, "=", "key=value", func(k, v string) error { put(&c.nodeLabels, k, v); return keyValue("label", k, v) }},
+		{"system-reserved", sysRes, "=", "name=quantity", resources(&c.systemReserved)},
+		{"kube-reserved", kubeRes, "=", "name=quantity", resources(&c.kubeReserved)},
+		{"cluster-dns", clusterDNS, "", "an IP address", func(k, _ string) error { c.clusterDNS = append(c.clusterDNS, k); return ip(k) }},
+		{"node-ip", nodeIP, "", "an IP address", func(k, _ string) error { c.nodeIPs = append(c.nodeIPs, net.ParseIP(k)); return ip(k) }},
 	} {
 		keep(each(l.flag, l.s, func(part string) error {
-			k, v, ok := strings.Cut(part, l.sep)
-			if k = strings.TrimSpace(k); !ok || k == "" || l.signals != nil && v == "" {
+			k, v, ok := part, "", l.sep == ""
+			if !ok {
+				k, v, ok = strings.Cut(part, l.sep)
+			}
+			if k = strings.TrimSpace(k); !ok || k == "" || strings.HasPrefix(l.flag, "eviction-") && v == "" {
 				return fmt.Errorf("%q is not %s", part, l.want)
-			} else if l.signals != nil {
-				put(l.signals, k, v)
-				return nil
 			}
 			return l.f(k, v)
 		}))
 	}
 	_, e = eviction.ParseThresholds(c.evictionHard, c.evictionSoft, c.evictionSoftGrace, c.evictionMinReclaim)
 	fail(e != nil, "--eviction-*: %w", e)
-	keep(each("node-ip", nodeIP, func(s string) error {
-		c.nodeIPs = append(c.nodeIPs, net.ParseIP(s))
-		return isIP(s)
-	}))
 	c.leaseDuration = time.Duration(leaseSeconds) * time.Second
 	c.registerWithTaints, e = parseTaints(taints)
 	keep(e)
@@ -331,8 +336,7 @@ func (d flagDef) checkBounds() error {
 		return nil
 	}
 	num := func(x any) float64 { return reflect.ValueOf(x).Convert(reflect.TypeFor[float64]()).Float() }
-	v := reflect.ValueOf(d.p).Elem().Interface()
-	if d.hi == nil && num(v) < num(d.lo) {
+	if v := reflect.ValueOf(d.p).Elem().Interface(); d.hi == nil && num(v) < num(d.lo) {
 		return fmt.Errorf("--%s %v must be at least %v", d.name, v, d.lo)
 	} else if d.hi != nil && (num(v) < num(d.lo) || num(v) > num(d.hi)) {
 		return fmt.Errorf("--%s %v must be in [%v, %v]", d.name, v, d.lo, d.hi)
@@ -359,20 +363,6 @@ func put[M ~map[K]V, K comparable, V any](m *M, k K, v V) {
 		*m = M{}
 	}
 	(*m)[k] = v
-}
-
-func isIP(s string) error {
-	if net.ParseIP(s) == nil {
-		return fmt.Errorf("%q is not an IP address", s)
-	}
-	return nil
-}
-
-func dns1123(what, s string) error {
-	if errs := validation.IsDNS1123Subdomain(s); len(errs) > 0 {
-		return fmt.Errorf("%s %q: %s", what, s, strings.Join(errs, "; "))
-	}
-	return nil
 }
 
 // keyValue checks a label's or a taint's (what) key and value.
@@ -405,24 +395,9 @@ func parseTaints(s string) ([]corev1.Taint, error) {
 	return out, err
 }
 
-// nodeName is the name the node registers under: --hostname-override, else the host name, lower-cased as kubelet does.
-func (c *config) nodeName() (string, error) {
-	name, err := c.hostnameOverride, error(nil)
-	if name == "" {
-		if name, err = os.Hostname(); err != nil {
-			return "", fmt.Errorf("host name: %w", err)
-		}
-	}
-	name = strings.ToLower(strings.TrimSpace(name))
-	if err := dns1123("node name", name); err != nil {
-		return "", err
-	}
-	return name, nil
-}
-
-// The --config file is kubelet's KubeletConfiguration, read through the flag table (flagDef.field and .kind) rather than
-// k8s.io/kubelet's types: those link component-base's configuration and logging machinery for fields the agent rejects
-// anyway. unsupportedFields are the v1beta1 fields it rejects as not supported rather than unknown.
+// The --config file is kubelet's KubeletConfiguration, read through the flag table (flagDef.field and .kind) rather
+// than k8s.io/kubelet's types: those link component-base's configuration and logging machinery for fields the agent
+// rejects anyway. unsupportedFields are the v1beta1 fields it rejects as not supported rather than unknown.
 var unsupportedFields = strings.Fields(`enableServer readOnlyPort tlsCipherSuites tlsCurvePreferences tlsMinVersion rotateCertificates authentication authorization registryPullQPS registryBurst imagePullCredentialsVerificationPolicy preloadedImagesVerificationAllowlist
 	eventRecordQPS eventBurst enableDebuggingHandlers enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout imageMaximumGCAge volumeStatsAggPeriod kubeletCgroups systemCgroups cpuManagerPolicy singleProcessOOMKill
 	cpuManagerPolicyOptions cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved runtimeRequestTimeout hairpinMode podCIDR podPidsLimit runOnce cpuCFSQuota
@@ -438,7 +413,9 @@ type fileKind func(raw json.RawMessage) ([]string, error)
 func decode[T any](format func(T) []string) fileKind {
 	return func(raw json.RawMessage) ([]string, error) {
 		var v T
-		err := strict(raw, &v)
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		err := d.Decode(&v)
 		return format(v), err
 	}
 }
@@ -457,10 +434,9 @@ var (
 		}
 		return out
 	})
-	asTaints = decode(func(taints []corev1.Taint) []string {
-		parts := make([]string, len(taints))
-		for i, t := range taints {
-			parts[i] = t.Key + "=" + t.Value + ":" + string(t.Effect) // key=:Effect has no value
+	asTaints = decode(func(taints []corev1.Taint) (parts []string) {
+		for _, t := range taints {
+			parts = append(parts, t.Key+"="+t.Value+":"+string(t.Effect)) // key=:Effect has no value
 		}
 		return []string{strings.Join(parts, ",")}
 	})
@@ -468,20 +444,12 @@ var (
 
 // asPairs is a map written as its flag's "key<sep>value,..." form.
 func asPairs(sep string) fileKind {
-	return decode(func(m map[string]string) []string {
-		var parts []string
+	return decode(func(m map[string]string) (parts []string) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			parts = append(parts, k+sep+m[k])
 		}
 		return []string{strings.Join(parts, ",")}
 	})
-}
-
-// strict decodes raw into v, rejecting fields v does not have.
-func strict(raw json.RawMessage, v any) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.DisallowUnknownFields()
-	return d.Decode(v)
 }
 
 // applyConfigFile reads the KubeletConfiguration at path and sets the flag of every field of defs it has, unless the
@@ -511,7 +479,7 @@ func applyConfigFile(fs *flag.FlagSet, defs []flagDef, path string, set map[stri
 	}
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		switch {
-		case slices.Contains([]string{"apiVersion", "kind", "healthzBindAddress", "healthzPort"}, name) || slices.ContainsFunc(defs, func(d flagDef) bool { return d.field == name }):
+		case name == "apiVersion" || name == "kind" || slices.ContainsFunc(defs, func(d flagDef) bool { return d.field == name }):
 		case slices.Contains(unsupportedFields, name):
 			return nil, fail("field %q is not supported by this agent", name)
 		default:
@@ -535,29 +503,5 @@ func applyConfigFile(fs *flag.FlagSet, defs []flagDef, path string, set map[stri
 		}
 		fromFile[d.name] = d.field
 	}
-	// healthzBindAddress (default 127.0.0.1) and healthzPort (default 10248; 0: off) together are --listen.
-	host, port, given := "127.0.0.1", int32(10248), false
-	for _, h := range []struct {
-		field string
-		v     any
-	}{{"healthzBindAddress", &host}, {"healthzPort", &port}} {
-		if raw, ok := fields[h.field]; ok {
-			if err := strict(raw, h.v); err != nil {
-				return nil, fail("field %q: %v", h.field, err)
-			}
-			given = true
-		}
-	}
-	if port < 0 || port > 65535 {
-		return nil, fail("field %q: %d is not a port", "healthzPort", port)
-	} else if !given || set["listen"] {
-		return fromFile, nil
-	}
-	listen := ""
-	if port != 0 {
-		listen = net.JoinHostPort(host, strconv.Itoa(int(port)))
-	}
-	_ = fs.Set("listen", listen) // a string flag: Set does not fail
-	fromFile["listen"] = "healthzBindAddress/healthzPort"
 	return fromFile, nil
 }

@@ -49,8 +49,8 @@ func TestAgentStandalonePodsOnFakeRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.client != nil || a.heartbeat != nil || a.pods == nil || a.pods.MirrorPods() != nil {
-		t.Fatalf("standalone agent: client %v, heartbeat %v, pods %v", a.client, a.heartbeat, a.pods)
+	if a.client != nil || a.node != nil || a.pods == nil || a.pods.MirrorPods() != nil {
+		t.Fatalf("standalone agent: client %v, heartbeat %v, pods %v", a.client, a.node, a.pods)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -51,10 +51,10 @@ func TestAgentReconnectsAfterRepeatedFailures(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := a.heartbeat.SyncStatus(ctx); err != nil {
+	if err := a.node.Heartbeat().SyncStatus(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.heartbeat.SyncLease(ctx); err != nil {
+	if _, err := a.node.Heartbeat().SyncLease(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Lease: two renewals fail on a dead connection, the third renews.
@@ -62,7 +62,7 @@ func TestAgentReconnectsAfterRepeatedFailures(t *testing.T) {
 	px.Blackhole()
 	var renewErr error
 	for range 3 {
-		if _, renewErr = a.heartbeat.SyncLease(ctx); renewErr == nil {
+		if _, renewErr = a.node.Heartbeat().SyncLease(ctx); renewErr == nil {
 			break
 		}
 	}

@@ -71,18 +71,14 @@ func Example() {
 	// The node API: logs, exec, attach, port-forward, stats and metrics,
 	// authenticated by the API server's TokenReview and authorized by its
 	// SubjectAccessReview, as the kubelet's port 10250.
-	states := nodeapi.PodStates{Pods: pods.Pods, State: pods.PodState}
-	handler, err := nodeapi.New(nodeapi.Options{PodLogRoot: "/var/log/pods", Stats: be.Usage(), Pods: pods.Pods,
-		Runtime: rt, Container: states.Container, Sandbox: states.Sandbox, Registerer: reg})
-	if err != nil {
-		panic(err)
-	}
-	server, err := nodeapi.NewServer(nodeapi.ServerOptions{Handler: handler, Hostnames: []string{name}, CertDir: "/var/lib/kubelet/pki",
-		Auth: nodeapi.AuthOptions{NodeName: name, TokenReviews: client.TokenReviews(), SubjectAccessReviews: client.SubjectAccessReviews()}})
-	if err != nil {
-		panic(err)
-	}
 	ln, err := net.Listen("tcp", ":10250")
+	if err != nil {
+		panic(err)
+	}
+	nodeAPI, err := nodekit.NewNodeAPI(nodekit.NodeAPIOptions{NodeName: name, Listener: ln, Pods: pods, Registerer: reg,
+		Handler: nodeapi.Options{PodLogRoot: "/var/log/pods", Stats: be.Usage(), Runtime: rt},
+		Server: nodeapi.ServerOptions{CertDir: "/var/lib/kubelet/pki",
+			Auth: nodeapi.AuthOptions{TokenReviews: client.TokenReviews(), SubjectAccessReviews: client.SubjectAccessReviews()}}})
 	if err != nil {
 		panic(err)
 	}
@@ -92,7 +88,7 @@ func Example() {
 	_ = agent.Add("runtime", rt)
 	_ = agent.Add("pods", pods)
 	_ = agent.Add("node", nodeHalf)
-	_ = agent.Add("node API", nodekit.RunnableFunc(func(ctx context.Context) error { return server.Run(ctx, ln) }))
+	_ = agent.Add("node API", nodeAPI)
 	if err := agent.Run(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "Agent failed")
 		os.Exit(1)
