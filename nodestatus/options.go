@@ -183,8 +183,9 @@ func DefaultSetters(opts Options) (Setters, error) {
 		return nil, err
 	}
 	mk := func(name string, s StatusSetter) Named { return Named{Name: name, StatusSetter: s} }
-	pressure := func(spec *pressureSpec) StatusSetter {
-		return &pressureSetter{spec: spec, src: src, clock: o.Clock, period: o.PressureTransitionPeriod, thresholds: thresholds.forCondition(spec.condType)}
+	pressureOf := func(c corev1.NodeConditionType) StatusSetter {
+		spec, _ := pressure.LookupCondition(c)
+		return &pressureSetter{spec: spec, src: src, clock: o.Clock, period: o.PressureTransitionPeriod, thresholds: thresholds.forCondition(c)}
 	}
 	var list Setters
 	if u, ok := o.Runtime.(runtime.RuntimeConfigUpdater); ok {
@@ -200,9 +201,9 @@ func DefaultSetters(opts Options) (Setters, error) {
 		mk(SetterGoRuntime, StatusSetterFunc(goRuntime)),
 		mk(SetterRuntimeHandlers, runtimeHandlers{src: src}),
 		mk(SetterNodeFeatures, nodeFeatures{src: src}),
-		mk(SetterMemoryPressure, pressure(&memoryPressure)),
-		mk(SetterDiskPressure, pressure(&diskPressure)),
-		mk(SetterPIDPressure, pressure(&pidPressure)),
+		mk(SetterMemoryPressure, pressureOf(corev1.NodeMemoryPressure)),
+		mk(SetterDiskPressure, pressureOf(corev1.NodeDiskPressure)),
+		mk(SetterPIDPressure, pressureOf(corev1.NodePIDPressure)),
 		mk(SetterReady, &ready{src: src, clock: o.Clock, healthChecks: o.HealthChecks, downAfter: o.RuntimeDownAfter}),
 		mk(SetterVolumesInUse, volumesInUse(o.VolumesInUse)),
 	), nil
