@@ -229,10 +229,10 @@ func (opts Options) complete() (Options, error) {
 	case o.MaxPods == 0:
 		o.MaxPods = DefaultMaxPods
 	case o.MaxPods < 0:
-		return o, fmt.Errorf("nodestatus: Options.MaxPods must be positive, not %d", o.MaxPods)
+		return o, optcheck.AtLeast("nodestatus", "MaxPods", o.MaxPods, 1)
 	}
 	if o.PodsPerCore < 0 {
-		return o, fmt.Errorf("nodestatus: Options.PodsPerCore must not be negative, not %d", o.PodsPerCore)
+		return o, optcheck.AtLeast("nodestatus", "PodsPerCore", o.PodsPerCore, 0)
 	}
 	switch {
 	case o.PressureTransitionPeriod == 0:
@@ -259,13 +259,13 @@ func (opts Options) complete() (Options, error) {
 	case o.MaxImages == 0:
 		o.MaxImages = DefaultMaxImages
 	case o.MaxImages < -1:
-		return o, fmt.Errorf("nodestatus: Options.MaxImages must be positive or -1, not %d", o.MaxImages)
+		return o, optcheck.AtLeast("nodestatus", "MaxImages", o.MaxImages, -1)
 	}
 	switch {
 	case o.MaxNamesPerImage == 0:
 		o.MaxNamesPerImage = DefaultMaxNamesPerImage
 	case o.MaxNamesPerImage < 0:
-		return o, fmt.Errorf("nodestatus: Options.MaxNamesPerImage must be positive, not %d", o.MaxNamesPerImage)
+		return o, optcheck.AtLeast("nodestatus", "MaxNamesPerImage", o.MaxNamesPerImage, 1)
 	}
 	if o.EvictionHard == nil {
 		o.EvictionHard = DefaultEvictionHard()
@@ -286,7 +286,7 @@ func (opts Options) complete() (Options, error) {
 	}{{"SystemReserved", o.SystemReserved}, {"KubeReserved", o.KubeReserved}} {
 		for k, v := range list.rl {
 			if v.Sign() < 0 {
-				return o, fmt.Errorf("nodestatus: Options.%s[%s] must not be negative, not %s", list.field, k, v.String())
+				return o, optcheck.AtLeast("nodestatus", list.field+"["+string(k)+"]", v.String(), 0)
 			}
 		}
 	}

@@ -151,7 +151,7 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 		return o, nil, err
 	}
 	if o.MaxPodGracePeriod < 0 {
-		return o, nil, fmt.Errorf("eviction: Options.MaxPodGracePeriod must not be negative, not %d", o.MaxPodGracePeriod)
+		return o, nil, optcheck.AtLeast("eviction", "MaxPodGracePeriod", o.MaxPodGracePeriod, 0)
 	}
 	if o.Period == 0 {
 		o.Period = DefaultPeriod
