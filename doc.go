@@ -80,7 +80,9 @@
 //   - Construction: New(Options) (*T, error); zero fields take the kubelet's
 //     defaults, stated in each field's comment. An option out of bounds is an
 //     error, never a panic, worded the same everywhere:
-//     "<pkg>: Options.<Field> <v> must be in [<lo>, <hi>]".
+//     "<pkg>: Options.<Field> <v> must be in [<lo>, <hi>]", or, with one
+//     bound, "<pkg>: Options.<Field> <v> must be at least <lo>" (at most
+//     <hi>).
 //   - Option names: Clock (k8s.io/utils/clock, the real one by default),
 //     Registerer (nil: no metrics; registration is idempotent, so components
 //     may share one), Recorder, Rand (func() float64 in [0, 1) everywhere).

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/nodestatus"
 )
 
@@ -72,7 +73,7 @@ type NodeHalf struct {
 func NewNodeHalf(o NodeHalfOptions) (*NodeHalf, error) {
 	switch {
 	case o.NodeName == "":
-		return nil, errors.New("nodekit: NodeHalfOptions.NodeName is required")
+		return nil, optcheck.Required("nodekit: NodeHalfOptions.NodeName")
 	case o.API == nil || o.API.Nodes == nil || o.API.Leases == nil:
 		return nil, errors.New("nodekit: NodeHalfOptions.API with Nodes and Leases is required")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync"
@@ -127,11 +128,11 @@ type PodHalf struct {
 func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 	switch {
 	case o.NodeName == "":
-		return nil, errors.New("nodekit: PodHalfOptions.NodeName is required")
+		return nil, optcheck.Required("nodekit: PodHalfOptions.NodeName")
 	case o.Backend == nil:
-		return nil, errors.New("nodekit: PodHalfOptions.Backend is required")
+		return nil, optcheck.Required("nodekit: PodHalfOptions.Backend")
 	case o.API != nil && o.API.Pods == nil:
-		return nil, errors.New("nodekit: PodHalfOptions.API.Pods is required")
+		return nil, optcheck.Required("nodekit: PodHalfOptions.API.Pods")
 	case o.API != nil && o.API.Nodes == nil && (o.ManifestPath != "" || o.ManifestURL != ""):
 		return nil, errors.New("nodekit: PodHalfOptions.API.Nodes is required for mirror pods")
 	}

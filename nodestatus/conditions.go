@@ -45,32 +45,13 @@ func SetCondition(node *corev1.Node, c corev1.NodeCondition, now metav1.Time) (c
 	return false
 }
 
-// pressureSpec is what differs between kubelet's three pressure conditions.
-type pressureSpec struct {
-	condType                              corev1.NodeConditionType
-	trueReason, trueMessage, trueEvent    string
-	falseReason, falseMessage, falseEvent string
-}
-
-var (
-	memoryPressure = pressureSpec{corev1.NodeMemoryPressure,
-		"KubeletHasInsufficientMemory", "kubelet has insufficient memory available", "NodeHasInsufficientMemory",
-		"KubeletHasSufficientMemory", "kubelet has sufficient memory available", "NodeHasSufficientMemory"}
-	diskPressure = pressureSpec{corev1.NodeDiskPressure,
-		"KubeletHasDiskPressure", "kubelet has disk pressure", "NodeHasDiskPressure",
-		"KubeletHasNoDiskPressure", "kubelet has no disk pressure", "NodeHasNoDiskPressure"}
-	pidPressure = pressureSpec{corev1.NodePIDPressure,
-		"KubeletHasInsufficientPID", "kubelet has insufficient PID available", "NodeHasInsufficientPID",
-		"KubeletHasSufficientPID", "kubelet has sufficient PID available", "NodeHasSufficientPID"}
-)
-
 // pressureSetter owns one pressure condition. The condition is True while
 // one of its thresholds is met, and stays True until none has been met for
 // the transition period, as kubelet's eviction manager decides. A threshold
 // whose host fact is missing is skipped, as kubelet skips a signal it has no
 // observation for, and the setter returns the fact's error.
 type pressureSetter struct {
-	spec       *pressureSpec
+	spec       pressure.Condition // kubelet's wording
 	src        *sources
 	clock      clock.PassiveClock
 	period     time.Duration
@@ -105,12 +86,12 @@ func (p *pressureSetter) SetStatus(ctx context.Context, node *corev1.Node) error
 	under := pressure.Under(p.lastObserved, now, p.period)
 	p.mu.Unlock()
 
-	c := corev1.NodeCondition{Type: p.spec.condType, Status: corev1.ConditionFalse, Reason: p.spec.falseReason, Message: p.spec.falseMessage}
-	event := p.spec.falseEvent
+	c := corev1.NodeCondition{Type: p.spec.Type, Status: corev1.ConditionFalse, Reason: p.spec.FalseReason, Message: p.spec.FalseMessage}
+	event := p.spec.FalseEvent
 	if under {
-		c.Status, c.Reason, c.Message, event = corev1.ConditionTrue, p.spec.trueReason, p.spec.trueMessage, p.spec.trueEvent
+		c.Status, c.Reason, c.Message, event = corev1.ConditionTrue, p.spec.TrueReason, p.spec.TrueMessage, p.spec.TrueEvent
 	}
-	prev := findCondition(node, p.spec.condType)
+	prev := findCondition(node, p.spec.Type)
 	SetCondition(node, c, metav1.NewTime(now))
 	if prev != c.Status {
 		p.src.event(node, corev1.EventTypeNormal, event, "Node %s status is now: %s", node.Name, event)

@@ -40,30 +40,32 @@ func (t *threshold) met(f *HostFacts) (bool, error) {
 	return int64(avail) < t.limit(capacity), nil
 }
 
-type signalInfo struct {
-	fact      Fact
-	condition corev1.NodeConditionType
-	observe   func(f *HostFacts) (available, capacity uint64)
-}
-
-var signals = map[string]signalInfo{
-	"memory.available": {FactMemory, corev1.NodeMemoryPressure,
-		func(f *HostFacts) (uint64, uint64) { return f.MemoryAvailable, f.MemoryTotal }},
-	"nodefs.available": {FactNodeFS, corev1.NodeDiskPressure,
-		func(f *HostFacts) (uint64, uint64) { return f.NodeFS.Available, f.NodeFS.Capacity }},
-	"nodefs.inodesFree": {FactNodeFS, corev1.NodeDiskPressure,
-		func(f *HostFacts) (uint64, uint64) { return f.NodeFS.InodesFree, f.NodeFS.Inodes }},
-	"imagefs.available": {FactImageFS, corev1.NodeDiskPressure,
-		func(f *HostFacts) (uint64, uint64) { return f.ImageFS.Available, f.ImageFS.Capacity }},
-	"imagefs.inodesFree": {FactImageFS, corev1.NodeDiskPressure,
-		func(f *HostFacts) (uint64, uint64) { return f.ImageFS.InodesFree, f.ImageFS.Inodes }},
-	"pid.available": {FactPIDs, corev1.NodePIDPressure,
-		func(f *HostFacts) (uint64, uint64) {
+// observeHost returns how the host facts observe a signal: the fact it
+// needs and what is available of its capacity. ok is false for a signal
+// the host facts have no observation for (allocatableMemory.available).
+func observeHost(s pressure.Signal) (fact Fact, observe func(f *HostFacts) (available, capacity uint64), ok bool) {
+	switch s.Source {
+	case pressure.SourceMemory:
+		return FactMemory, func(f *HostFacts) (uint64, uint64) { return f.MemoryAvailable, f.MemoryTotal }, true
+	case pressure.SourceNodeFS:
+		if s.Inodes() {
+			return FactNodeFS, func(f *HostFacts) (uint64, uint64) { return f.NodeFS.InodesFree, f.NodeFS.Inodes }, true
+		}
+		return FactNodeFS, func(f *HostFacts) (uint64, uint64) { return f.NodeFS.Available, f.NodeFS.Capacity }, true
+	case pressure.SourceImageFS:
+		if s.Inodes() {
+			return FactImageFS, func(f *HostFacts) (uint64, uint64) { return f.ImageFS.InodesFree, f.ImageFS.Inodes }, true
+		}
+		return FactImageFS, func(f *HostFacts) (uint64, uint64) { return f.ImageFS.Available, f.ImageFS.Capacity }, true
+	case pressure.SourcePIDs:
+		return FactPIDs, func(f *HostFacts) (uint64, uint64) {
 			if f.PIDsInUse >= f.PIDMax {
 				return 0, f.PIDMax
 			}
 			return f.PIDMax - f.PIDsInUse, f.PIDMax
-		}},
+		}, true
+	}
+	return "", nil, false
 }
 
 type thresholds []threshold
@@ -81,33 +83,44 @@ var defaultThresholds = sync.OnceValue(func() thresholds {
 })
 
 func parseThresholds(m map[string]string) (thresholds, error) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	type entry struct {
+		key       string
+		condition corev1.NodeConditionType // "" when unsupported
+		fact      Fact
+		observe   func(f *HostFacts) (available, capacity uint64)
 	}
-	// By condition, then signal: each condition's thresholds are
-	// contiguous, so forCondition returns a part of the slice.
-	sort.Slice(keys, func(i, j int) bool {
-		ci, cj := signals[keys[i]].condition, signals[keys[j]].condition
-		if ci != cj {
+	entries := make([]entry, 0, len(m))
+	for k := range m {
+		e := entry{key: k}
+		if sig, ok := pressure.Lookup(k); ok {
+			if fact, observe, ok := observeHost(sig); ok {
+				e.condition, e.fact, e.observe = sig.Condition, fact, observe
+			}
+		}
+		entries = append(entries, e)
+	}
+	// Unsupported signals first; then by condition, then signal: each
+	// condition's thresholds are contiguous, so forCondition returns a part
+	// of the slice.
+	sort.Slice(entries, func(i, j int) bool {
+		if ci, cj := entries[i].condition, entries[j].condition; ci != cj {
 			return ci < cj
 		}
-		return keys[i] < keys[j]
+		return entries[i].key < entries[j].key
 	})
 	var out thresholds
-	for _, k := range keys {
-		info, ok := signals[k]
-		if !ok {
-			return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: unsupported signal", k)
+	for _, e := range entries {
+		if e.condition == "" {
+			return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: unsupported signal", e.key)
 		}
-		q, percent, err := pressure.ParseThreshold(m[k])
+		q, percent, err := pressure.ParseThreshold(m[e.key])
 		switch {
 		case errors.Is(err, pressure.ErrIgnored):
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: %w", k, err)
+			return nil, fmt.Errorf("nodestatus: Options.EvictionHard[%q]: %w", e.key, err)
 		}
-		out = append(out, threshold{signal: k, fact: info.fact, condition: info.condition, quantity: q, percent: percent / 100, observe: info.observe})
+		out = append(out, threshold{signal: e.key, fact: e.fact, condition: e.condition, quantity: q, percent: percent / 100, observe: e.observe})
 	}
 	return out, nil
 }
@@ -136,9 +149,9 @@ func (ts thresholds) reservation(resourceName corev1.ResourceName, capacity uint
 	var signal string
 	switch resourceName {
 	case corev1.ResourceMemory:
-		signal = "memory.available"
+		signal = pressure.MemoryAvailable
 	case corev1.ResourceEphemeralStorage:
-		signal = "nodefs.available"
+		signal = pressure.NodeFsAvailable
 	default:
 		return 0
 	}

@@ -183,8 +183,9 @@ func DefaultSetters(opts Options) (Setters, error) {
 		return nil, err
 	}
 	mk := func(name string, s StatusSetter) Named { return Named{Name: name, StatusSetter: s} }
-	pressure := func(spec *pressureSpec) StatusSetter {
-		return &pressureSetter{spec: spec, src: src, clock: o.Clock, period: o.PressureTransitionPeriod, thresholds: thresholds.forCondition(spec.condType)}
+	pressureOf := func(c corev1.NodeConditionType) StatusSetter {
+		spec, _ := pressure.LookupCondition(c)
+		return &pressureSetter{spec: spec, src: src, clock: o.Clock, period: o.PressureTransitionPeriod, thresholds: thresholds.forCondition(c)}
 	}
 	var list Setters
 	if u, ok := o.Runtime.(runtime.RuntimeConfigUpdater); ok {
@@ -200,9 +201,9 @@ func DefaultSetters(opts Options) (Setters, error) {
 		mk(SetterGoRuntime, StatusSetterFunc(goRuntime)),
 		mk(SetterRuntimeHandlers, runtimeHandlers{src: src}),
 		mk(SetterNodeFeatures, nodeFeatures{src: src}),
-		mk(SetterMemoryPressure, pressure(&memoryPressure)),
-		mk(SetterDiskPressure, pressure(&diskPressure)),
-		mk(SetterPIDPressure, pressure(&pidPressure)),
+		mk(SetterMemoryPressure, pressureOf(corev1.NodeMemoryPressure)),
+		mk(SetterDiskPressure, pressureOf(corev1.NodeDiskPressure)),
+		mk(SetterPIDPressure, pressureOf(corev1.NodePIDPressure)),
 		mk(SetterReady, &ready{src: src, clock: o.Clock, healthChecks: o.HealthChecks, downAfter: o.RuntimeDownAfter}),
 		mk(SetterVolumesInUse, volumesInUse(o.VolumesInUse)),
 	), nil
@@ -228,10 +229,10 @@ func (opts Options) complete() (Options, error) {
 	case o.MaxPods == 0:
 		o.MaxPods = DefaultMaxPods
 	case o.MaxPods < 0:
-		return o, fmt.Errorf("nodestatus: Options.MaxPods must be positive, not %d", o.MaxPods)
+		return o, optcheck.AtLeast("nodestatus", "MaxPods", o.MaxPods, 1)
 	}
 	if o.PodsPerCore < 0 {
-		return o, fmt.Errorf("nodestatus: Options.PodsPerCore must not be negative, not %d", o.PodsPerCore)
+		return o, optcheck.AtLeast("nodestatus", "PodsPerCore", o.PodsPerCore, 0)
 	}
 	switch {
 	case o.PressureTransitionPeriod == 0:
@@ -258,13 +259,13 @@ func (opts Options) complete() (Options, error) {
 	case o.MaxImages == 0:
 		o.MaxImages = DefaultMaxImages
 	case o.MaxImages < -1:
-		return o, fmt.Errorf("nodestatus: Options.MaxImages must be positive or -1, not %d", o.MaxImages)
+		return o, optcheck.AtLeast("nodestatus", "MaxImages", o.MaxImages, -1)
 	}
 	switch {
 	case o.MaxNamesPerImage == 0:
 		o.MaxNamesPerImage = DefaultMaxNamesPerImage
 	case o.MaxNamesPerImage < 0:
-		return o, fmt.Errorf("nodestatus: Options.MaxNamesPerImage must be positive, not %d", o.MaxNamesPerImage)
+		return o, optcheck.AtLeast("nodestatus", "MaxNamesPerImage", o.MaxNamesPerImage, 1)
 	}
 	if o.EvictionHard == nil {
 		o.EvictionHard = DefaultEvictionHard()
@@ -285,7 +286,7 @@ func (opts Options) complete() (Options, error) {
 	}{{"SystemReserved", o.SystemReserved}, {"KubeReserved", o.KubeReserved}} {
 		for k, v := range list.rl {
 			if v.Sign() < 0 {
-				return o, fmt.Errorf("nodestatus: Options.%s[%s] must not be negative, not %s", list.field, k, v.String())
+				return o, optcheck.AtLeast("nodestatus", list.field+"["+string(k)+"]", v.String(), 0)
 			}
 		}
 	}

@@ -121,6 +121,28 @@ func TestDefaultSettersOrder(t *testing.T) {
 	}
 }
 
+func TestOptionsBoundErrors(t *testing.T) {
+	host := nodestatustest.NewHost(nodestatustest.Facts("n"))
+	rt := nodestatustest.NewRuntime()
+	negative := corev1.ResourceList{"memory": resource.MustParse("-1Mi")}
+	for _, tc := range []struct {
+		mod  func(o *nodestatus.Options)
+		want string
+	}{
+		{func(o *nodestatus.Options) { o.MaxPods = -1 }, "nodestatus: Options.MaxPods -1 must be at least 1"},
+		{func(o *nodestatus.Options) { o.PodsPerCore = -1 }, "nodestatus: Options.PodsPerCore -1 must be at least 0"},
+		{func(o *nodestatus.Options) { o.MaxImages = -2 }, "nodestatus: Options.MaxImages -2 must be at least -1"},
+		{func(o *nodestatus.Options) { o.MaxNamesPerImage = -1 }, "nodestatus: Options.MaxNamesPerImage -1 must be at least 1"},
+		{func(o *nodestatus.Options) { o.KubeReserved = negative }, "nodestatus: Options.KubeReserved[memory] -1Mi must be at least 0"},
+	} {
+		o := nodestatus.Options{Host: host, Runtime: rt}
+		tc.mod(&o)
+		if _, err := nodestatus.DefaultSetters(o); err == nil || err.Error() != tc.want {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
+
 func TestOptionsErrorsNameTheField(t *testing.T) {
 	host := nodestatustest.NewHost(nodestatustest.Facts("n"))
 	rt := nodestatustest.NewRuntime()

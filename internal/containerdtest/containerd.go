@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // ErrUnavailable is wrapped by the error Start returns when something the
@@ -75,14 +77,14 @@ func (o *Options) defaults() error {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 3 * time.Minute
 	}
-	if o.StartTimeout < time.Second || o.StartTimeout > 30*time.Minute {
-		return fmt.Errorf("Options.StartTimeout %v is outside [1s, 30m]", o.StartTimeout)
+	if err := optcheck.Range("containerdtest: Options.StartTimeout", o.StartTimeout, time.Second, 30*time.Minute); err != nil {
+		return err
 	}
 	if o.StopTimeout == 0 {
 		o.StopTimeout = 30 * time.Second
 	}
-	if o.StopTimeout < time.Second || o.StopTimeout > 10*time.Minute {
-		return fmt.Errorf("Options.StopTimeout %v is outside [1s, 10m]", o.StopTimeout)
+	if err := optcheck.Range("containerdtest: Options.StopTimeout", o.StopTimeout, time.Second, 10*time.Minute); err != nil {
+		return err
 	}
 	switch o.Snapshotter {
 	case "", "overlayfs", "native":

@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // What StartMetricsServer creates, all in kube-system or cluster-wide. One
@@ -71,7 +73,7 @@ type MetricsServerOptions struct {
 	// makes its own when it starts.
 	KubeletCAFile string
 	// MetricResolution is how often every node is scraped. Default
-	// DefaultMetricResolution (15s); at least MinMetricResolution (10s).
+	// DefaultMetricResolution (15s); MinMetricResolution (10s) to 1h.
 	MetricResolution time.Duration
 	// WithoutNodeMetrics leaves out get on nodes/metrics, which a node
 	// (the kubelet, or the agent with --authorization-mode=Webhook)
@@ -111,11 +113,8 @@ func (cp *ControlPlane) StartMetricsServer(ctx context.Context, opts MetricsServ
 	if opts.MetricResolution == 0 {
 		opts.MetricResolution = DefaultMetricResolution
 	}
-	if opts.MetricResolution < MinMetricResolution {
-		return nil, fmt.Errorf("MetricsServerOptions.MetricResolution %v is below metrics-server's minimum %v", opts.MetricResolution, MinMetricResolution)
-	}
-	if opts.MetricResolution > time.Hour {
-		return nil, fmt.Errorf("MetricsServerOptions.MetricResolution %v is above an hour", opts.MetricResolution)
+	if err := optcheck.Range("MetricsServerOptions.MetricResolution", opts.MetricResolution, MinMetricResolution, time.Hour); err != nil {
+		return nil, err
 	}
 	if opts.KubeletCAFile != "" {
 		if _, err := os.Stat(opts.KubeletCAFile); err != nil {

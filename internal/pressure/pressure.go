@@ -1,5 +1,7 @@
 // Package pressure holds what nodestatus's pressure setters and
-// podsync/eviction's manager share: kubelet's default hard eviction
+// podsync/eviction's manager share: the one table of eviction signals
+// (name, pressure condition, resource, what it is observed on), kubelet's
+// wording of the pressure conditions, kubelet's default hard eviction
 // thresholds, the one parser of a threshold's value, and the pressure
 // transition rule.
 package pressure
@@ -20,11 +22,11 @@ const DefaultTransitionPeriod = 5 * time.Minute
 // DefaultEvictionHard returns kubelet's hard eviction thresholds on Linux.
 func DefaultEvictionHard() map[string]string {
 	return map[string]string{
-		"memory.available":   "100Mi",
-		"nodefs.available":   "10%",
-		"nodefs.inodesFree":  "5%",
-		"imagefs.available":  "15%",
-		"imagefs.inodesFree": "5%",
+		MemoryAvailable:   "100Mi",
+		NodeFsAvailable:   "10%",
+		NodeFsInodesFree:  "5%",
+		ImageFsAvailable:  "15%",
+		ImageFsInodesFree: "5%",
 	}
 }
 

@@ -105,7 +105,7 @@ func NewImageGC(o ImageGCOptions) (*ImageGC, error) {
 	case o.LowThresholdPercent < 1 || o.LowThresholdPercent > o.HighThresholdPercent:
 		return nil, optcheck.Range("eviction: ImageGCOptions.LowThresholdPercent", o.LowThresholdPercent, 1, o.HighThresholdPercent)
 	case o.MinAge < 0:
-		return nil, fmt.Errorf("eviction: ImageGCOptions.MinAge must not be negative, not %v", o.MinAge)
+		return nil, optcheck.Min("eviction: ImageGCOptions.MinAge", o.MinAge, 0)
 	case o.MinAge == 0:
 		o.MinAge = DefaultImageMinimumGCAge
 	}

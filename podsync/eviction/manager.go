@@ -151,7 +151,7 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 		return o, nil, err
 	}
 	if o.MaxPodGracePeriod < 0 {
-		return o, nil, fmt.Errorf("eviction: Options.MaxPodGracePeriod must not be negative, not %d", o.MaxPodGracePeriod)
+		return o, nil, optcheck.AtLeast("eviction", "MaxPodGracePeriod", o.MaxPodGracePeriod, 0)
 	}
 	if o.Period == 0 {
 		o.Period = DefaultPeriod
@@ -163,14 +163,6 @@ func (o Options) withDefaults() (Options, []Threshold, error) {
 		o.Clock = clock.RealClock{}
 	}
 	return o, ts, nil
-}
-
-// conditionTypes are the pressure conditions, in the order they are
-// reported.
-var conditionTypes = [...]corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure}
-
-func conditionIndex(c corev1.NodeConditionType) int {
-	return slices.Index(conditionTypes[:], c)
 }
 
 // State is what the last sync found, published for readers.
@@ -198,7 +190,7 @@ type Manager struct {
 
 	mu            sync.Mutex  // serializes syncs and guards what follows
 	firstObserved []time.Time // by threshold index; zero when not met
-	condObserved  [len(conditionTypes)]time.Time
+	condObserved  [pressure.NumConditions]time.Time
 	met           []int // thresholds met past their grace period
 	lastStats     time.Time
 	cleanup       *corev1.Pod // evicted, not yet cleaned up (PodCleanedUp)
@@ -260,29 +252,52 @@ type observation struct {
 type observations map[Signal]observation
 
 func observe(s *Snapshot) observations {
+	signals := pressure.Signals()
 	obs := make(observations, len(signals))
-	mem := func(sig Signal, m *MemoryStats) {
-		if m != nil {
-			obs[sig] = observation{int64(m.AvailableBytes), int64(m.AvailableBytes + m.WorkingSetBytes), resource.BinarySI, true}
+	for _, sig := range signals {
+		if o, ok := observeSignal(sig, s); ok {
+			obs[Signal(sig.Name)] = o
 		}
-	}
-	fs := func(bytesSig, inodesSig Signal, f *FsStats) {
-		if f == nil {
-			return
-		}
-		obs[bytesSig] = observation{int64(f.AvailableBytes), int64(f.CapacityBytes), resource.BinarySI, true}
-		if f.Inodes > 0 {
-			obs[inodesSig] = observation{int64(f.InodesFree), int64(f.Inodes), resource.DecimalSI, true}
-		}
-	}
-	mem(SignalMemoryAvailable, s.Memory)
-	mem(SignalAllocatableMemoryAvailable, s.AllocatableMemory)
-	fs(SignalNodeFsAvailable, SignalNodeFsInodesFree, s.NodeFS)
-	fs(SignalImageFsAvailable, SignalImageFsInodesFree, s.ImageFS)
-	if p := s.PIDs; p != nil {
-		obs[SignalPIDAvailable] = observation{int64(p.MaxPID) - int64(p.Running), int64(p.MaxPID), resource.DecimalSI, true}
 	}
 	return obs
+}
+
+// observeSignal is sig observed on s: what is available of its capacity.
+// ok is false when s has no statistics of the signal's source (for
+// inodes, when the file system reports none).
+func observeSignal(sig pressure.Signal, s *Snapshot) (o observation, ok bool) {
+	mem := func(m *MemoryStats) (observation, bool) {
+		if m == nil {
+			return observation{}, false
+		}
+		return observation{int64(m.AvailableBytes), int64(m.AvailableBytes + m.WorkingSetBytes), resource.BinarySI, true}, true
+	}
+	fs := func(f *FsStats) (observation, bool) {
+		switch {
+		case f == nil:
+			return observation{}, false
+		case !sig.Inodes():
+			return observation{int64(f.AvailableBytes), int64(f.CapacityBytes), resource.BinarySI, true}, true
+		case f.Inodes > 0:
+			return observation{int64(f.InodesFree), int64(f.Inodes), resource.DecimalSI, true}, true
+		}
+		return observation{}, false
+	}
+	switch sig.Source {
+	case pressure.SourceMemory:
+		return mem(s.Memory)
+	case pressure.SourceAllocatableMemory:
+		return mem(s.AllocatableMemory)
+	case pressure.SourceNodeFS:
+		return fs(s.NodeFS)
+	case pressure.SourceImageFS:
+		return fs(s.ImageFS)
+	case pressure.SourcePIDs:
+		if p := s.PIDs; p != nil {
+			return observation{int64(p.MaxPID) - int64(p.Running), int64(p.MaxPID), resource.DecimalSI, true}, true
+		}
+	}
+	return observation{}, false
 }
 
 // met reports whether t is met by obs: what is available is less than the
@@ -384,13 +399,13 @@ func (m *Manager) sync(ctx context.Context) (*corev1.Pod, error) {
 			m.firstObserved[i] = now
 		}
 		if on {
-			m.condObserved[conditionIndex(m.thresholds[i].Signal.Condition())] = now
+			m.condObserved[pressure.ConditionIndex(m.thresholds[i].Signal.Condition())] = now
 		}
 	}
 	var conds []corev1.NodeConditionType
-	for c, at := range m.condObserved {
-		if pressure.Under(at, now, m.o.PressureTransitionPeriod) {
-			conds = append(conds, conditionTypes[c])
+	for c, spec := range pressure.Conditions() {
+		if pressure.Under(m.condObserved[c], now, m.o.PressureTransitionPeriod) {
+			conds = append(conds, spec.Type)
 		}
 	}
 	m.met = m.met[:0]
@@ -401,7 +416,9 @@ func (m *Manager) sync(ctx context.Context) (*corev1.Pod, error) {
 	}
 	// Memory thresholds are reclaimed first; the others keep their order.
 	slices.SortStableFunc(m.met, func(a, b int) int {
-		return cmpTrueFirst(signals[m.thresholds[a].Signal].memory, signals[m.thresholds[b].Signal].memory)
+		ia, _ := m.thresholds[a].Signal.info()
+		ib, _ := m.thresholds[b].Signal.info()
+		return cmpTrueFirst(ia.Memory(), ib.Memory())
 	})
 	metTs := make([]Threshold, len(m.met))
 	for j, i := range m.met {
@@ -488,10 +505,11 @@ func (m *Manager) sync(ctx context.Context) (*corev1.Pod, error) {
 // signals are reclaimed, as kubelet's image and container GC free only
 // that one.
 func (m *Manager) reclaim(ctx context.Context, s Signal, dedicatedImageFS bool) bool {
-	if !signals[s].disk || len(m.o.Reclaimers) == 0 {
+	info, _ := s.info()
+	if !info.Disk() || len(m.o.Reclaimers) == 0 {
 		return false
 	}
-	if dedicatedImageFS && (s == SignalNodeFsAvailable || s == SignalNodeFsInodesFree) {
+	if dedicatedImageFS && info.Source == pressure.SourceNodeFS {
 		return false
 	}
 	log := klog.FromContext(ctx)

@@ -115,7 +115,7 @@ func TestNewValidates(t *testing.T) {
 		"killer":           {func(o *eviction.Options) { o.Killer = nil }, "Killer is required"},
 		"bad threshold":    {func(o *eviction.Options) { o.EvictionHard = map[string]string{"memory.available": "-1"} }, `evictionHard["memory.available"]`},
 		"transition":       {func(o *eviction.Options) { o.PressureTransitionPeriod = 10 }, "PressureTransitionPeriod"},
-		"max pod grace":    {func(o *eviction.Options) { o.MaxPodGracePeriod = -1 }, "MaxPodGracePeriod"},
+		"max pod grace":    {func(o *eviction.Options) { o.MaxPodGracePeriod = -1 }, "eviction: Options.MaxPodGracePeriod -1 must be at least 0"},
 		"period too short": {func(o *eviction.Options) { o.Period = time.Millisecond }, "Period"},
 	} {
 		o := ok

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
 
+	"github.com/nodekit/nodekit/internal/pressure"
 	"github.com/nodekit/nodekit/podsync/admission"
 )
 
@@ -49,15 +50,15 @@ func indexUsage(s *Snapshot) usageIndex {
 
 // diskUsage is what of u counts against a disk signal.
 func diskUsage(u *PodUsage, s Signal, dedicatedImageFS bool) int64 {
-	inodes := s == SignalNodeFsInodesFree || s == SignalImageFsInodesFree
+	info, _ := s.info()
 	root, logs, vols := u.RootfsBytes, u.LogsBytes, u.VolumeBytes
-	if inodes {
+	if info.Inodes() {
 		root, logs, vols = u.RootfsInodes, u.LogsInodes, u.VolumeInodes
 	}
 	if !dedicatedImageFS {
 		return int64(root + logs + vols)
 	}
-	if s == SignalImageFsAvailable || s == SignalImageFsInodesFree {
+	if info.Source == pressure.SourceImageFS {
 		return int64(root)
 	}
 	return int64(logs + vols)
@@ -117,23 +118,24 @@ func Rank(pods []*corev1.Pod, signal Signal, snap *Snapshot) {
 }
 
 func rankWith(pods []*corev1.Pod, signal Signal, snap *Snapshot, idx usageIndex) {
-	info, ok := signals[signal]
+	info, ok := signal.info()
 	if !ok {
 		return
 	}
+	memory, disk := info.Memory(), info.Disk()
 	keys := make([]rankKey, len(pods))
 	for i, p := range pods {
 		prio := int64(schedcorev1.PodPriority(p))
 		u, found := idx[p.UID]
 		var usage, request int64
 		switch {
-		case info.memory:
+		case memory:
 			request = podRequest(p, corev1.ResourceMemory)
 			if found {
 				usage = int64(u.MemoryWorkingSetBytes)
 			}
-		case info.disk:
-			if info.resource == corev1.ResourceEphemeralStorage {
+		case disk:
+			if info.Resource == corev1.ResourceEphemeralStorage {
 				request = podRequest(p, corev1.ResourceEphemeralStorage)
 			}
 			if found {
@@ -146,10 +148,10 @@ func rankWith(pods []*corev1.Pod, signal Signal, snap *Snapshot, idx usageIndex)
 		}
 		k := rankKey{index: i}
 		switch {
-		case (info.memory || info.disk) && !found:
+		case (memory || disk) && !found:
 			// No stats: first at the first step, tied at the others.
 			k.k1, k.k2 = 0, prio
-		case info.memory || info.disk:
+		case memory || disk:
 			k.k1 = 2
 			if usage > request {
 				k.k1 = 1

@@ -9,27 +9,9 @@ import (
 	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodekit/nodekit/internal/pressure"
 	"github.com/nodekit/nodekit/podsync/admission"
 )
-
-// pressureSpec is kubelet's wording for one pressure condition.
-type pressureSpec struct {
-	condType                              corev1.NodeConditionType
-	trueReason, trueMessage, trueEvent    string
-	falseReason, falseMessage, falseEvent string
-}
-
-var pressureSpecs = [len(conditionTypes)]pressureSpec{
-	{corev1.NodeMemoryPressure,
-		"KubeletHasInsufficientMemory", "kubelet has insufficient memory available", "NodeHasInsufficientMemory",
-		"KubeletHasSufficientMemory", "kubelet has sufficient memory available", "NodeHasSufficientMemory"},
-	{corev1.NodeDiskPressure,
-		"KubeletHasDiskPressure", "kubelet has disk pressure", "NodeHasDiskPressure",
-		"KubeletHasNoDiskPressure", "kubelet has no disk pressure", "NodeHasNoDiskPressure"},
-	{corev1.NodePIDPressure,
-		"KubeletHasInsufficientPID", "kubelet has insufficient PID available", "NodeHasInsufficientPID",
-		"KubeletHasSufficientPID", "kubelet has sufficient PID available", "NodeHasSufficientPID"},
-}
 
 // ConditionSetter writes one pressure condition from the manager's last
 // sync. Its SetStatus is nodestatus.StatusSetter's method, so it replaces
@@ -38,17 +20,17 @@ var pressureSpecs = [len(conditionTypes)]pressureSpec{
 //	setters, err = setters.Replace(nodestatus.SetterMemoryPressure, mgr.ConditionSetter(corev1.NodeMemoryPressure))
 type ConditionSetter struct {
 	m    *Manager
-	spec *pressureSpec
+	spec pressure.Condition // kubelet's wording
 }
 
 // ConditionSetter returns the setter of condition c: MemoryPressure,
 // DiskPressure or PIDPressure. It panics on another type.
 func (m *Manager) ConditionSetter(c corev1.NodeConditionType) ConditionSetter {
-	i := conditionIndex(c)
-	if i < 0 {
+	spec, ok := pressure.LookupCondition(c)
+	if !ok {
 		panic(fmt.Sprintf("eviction: %q is not a pressure condition", c))
 	}
-	return ConditionSetter{m: m, spec: &pressureSpecs[i]}
+	return ConditionSetter{m: m, spec: spec}
 }
 
 // SetStatus writes the condition into node with kubelet's reason and
@@ -57,11 +39,11 @@ func (m *Manager) ConditionSetter(c corev1.NodeConditionType) ConditionSetter {
 // node ("Node <name> status is now: NodeHasInsufficientMemory"). Other
 // conditions are not touched. It never waits on a sync.
 func (s ConditionSetter) SetStatus(ctx context.Context, node *corev1.Node) error {
-	on := s.m.hasCondition(s.spec.condType)
-	c := corev1.NodeCondition{Type: s.spec.condType, Status: corev1.ConditionFalse, Reason: s.spec.falseReason, Message: s.spec.falseMessage}
-	event := s.spec.falseEvent
+	on := s.m.hasCondition(s.spec.Type)
+	c := corev1.NodeCondition{Type: s.spec.Type, Status: corev1.ConditionFalse, Reason: s.spec.FalseReason, Message: s.spec.FalseMessage}
+	event := s.spec.FalseEvent
 	if on {
-		c.Status, c.Reason, c.Message, event = corev1.ConditionTrue, s.spec.trueReason, s.spec.trueMessage, s.spec.trueEvent
+		c.Status, c.Reason, c.Message, event = corev1.ConditionTrue, s.spec.TrueReason, s.spec.TrueMessage, s.spec.TrueEvent
 	}
 	if setCondition(node, c, metav1.NewTime(s.m.o.Clock.Now())) {
 		s.m.event(node, nil, corev1.EventTypeNormal, event, fmt.Sprintf("Node %s status is now: %s", node.Name, event))
@@ -72,8 +54,8 @@ func (s ConditionSetter) SetStatus(ctx context.Context, node *corev1.Node) error
 // SetStatus writes the three pressure conditions, as the three
 // ConditionSetters in turn.
 func (m *Manager) SetStatus(ctx context.Context, node *corev1.Node) error {
-	for _, c := range conditionTypes {
-		_ = m.ConditionSetter(c).SetStatus(ctx, node)
+	for _, c := range pressure.Conditions() {
+		_ = ConditionSetter{m: m, spec: c}.SetStatus(ctx, node)
 	}
 	return nil
 }

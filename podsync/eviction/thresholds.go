@@ -22,66 +22,59 @@ type Signal string
 const (
 	// SignalMemoryAvailable is the node's available memory:
 	// Snapshot.Memory.AvailableBytes, of AvailableBytes+WorkingSetBytes.
-	SignalMemoryAvailable Signal = "memory.available"
+	SignalMemoryAvailable Signal = pressure.MemoryAvailable
 	// SignalAllocatableMemoryAvailable is the memory left to pods under the
 	// node's allocatable: Snapshot.AllocatableMemory.
-	SignalAllocatableMemoryAvailable Signal = "allocatableMemory.available"
+	SignalAllocatableMemoryAvailable Signal = pressure.AllocatableMemoryAvailable
 	// SignalNodeFsAvailable is the bytes available on the node's root
 	// file system (kubelet's root dir, logs, emptyDir volumes).
-	SignalNodeFsAvailable Signal = "nodefs.available"
+	SignalNodeFsAvailable Signal = pressure.NodeFsAvailable
 	// SignalNodeFsInodesFree is the free inodes on that file system.
-	SignalNodeFsInodesFree Signal = "nodefs.inodesFree"
+	SignalNodeFsInodesFree Signal = pressure.NodeFsInodesFree
 	// SignalImageFsAvailable is the bytes available on the runtime's
 	// image file system.
-	SignalImageFsAvailable Signal = "imagefs.available"
+	SignalImageFsAvailable Signal = pressure.ImageFsAvailable
 	// SignalImageFsInodesFree is the free inodes on that file system.
-	SignalImageFsInodesFree Signal = "imagefs.inodesFree"
+	SignalImageFsInodesFree Signal = pressure.ImageFsInodesFree
 	// SignalPIDAvailable is the process IDs left: pid_max less the
 	// processes running.
-	SignalPIDAvailable Signal = "pid.available"
+	SignalPIDAvailable Signal = pressure.PIDAvailable
 )
 
 // Kubelet's names for the resources that are not API resource names.
 const (
-	ResourceInodes corev1.ResourceName = "inodes"
-	ResourcePIDs   corev1.ResourceName = "pids"
+	ResourceInodes = pressure.ResourceInodes
+	ResourcePIDs   = pressure.ResourcePIDs
 )
 
-type signalInfo struct {
-	condition corev1.NodeConditionType
-	resource  corev1.ResourceName // what an eviction for the signal reclaims
-	disk      bool
-	memory    bool
-}
-
-var signals = map[Signal]signalInfo{
-	SignalMemoryAvailable:            {condition: corev1.NodeMemoryPressure, resource: corev1.ResourceMemory, memory: true},
-	SignalAllocatableMemoryAvailable: {condition: corev1.NodeMemoryPressure, resource: corev1.ResourceMemory, memory: true},
-	SignalNodeFsAvailable:            {condition: corev1.NodeDiskPressure, resource: corev1.ResourceEphemeralStorage, disk: true},
-	SignalNodeFsInodesFree:           {condition: corev1.NodeDiskPressure, resource: ResourceInodes, disk: true},
-	SignalImageFsAvailable:           {condition: corev1.NodeDiskPressure, resource: corev1.ResourceEphemeralStorage, disk: true},
-	SignalImageFsInodesFree:          {condition: corev1.NodeDiskPressure, resource: ResourceInodes, disk: true},
-	SignalPIDAvailable:               {condition: corev1.NodePIDPressure, resource: ResourcePIDs},
-}
+// info returns s's row of the signal table; ok is false for a signal the
+// manager does not know.
+func (s Signal) info() (info pressure.Signal, ok bool) { return pressure.Lookup(string(s)) }
 
 // Signals returns the signals the manager knows, sorted.
 func Signals() []Signal {
-	out := make([]Signal, 0, len(signals))
-	for s := range signals {
-		out = append(out, s)
+	all := pressure.Signals()
+	out := make([]Signal, len(all))
+	for i := range all {
+		out[i] = Signal(all[i].Name)
 	}
-	slices.Sort(out)
 	return out
 }
 
 // Condition is the node condition a threshold of s drives
 // (MemoryPressure, DiskPressure or PIDPressure).
-func (s Signal) Condition() corev1.NodeConditionType { return signals[s].condition }
+func (s Signal) Condition() corev1.NodeConditionType {
+	info, _ := s.info()
+	return info.Condition
+}
 
 // Resource is what an eviction for s reclaims: memory,
 // ephemeral-storage, inodes or pids, as kubelet names them in its
 // eviction messages.
-func (s Signal) Resource() corev1.ResourceName { return signals[s].resource }
+func (s Signal) Resource() corev1.ResourceName {
+	info, _ := s.info()
+	return info.Resource
+}
 
 // Value is a threshold or minimum-reclaim amount: a quantity, or a
 // fraction of the signal's capacity.
@@ -161,7 +154,7 @@ func ParseThresholds(hard, soft, softGracePeriod, minimumReclaim map[string]stri
 		return nil, err
 	}
 	for _, k := range sortedKeys(softGracePeriod) {
-		if _, ok := signals[Signal(k)]; !ok {
+		if _, ok := Signal(k).info(); !ok {
 			return nil, fmt.Errorf("eviction: evictionSoftGracePeriod[%q]: unsupported eviction signal", k)
 		}
 	}
@@ -183,7 +176,7 @@ func ParseThresholds(hard, soft, softGracePeriod, minimumReclaim map[string]stri
 	out := append(hardTs, softTs...)
 	for _, k := range sortedKeys(minimumReclaim) {
 		s := Signal(k)
-		if _, ok := signals[s]; !ok {
+		if _, ok := s.info(); !ok {
 			return nil, fmt.Errorf("eviction: evictionMinimumReclaim[%q]: unsupported eviction signal", k)
 		}
 		v, err := parseMinReclaim(k, strings.TrimSpace(minimumReclaim[k]))
@@ -226,7 +219,7 @@ func parseStatements(field string, m map[string]string) ([]Threshold, error) {
 	var out []Threshold
 	for _, k := range sortedKeys(m) {
 		s := Signal(k)
-		if _, ok := signals[s]; !ok {
+		if _, ok := s.info(); !ok {
 			return nil, fmt.Errorf("eviction: %s[%q]: unsupported eviction signal", field, k)
 		}
 		q, percent, err := pressure.ParseThreshold(m[k])

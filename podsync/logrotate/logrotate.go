@@ -66,14 +66,14 @@ func (o *Options) defaults() error {
 	if o.MaxSize == 0 {
 		o.MaxSize = DefaultMaxSize
 	}
-	if o.MaxSize < 1<<10 || o.MaxSize > 1<<40 {
-		return fmt.Errorf("logrotate: Options.MaxSize %d must be in [1024, %d]", o.MaxSize, int64(1)<<40)
+	if err := optcheck.Range("logrotate: Options.MaxSize", o.MaxSize, 1<<10, 1<<40); err != nil {
+		return err
 	}
 	if o.MaxFiles == 0 {
 		o.MaxFiles = DefaultMaxFiles
 	}
-	if o.MaxFiles < 2 || o.MaxFiles > 1000 {
-		return fmt.Errorf("logrotate: Options.MaxFiles %d must be in [2, 1000]", o.MaxFiles)
+	if err := optcheck.Range("logrotate: Options.MaxFiles", o.MaxFiles, 2, 1000); err != nil {
+		return err
 	}
 	if o.MonitorInterval == 0 {
 		o.MonitorInterval = DefaultMonitorInterval

@@ -177,15 +177,15 @@ func (o AuthOptions) withDefaults() (AuthOptions, error) {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
-		if *f.v > MaxCacheTTL {
-			return o, fmt.Errorf("AuthOptions.%s %v: want at most %v", f.name, *f.v, MaxCacheTTL)
+		if err := optcheck.Max("AuthOptions."+f.name, *f.v, MaxCacheTTL); err != nil {
+			return o, err
 		}
 	}
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
 	}
-	if o.CacheSize < 1 {
-		return o, fmt.Errorf("AuthOptions.CacheSize %d: want at least 1", o.CacheSize)
+	if err := optcheck.Min("AuthOptions.CacheSize", o.CacheSize, 1); err != nil {
+		return o, err
 	}
 	if o.ReviewTimeout == 0 {
 		o.ReviewTimeout = DefaultReviewTimeout
@@ -199,7 +199,7 @@ func (o AuthOptions) withDefaults() (AuthOptions, error) {
 	case o.ReviewRetries < 0:
 		o.ReviewRetries = 0
 	case o.ReviewRetries > MaxReviewRetries:
-		return o, fmt.Errorf("AuthOptions.ReviewRetries %d: want at most %d", o.ReviewRetries, MaxReviewRetries)
+		return o, optcheck.Max("AuthOptions.ReviewRetries", o.ReviewRetries, MaxReviewRetries)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

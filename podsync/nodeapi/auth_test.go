@@ -517,6 +517,19 @@ func TestAuthOptionsValidation(t *testing.T) {
 	if _, err := nodeapi.NewAuth(nodeapi.AuthOptions{NodeName: "n", ClientCAFile: caFile, SubjectAccessReviews: sar}); err != nil {
 		t.Errorf("valid options: %v", err)
 	}
+	for _, tc := range []struct {
+		o    nodeapi.AuthOptions
+		want string
+	}{
+		{nodeapi.AuthOptions{AuthorizedCacheTTL: 2 * time.Hour}, "nodeapi: AuthOptions.AuthorizedCacheTTL 2h0m0s must be at most 1h0m0s"},
+		{nodeapi.AuthOptions{CacheSize: -1}, "nodeapi: AuthOptions.CacheSize -1 must be at least 1"},
+		{nodeapi.AuthOptions{ReviewRetries: 11}, "nodeapi: AuthOptions.ReviewRetries 11 must be at most 10"},
+	} {
+		tc.o.NodeName, tc.o.Anonymous, tc.o.AlwaysAllow = "n", true, true
+		if _, err := nodeapi.NewAuth(tc.o); err == nil || err.Error() != tc.want {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
 }
 
 func TestAuthUpgradeRequiresCreate(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/cri"
@@ -85,7 +86,7 @@ func (b *Backend) Build(p podsync.BackendParts) (podsync.Backend, error) {
 	}
 	rt := b.o.Syncer.Runtime
 	if rt == nil {
-		return podsync.Backend{}, errors.New("backend: Options.Syncer.Runtime is required")
+		return podsync.Backend{}, optcheck.Required("backend: Options.Syncer.Runtime")
 	}
 	vo := b.o.Volume
 	vo.Clock, vo.Recorder, vo.OnChange = p.Clock, p.Recorder, p.Triggers.Trigger
