@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -85,13 +86,16 @@ type Options struct {
 	// setter of one's own). Default: nodestatus.DefaultSetters unchanged.
 	Setters func(i int, s nodestatus.Setters) nodestatus.Setters
 	// Heartbeat, when set, adjusts node i's heartbeat.Options after the fleet
-	// filled them in (Nodes, NodeName, Node, StatusSetter, Clock, Renewer,
-	// frequencies, ReRegister true). The steps are the heartbeat's own
-	// (heartbeat.Heartbeat.SyncOnce: registration back-off, fast start-up
-	// checks, re-registration follow these options); the fleet only moves
-	// each node's regular rounds onto its slot. Default: none.
+	// filled them in (Nodes, NodeName, Node, StatusSetter, Clock,
+	// LeaseOptions, frequencies, ReRegister true). The steps are the
+	// heartbeat's own (heartbeat.Heartbeat.SyncOnce: registration back-off,
+	// fast start-up checks, re-registration follow these options); the
+	// fleet only moves each node's regular rounds onto its slot. Called
+	// again when a node is recreated. Default: none.
 	Heartbeat func(i int, o *heartbeat.Options)
-	// Lease, when set, adjusts node i's lease.Options. Default: none.
+	// Lease, when set, adjusts node i's lease.Options (the heartbeat's
+	// LeaseOptions) before Heartbeat is called. Called again when a node is
+	// recreated. Default: none.
 	Lease func(i int, o *lease.Options)
 	// Strategy is every node's heartbeat strategy. Default:
 	// heartbeat.LeaseStrategy().
@@ -324,22 +328,6 @@ func (f *Fleet) initNode(i int) error {
 	}
 	n.setter = setters
 
-	lo := lease.Options{
-		Leases:        n.leases,
-		Nodes:         n.nodes,
-		NodeName:      n.name,
-		LeaseDuration: f.opts.LeaseDuration,
-		RenewInterval: f.opts.RenewInterval,
-		Jitter:        -1, // the fleet spreads renewals itself
-		Clock:         f.clock,
-		Registerer:    f.opts.Registerer,
-	}
-	if f.opts.Lease != nil {
-		f.opts.Lease(i, &lo)
-	}
-	if n.renewer, err = lease.New(lo); err != nil {
-		return fmt.Errorf("fleet: node %q: %w", n.name, err)
-	}
 	hb, err := f.newHeartbeat(n, tmpl)
 	if err != nil {
 		return err
@@ -367,7 +355,21 @@ func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, 
 		ReRegister: true,
 	}
 	if f.opts.Strategy.UsesLease() {
-		ho.Renewer = n.renewer
+		ho.LeaseOptions = lease.Options{
+			Leases:        n.leases,
+			Nodes:         n.nodes,
+			NodeName:      n.name,
+			LeaseDuration: f.opts.LeaseDuration,
+			RenewInterval: f.opts.RenewInterval,
+			Jitter:        -1, // the fleet spreads renewals itself
+			Clock:         f.clock,
+			Registerer:    f.opts.Registerer,
+			// Not the node's Rand, which only the status steps may call.
+			Rand: rand.Float64,
+		}
+		if f.opts.Lease != nil {
+			f.opts.Lease(int(n.idx), &ho.LeaseOptions)
+		}
 	}
 	if f.opts.Heartbeat != nil {
 		f.opts.Heartbeat(int(n.idx), &ho)
@@ -375,6 +377,9 @@ func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, 
 	hb, err := heartbeat.New(ho)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: node %q: %w", n.name, err)
+	}
+	if (hb.Renewer() != nil) != f.opts.Strategy.UsesLease() {
+		return nil, fmt.Errorf("fleet: node %q: Options.Heartbeat must keep Options.Strategy's use of a lease", n.name)
 	}
 	return hb, nil
 }
@@ -556,7 +561,7 @@ func (f *Fleet) exec(ctx context.Context, t task) {
 
 func (f *Fleet) execLease(ctx context.Context, n *Node) int64 {
 	start := f.clock.Now()
-	wait, err := n.renewer.SyncOnce(ctx)
+	wait, err := n.hb.Load().Renewer().SyncOnce(ctx)
 	now := f.clock.Now().UnixNano()
 	if err != nil {
 		if ctx.Err() == nil {
