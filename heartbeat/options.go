@@ -2,7 +2,6 @@ package heartbeat
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -255,7 +254,7 @@ func (o *Options) complete() (*lease.Renewer, error) {
 	case o.Jitter < 0:
 		o.Jitter = 0
 	case o.Jitter > 1:
-		return nil, fmt.Errorf("heartbeat: Options.Jitter %v must be in [0, 1]", o.Jitter)
+		return nil, optcheck.Range("heartbeat: Options.Jitter", o.Jitter, 0, 1)
 	}
 	if o.RegisterBackoff == 0 {
 		o.RegisterBackoff = DefaultRegisterBackoff
@@ -303,7 +302,7 @@ func (o *Options) complete() (*lease.Renewer, error) {
 			lo.Leases = o.Leases
 		}
 		if lo.Leases == nil {
-			return nil, errors.New("heartbeat: Options.Leases is required with a strategy that uses a lease")
+			return nil, fmt.Errorf("%w with a strategy that uses a lease", optcheck.Required("heartbeat: Options.Leases"))
 		}
 		if lo.Nodes == nil {
 			lo.Nodes = o.Nodes

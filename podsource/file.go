@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // FileOptions configures a File source.
@@ -127,7 +128,7 @@ const SettleDelay = time.Second
 // NewFile checks the options and returns a File source.
 func NewFile(opts FileOptions) (*File, error) {
 	if opts.Path == "" {
-		return nil, errors.New("podsource: FileOptions.Path: required")
+		return nil, optcheck.Required("podsource: FileOptions.Path")
 	}
 	if err := checkNodeName("FileOptions", &opts.NodeName); err != nil {
 		return nil, err

@@ -208,8 +208,8 @@ func New(opts Options) (*Fleet, error) {
 	if opts.Leases == nil {
 		return nil, optcheck.Required("fleet: Options.Leases")
 	}
-	if opts.Count < 1 || opts.Count > MaxNodes {
-		return nil, fmt.Errorf("fleet: Options.Count %d must be in [1, %d]", opts.Count, MaxNodes)
+	if err := optcheck.Range("fleet: Options.Count", opts.Count, 1, MaxNodes); err != nil {
+		return nil, err
 	}
 	if opts.NamePrefix == "" {
 		opts.NamePrefix = DefaultNamePrefix
@@ -262,8 +262,8 @@ func New(opts Options) (*Fleet, error) {
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
 	}
-	if opts.Workers < 1 || opts.Workers > MaxWorkers {
-		return nil, fmt.Errorf("fleet: Options.Workers %d must be in [1, %d]", opts.Workers, MaxWorkers)
+	if err := optcheck.Range("fleet: Options.Workers", opts.Workers, 1, MaxWorkers); err != nil {
+		return nil, err
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
