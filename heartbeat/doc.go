@@ -18,7 +18,9 @@
 // SyncOnce is the synchronous step Run loops over: registration and its
 // back-off, fast start-up checks and status rounds, returning how long to
 // wait before the next call; heartbeat/fleet drives many nodes by it.
-// Register, SyncStatus and SyncFastStatus are its parts. Trigger makes the
+// Register, SyncStatus and SyncFastStatus are its parts; the lease is
+// configured by Options.LeaseOptions and renewed by SyncLease (Run starts
+// its loop once the Node is registered). Trigger makes the
 // next step a full status round. The Node as last written is published to a
 // NodeView (Options.View, Heartbeat.View), which parts built before the
 // heartbeat (a pod half's admission) read.

@@ -89,7 +89,8 @@ type Heartbeat struct {
 // New checks opts, fills in defaults and returns a Heartbeat. It makes no
 // request.
 func New(opts Options) (*Heartbeat, error) {
-	if err := opts.complete(); err != nil {
+	renewer, err := opts.complete()
+	if err != nil {
 		return nil, err
 	}
 	m, err := newMetrics(opts.Registerer)
@@ -123,6 +124,7 @@ func New(opts Options) (*Heartbeat, error) {
 		metrics:    m,
 		regBackoff: backoff.Backoff{Initial: opts.RegisterBackoff, Max: opts.MaxRegisterBackoff},
 		view:       opts.View,
+		lease:      renewer,
 	}
 	if h.view == nil {
 		h.view = NewNodeView()
@@ -130,16 +132,11 @@ func New(opts Options) (*Heartbeat, error) {
 	if h.template, err = newLastNode(tmpl); err != nil {
 		return nil, err
 	}
-	if opts.Strategy.UsesLease() {
-		h.lease = opts.Renewer
-		if h.lease.NodeName() != h.name {
-			return nil, fmt.Errorf("heartbeat: Options.Renewer renews the lease of %q, not of %q", h.lease.NodeName(), h.name)
-		}
-	}
 	return h, nil
 }
 
-// Renewer returns the lease renewer, or nil when the strategy uses none.
+// Renewer returns the lease renewer New built from Options.LeaseOptions, or
+// nil when the strategy uses no lease.
 func (h *Heartbeat) Renewer() *lease.Renewer { return h.lease }
 
 // Node returns a copy of the node as last read or written, or nil. It never

@@ -2,7 +2,6 @@ package heartbeat
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -113,8 +112,8 @@ type Options struct {
 	// Nodes registers the Node and writes its status:
 	// clientset.CoreV1().Nodes(). Required.
 	Nodes NodeClient
-	// Leases renews the node's lease when the strategy uses one and
-	// Renewer is nil: clientset.CoordinationV1().Leases(lease.DefaultNamespace).
+	// Leases renews the node's lease when the strategy uses one:
+	// clientset.CoordinationV1().Leases(lease.DefaultNamespace).
 	// Required then (here or in LeaseOptions), unused otherwise.
 	Leases lease.LeaseClient
 	// NodeName is the Node's name. Required.
@@ -184,13 +183,13 @@ type Options struct {
 	// RepeatedFailures (2) consecutive failed requests, and after each
 	// further one, as kubelet's onRepeatedHeartbeatFailure; kubelet closes
 	// its API connections there so that a dead TCP connection is not
-	// reused. It is also the lease renewer's hook when the heartbeat builds
-	// the renewer and LeaseOptions sets none. Default: none.
+	// reused. It is also the lease renewer's hook when LeaseOptions sets
+	// none. Default: none.
 	OnRepeatedFailure func()
 	// Clock is the source of time. Default: clock.RealClock{}.
 	Clock clock.Clock
-	// Registerer registers the heartbeat's metrics (and the lease's, when the
-	// heartbeat builds the renewer). Heartbeats sharing a registerer share
+	// Registerer registers the heartbeat's metrics (and the lease's, when
+	// LeaseOptions sets none). Heartbeats sharing a registerer share
 	// metrics. Nil: no metrics.
 	Registerer prometheus.Registerer
 	// Recorder records NodeReady / NodeNotReady events. Nil: none.
@@ -203,30 +202,31 @@ type Options struct {
 	// before the heartbeat can be given the view. Default: a view of its
 	// own (Heartbeat.View).
 	View *NodeView
-	// Renewer is the lease renewer used when the strategy uses a lease.
-	// Nil: one is built from LeaseOptions.
-	Renewer *lease.Renewer
-	// LeaseOptions build the renewer when Renewer is nil and the strategy
-	// uses a lease. Leases, Nodes, NodeName, Clock, Registerer, Rand and
-	// OnRepeatedFailure default to this Options' values.
+	// LeaseOptions configure the node's lease when the strategy uses one:
+	// New builds the heartbeat's renewer (Heartbeat.Renewer) from them.
+	// Leases, Nodes, NodeName, Clock, Registerer, Rand and
+	// OnRepeatedFailure default to this Options' values; the rest to
+	// lease.New's defaults (kubelet's: 40s, renewed every 10s).
 	LeaseOptions lease.Options
 }
 
-func (o *Options) complete() error {
+// complete checks o and fills in its defaults; with a strategy that uses a
+// lease it returns the renewer built from LeaseOptions.
+func (o *Options) complete() (*lease.Renewer, error) {
 	if o.Nodes == nil {
-		return optcheck.Required("heartbeat: Options.Nodes")
+		return nil, optcheck.Required("heartbeat: Options.Nodes")
 	}
 	if o.NodeName == "" {
-		return optcheck.Required("heartbeat: Options.NodeName")
+		return nil, optcheck.Required("heartbeat: Options.NodeName")
 	}
 	if o.StatusSetter == nil {
-		return optcheck.Required("heartbeat: Options.StatusSetter")
+		return nil, optcheck.Required("heartbeat: Options.StatusSetter")
 	}
 	if o.Node == nil {
 		o.Node = &corev1.Node{}
 	}
 	if o.Node.Name != "" && o.Node.Name != o.NodeName {
-		return fmt.Errorf("heartbeat: Options.Node.Name %q differs from Options.NodeName %q", o.Node.Name, o.NodeName)
+		return nil, fmt.Errorf("heartbeat: Options.Node.Name %q differs from Options.NodeName %q", o.Node.Name, o.NodeName)
 	}
 	if o.Strategy == nil {
 		o.Strategy = LeaseStrategy()
@@ -236,7 +236,7 @@ func (o *Options) complete() error {
 		o.NodeStatusUpdateFrequency = DefaultNodeStatusUpdateFrequency
 	}
 	if err := optcheck.Range("heartbeat: Options.NodeStatusUpdateFrequency", o.NodeStatusUpdateFrequency, minFrequency, maxFrequency); err != nil {
-		return err
+		return nil, err
 	}
 	if o.NodeStatusReportFrequency == 0 {
 		if updateSet {
@@ -246,7 +246,7 @@ func (o *Options) complete() error {
 		}
 	}
 	if err := optcheck.Range("heartbeat: Options.NodeStatusReportFrequency", o.NodeStatusReportFrequency, minFrequency, maxReport); err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case o.Jitter == 0:
@@ -254,7 +254,7 @@ func (o *Options) complete() error {
 	case o.Jitter < 0:
 		o.Jitter = 0
 	case o.Jitter > 1:
-		return fmt.Errorf("heartbeat: Options.Jitter %v must be in [0, 1]", o.Jitter)
+		return nil, optcheck.Range("heartbeat: Options.Jitter", o.Jitter, 0, 1)
 	}
 	if o.RegisterBackoff == 0 {
 		o.RegisterBackoff = DefaultRegisterBackoff
@@ -263,10 +263,10 @@ func (o *Options) complete() error {
 		o.MaxRegisterBackoff = max(DefaultMaxRegisterBackoff, o.RegisterBackoff)
 	}
 	if err := optcheck.Range("heartbeat: Options.MaxRegisterBackoff", o.MaxRegisterBackoff, minBackoff, maxRegisterBackoff); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := backoff.New("heartbeat: Options.RegisterBackoff", o.RegisterBackoff, o.MaxRegisterBackoff, minBackoff); err != nil {
-		return err
+		return nil, err
 	}
 	if o.ManagedLabels == nil {
 		o.ManagedLabels = DefaultManagedLabels
@@ -275,7 +275,7 @@ func (o *Options) complete() error {
 		o.FastStatusInterval = DefaultFastStatusInterval
 	}
 	if err := optcheck.Range("heartbeat: Options.FastStatusInterval", o.FastStatusInterval, minBackoff, o.NodeStatusUpdateFrequency); err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case o.NodeReadyGracePeriod == 0:
@@ -283,10 +283,10 @@ func (o *Options) complete() error {
 	case o.NodeReadyGracePeriod < 0:
 		o.NodeReadyGracePeriod = 0
 	case o.NodeReadyGracePeriod > maxGrace:
-		return optcheck.Range("heartbeat: Options.NodeReadyGracePeriod", o.NodeReadyGracePeriod, 0, maxGrace)
+		return nil, optcheck.Range("heartbeat: Options.NodeReadyGracePeriod", o.NodeReadyGracePeriod, 0, maxGrace)
 	}
 	if o.WriteMode != StrategicMergePatch && o.WriteMode != ServerSideApply {
-		return fmt.Errorf("heartbeat: Options.WriteMode %v is unknown", o.WriteMode)
+		return nil, fmt.Errorf("heartbeat: Options.WriteMode %v is unknown", o.WriteMode)
 	}
 	if o.FieldManager == "" {
 		o.FieldManager = DefaultFieldManager
@@ -295,13 +295,14 @@ func (o *Options) complete() error {
 		o.Clock = clock.RealClock{}
 	}
 	o.Rand = randutil.Or(o.Rand)
-	if o.Strategy.UsesLease() && o.Renewer == nil {
+	var renewer *lease.Renewer
+	if o.Strategy.UsesLease() {
 		lo := o.LeaseOptions
 		if lo.Leases == nil {
 			lo.Leases = o.Leases
 		}
 		if lo.Leases == nil {
-			return errors.New("heartbeat: Options.Leases is required with a strategy that uses a lease")
+			return nil, fmt.Errorf("%w with a strategy that uses a lease", optcheck.Required("heartbeat: Options.Leases"))
 		}
 		if lo.Nodes == nil {
 			lo.Nodes = o.Nodes
@@ -310,7 +311,7 @@ func (o *Options) complete() error {
 			lo.NodeName = o.NodeName
 		}
 		if lo.NodeName != o.NodeName {
-			return fmt.Errorf("heartbeat: Options.LeaseOptions.NodeName %q differs from Options.NodeName %q", lo.NodeName, o.NodeName)
+			return nil, fmt.Errorf("heartbeat: Options.LeaseOptions.NodeName %q differs from Options.NodeName %q", lo.NodeName, o.NodeName)
 		}
 		if lo.Clock == nil {
 			lo.Clock = o.Clock
@@ -324,17 +325,16 @@ func (o *Options) complete() error {
 		if lo.Rand == nil {
 			lo.Rand = o.Rand
 		}
-		r, err := lease.New(lo)
-		if err != nil {
-			return fmt.Errorf("heartbeat: Options.LeaseOptions: %w", err)
+		var err error
+		if renewer, err = lease.New(lo); err != nil {
+			return nil, fmt.Errorf("heartbeat: Options.LeaseOptions: %w", err)
 		}
-		o.Renewer = r
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = o.NodeStatusUpdateFrequency
-		if o.Renewer != nil {
-			o.RequestTimeout = min(o.RequestTimeout, o.Renewer.Duration())
+		if renewer != nil {
+			o.RequestTimeout = min(o.RequestTimeout, renewer.Duration())
 		}
 	}
-	return nil
+	return renewer, nil
 }

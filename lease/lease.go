@@ -174,7 +174,7 @@ func New(opts Options) (*Renewer, error) {
 		return nil, optcheck.Required("lease: Options.Leases")
 	}
 	if opts.LookupNodeUID && opts.Nodes == nil {
-		return nil, errors.New("lease: Options.Nodes is required with Options.LookupNodeUID")
+		return nil, fmt.Errorf("%w with Options.LookupNodeUID", optcheck.Required("lease: Options.Nodes"))
 	}
 	if opts.NodeName == "" {
 		return nil, optcheck.Required("lease: Options.NodeName")

@@ -2,7 +2,6 @@ package podsource
 
 import (
 	"context"
-	"errors"
 	"math"
 	"time"
 
@@ -68,7 +67,7 @@ type API struct {
 // NewAPI checks the options and returns an API source.
 func NewAPI(opts APIOptions) (*API, error) {
 	if opts.Pods == nil {
-		return nil, errors.New("podsource: APIOptions.Pods: required")
+		return nil, optcheck.Required("podsource: APIOptions.Pods")
 	}
 	if err := checkNodeName("APIOptions", &opts.NodeName); err != nil {
 		return nil, err

@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // FileOptions configures a File source.
@@ -42,11 +45,12 @@ type FileOptions struct {
 
 // File is the static pod source for a manifest directory or file.
 //
-// Run lists the path at once, then on every inotify event (through
-// fsnotify) for a manifest and every Period, and sends the full set when it
-// changed. Files are read whole (at most MaxManifestBytes), one pod each, in
-// YAML or JSON; see DecodeManifest. A manifest is re-parsed only when its
-// bytes change.
+// Run lists the path at once, then reads the manifests named by each
+// inotify event (through fsnotify) and re-lists every Period, and sends the
+// full set when it changed: a loop over SyncOnce, which does all of that
+// while Run keeps the watch. Files are read whole (at most
+// MaxManifestBytes), one pod each, in YAML or JSON; see DecodeManifest. A
+// manifest is re-parsed only when its bytes change.
 //
 // Unlike kubelet, a manifest that was valid and becomes unreadable or
 // invalid keeps its last valid pod in the set; the error is logged and
@@ -56,8 +60,8 @@ type FileOptions struct {
 // truncate and the write of a plain edit, or one cut short), on an inotify
 // event or a re-list, the problem counts only if the file is still invalid
 // SettleDelay later; the write's own event normally brings the new version
-// first. SyncOnce, a step whose caller chooses when to look, reports at
-// once; Pods returns the set it (or Run) found last.
+// first. SyncOnce without Run, a step whose caller chooses when to look,
+// re-lists and reports at once; Pods returns the set found last.
 //
 // Of several files declaring the same pod (namespace and name), the one
 // whose name sorts last is used, as in kubelet, whose file store is keyed by
@@ -81,6 +85,21 @@ type File struct {
 	dups    map[string]error // files whose pod another file declares too, and loses
 	pathErr error
 	pods    []*v1.Pod // the set found last; nil until the path was read
+	version uint64    // counts the changes of pods
+
+	stepMu     sync.Mutex // serialises the steps, and Run's start and end of its watch
+	nextRelist time.Time  // Run's next periodic re-list; zero: at once
+
+	// Run's watch, kept by the steps while Run runs.
+	wmu      sync.Mutex
+	watching bool
+	w        *fsnotify.Watcher // nil: none yet (the next periodic re-list tries)
+	wdone    chan struct{}     // closed when w's forwarder returns
+	names    map[string]bool   // what w's events named since the last step
+	werr     bool              // w failed: build it again at once
+	werrVal  error             // w's error, if it gave one
+	wgone    bool              // w's events ended: build it again at the next re-list
+	wake     chan struct{}     // capacity 1: w delivered something
 }
 
 type fileEntry struct {
@@ -109,7 +128,7 @@ const SettleDelay = time.Second
 // NewFile checks the options and returns a File source.
 func NewFile(opts FileOptions) (*File, error) {
 	if opts.Path == "" {
-		return nil, errors.New("podsource: FileOptions.Path: required")
+		return nil, optcheck.Required("podsource: FileOptions.Path")
 	}
 	if err := checkNodeName("FileOptions", &opts.NodeName); err != nil {
 		return nil, err
@@ -128,18 +147,95 @@ func NewFile(opts FileOptions) (*File, error) {
 		clock:    opts.Clock,
 		recorder: opts.Recorder,
 		entries:  map[string]*fileEntry{},
+		wake:     make(chan struct{}, 1),
 	}, nil
 }
 
 // Name returns FileSource.
 func (f *File) Name() string { return FileSource }
 
-// SyncOnce re-lists the path once; Pods then returns the full set. The
-// error is non-nil only when the path could not be read at all (the last set
-// is kept); problems with single manifests are in Errors.
+// SyncOnce is the source's step, the one Run loops over; Pods then returns
+// the full set. Alone, it re-lists the path and reports every problem at
+// once: nothing else would show a change. While Run watches the path, it
+// does what is due: it reads the manifests the watch's events named since
+// the last step, builds the watch again when it failed, re-lists the path
+// every Period, and reports a manifest found newly invalid once it stayed
+// so for SettleDelay. The error is non-nil only when the path could not be
+// read at all (the last set is kept); problems with single manifests are in
+// Errors.
 func (f *File) SyncOnce(ctx context.Context) error {
-	_, _, err := f.relist(ctx, false)
+	f.stepMu.Lock()
+	defer f.stepMu.Unlock()
+	logger := klog.FromContext(ctx)
+	f.wmu.Lock()
+	watching := f.watching
+	names, werr, werrVal, wgone := f.names, f.werr, f.werrVal, f.wgone
+	f.names, f.werr, f.werrVal, f.wgone = nil, false, nil, false
+	f.wmu.Unlock()
+	if !watching {
+		changed, err := f.relist(ctx, false)
+		f.changed(changed)
+		return err
+	}
+	now := f.clock.Now()
+	relist := !now.Before(f.nextRelist)
+	if relist {
+		f.nextRelist = nextTick(f.nextRelist, now, f.period)
+	}
+	switch {
+	case werr:
+		if werrVal != nil {
+			logger.Error(werrVal, "Watching the manifest path failed; re-listing and watching again")
+		}
+		f.rewatch(logger)
+		relist = true
+	case wgone:
+		f.unwatch()
+		if relist {
+			f.rewatch(logger)
+		}
+	case relist && !f.hasWatch():
+		f.rewatch(logger)
+	}
+	var changed bool
+	if !relist && len(names) > 0 {
+		var rewatch bool
+		changed, rewatch = f.handleEvents(ctx, names)
+		if rewatch {
+			// The watched directory itself went away or moved.
+			f.rewatch(logger)
+			relist = true
+		}
+	}
+	var err error
+	if relist {
+		var c bool
+		c, err = f.relist(ctx, true)
+		changed = changed || c
+	}
+	if d, ok := f.nextSettle(); ok && d == 0 && f.settle(ctx) {
+		changed = true
+	}
+	f.changed(changed)
 	return err
+}
+
+// changed counts a change of the set.
+func (f *File) changed(changed bool) {
+	if changed {
+		f.mu.Lock()
+		f.version++
+		f.mu.Unlock()
+	}
+}
+
+// nextTick returns the first time after now on the grid of period from
+// next (a zero next: now plus period).
+func nextTick(next, now time.Time, period time.Duration) time.Time {
+	if next.IsZero() {
+		return now.Add(period)
+	}
+	return next.Add((now.Sub(next)/period + 1) * period)
 }
 
 // Pods returns the full set of pods found by the last re-list or event,
@@ -181,109 +277,156 @@ func (f *File) Errors() map[string]error {
 }
 
 // Run watches and re-lists the path, sending the full set first at once and
-// then whenever it changes, until ctx ends.
+// then whenever it changes, until ctx ends: a loop over SyncOnce, woken by
+// the watch's events. Only one Run may be active at a time.
 func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 	logger := klog.FromContext(ctx).WithValues("source", FileSource, "path", f.path)
 	ctx = klog.NewContext(ctx, logger)
-
-	w := f.watch(logger)
-	defer func() {
-		if w != nil {
-			w.Close()
-		}
-	}()
-	ticker := f.clock.NewTicker(f.period)
-	defer ticker.Stop()
-	var (
-		settleTimer clock.Timer
-		settleC     <-chan time.Time
-	)
-	defer func() {
-		if settleTimer != nil {
-			settleTimer.Stop()
-		}
-	}()
-
-	pods, _, err := f.relist(ctx, true)
-	if err != nil {
-		logger.Error(err, "Cannot read the manifest path; will retry")
+	if err := f.startWatch(); err != nil {
+		return err
 	}
-	if err := send(ctx, updates, Update{Op: OpSet, Source: FileSource, Pods: pods}); err != nil {
-		return nil
-	}
-	for {
-		var (
-			events <-chan fsnotify.Event
-			errs   <-chan error
-		)
-		if w != nil {
-			events, errs = w.Events, w.Errors
-		}
-		if settleC == nil {
-			if d, ok := f.nextSettle(); ok {
-				settleTimer = f.clock.NewTimer(d)
-				settleC = settleTimer.C()
-			}
-		}
-		var changed bool
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-settleC:
-			settleC = nil
-			pods, changed = f.settle(ctx)
-		case <-ticker.C():
-			if w == nil {
-				w = f.watch(logger)
-			}
-			pods, changed, err = f.relist(ctx, true)
-			if err != nil {
+	defer f.stopWatch()
+	var sent uint64
+	first := true
+	return loop.Run(ctx, f.clock, func(ctx context.Context) (time.Duration, error) {
+		if err := f.SyncOnce(ctx); err != nil {
+			if first {
+				logger.Error(err, "Cannot read the manifest path; will retry")
+			} else {
 				logger.Error(err, "Cannot read the manifest path; keeping the last set")
 			}
+		}
+		f.mu.Lock()
+		pods, version := f.pods, f.version
+		f.mu.Unlock()
+		if first || version != sent {
+			if send(ctx, updates, Update{Op: OpSet, Source: FileSource, Pods: pods}) != nil {
+				return loop.Never, nil
+			}
+			first, sent = false, version
+		}
+		return f.nextWait(), nil
+	}, loop.Signal(f.wake))
+}
+
+// nextWait is how long Run waits for its next step when the watch delivers
+// nothing: until the next periodic re-list or the first pending manifest
+// is due.
+func (f *File) nextWait() time.Duration {
+	f.stepMu.Lock()
+	d := max(f.nextRelist.Sub(f.clock.Now()), 0)
+	f.stepMu.Unlock()
+	if s, ok := f.nextSettle(); ok {
+		d = min(d, s)
+	}
+	return d
+}
+
+// startWatch makes the steps keep a watch of the path, from the next one
+// on (which re-lists at once).
+func (f *File) startWatch() error {
+	f.stepMu.Lock()
+	defer f.stepMu.Unlock()
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	if f.watching {
+		return errors.New("podsource: File.Run is already running")
+	}
+	f.watching = true
+	f.nextRelist = time.Time{}
+	f.names, f.werr, f.werrVal, f.wgone = nil, false, nil, false
+	return nil
+}
+
+// stopWatch ends the watch once no step runs.
+func (f *File) stopWatch() {
+	f.stepMu.Lock()
+	defer f.stepMu.Unlock()
+	f.unwatch()
+	f.wmu.Lock()
+	f.watching = false
+	f.names = nil
+	f.wmu.Unlock()
+}
+
+func (f *File) hasWatch() bool {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	return f.w != nil
+}
+
+// unwatch closes the watch, if any, and waits for its forwarder.
+func (f *File) unwatch() {
+	f.wmu.Lock()
+	w, done := f.w, f.wdone
+	f.w, f.wdone = nil, nil
+	f.wmu.Unlock()
+	if w != nil {
+		w.Close()
+		<-done
+	}
+}
+
+// rewatch replaces the watch with a new one (none when that is not possible
+// yet).
+func (f *File) rewatch(logger klog.Logger) {
+	f.unwatch()
+	w := f.watch(logger)
+	if w == nil {
+		return
+	}
+	done := make(chan struct{})
+	f.wmu.Lock()
+	f.w, f.wdone = w, done
+	f.wmu.Unlock()
+	go f.forward(w, done)
+}
+
+// forward hands w's events and errors to the steps and wakes Run, until w
+// is closed.
+func (f *File) forward(w *fsnotify.Watcher, done chan<- struct{}) {
+	defer close(done)
+	events, errs := w.Events, w.Errors
+	for events != nil || errs != nil {
+		var (
+			name     string
+			err      error
+			failed   bool
+			eventsOK = true
+		)
+		select {
 		case ev, ok := <-events:
 			if !ok {
-				w.Close()
-				w = nil
-				continue
+				events, eventsOK = nil, false
+				break
 			}
-			names := map[string]bool{ev.Name: true}
-		drain:
-			for {
-				select {
-				case ev, ok := <-events:
-					if !ok {
-						break drain
-					}
-					names[ev.Name] = true
-				default:
-					break drain
+			name = ev.Name
+		case e, ok := <-errs:
+			if !ok {
+				errs = nil
+			}
+			err, failed = e, true
+		}
+		f.wmu.Lock()
+		current := f.w == w
+		if current {
+			switch {
+			case !eventsOK:
+				f.wgone = true
+			case failed:
+				f.werr, f.werrVal = true, err
+			default:
+				if f.names == nil {
+					f.names = map[string]bool{}
 				}
-			}
-			var rewatch bool
-			pods, changed, rewatch = f.handleEvents(ctx, names)
-			if rewatch {
-				// The watched directory itself went away or moved.
-				w.Close()
-				w = f.watch(logger)
-				pods, changed, err = f.relist(ctx, true)
-				if err != nil {
-					logger.Error(err, "Cannot read the manifest path; keeping the last set")
-				}
-			}
-		case err, ok := <-errs:
-			if ok {
-				logger.Error(err, "Watching the manifest path failed; re-listing and watching again")
-			}
-			w.Close()
-			w = f.watch(logger)
-			pods, changed, err = f.relist(ctx, true)
-			if err != nil {
-				logger.Error(err, "Cannot read the manifest path; keeping the last set")
+				f.names[name] = true
 			}
 		}
-		if changed {
-			if err := send(ctx, updates, Update{Op: OpSet, Source: FileSource, Pods: pods}); err != nil {
-				return nil
+		f.wmu.Unlock()
+		if current {
+			select {
+			case f.wake <- struct{}{}:
+			default:
 			}
 		}
 	}
@@ -321,7 +464,7 @@ func (f *File) watch(logger klog.Logger) *fsnotify.Watcher {
 
 // handleEvents re-reads the manifests the events name. rewatch is true when
 // the event concerns the watched path itself or its parent.
-func (f *File) handleEvents(ctx context.Context, names map[string]bool) (pods []*v1.Pod, changed, rewatch bool) {
+func (f *File) handleEvents(ctx context.Context, names map[string]bool) (changed, rewatch bool) {
 	logger := klog.FromContext(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -334,7 +477,8 @@ func (f *File) handleEvents(ctx context.Context, names map[string]bool) (pods []
 	isDir := err == nil && st.IsDir()
 	if isDir == f.single {
 		// The path changed between a file and a directory: start over.
-		return f.setLocked(logger), false, true
+		f.setLocked(logger)
+		return false, true
 	}
 	for _, name := range sorted {
 		if !isDir {
@@ -354,13 +498,14 @@ func (f *File) handleEvents(ctx context.Context, names map[string]bool) (pods []
 			changed = true
 		}
 	}
-	return f.setLocked(logger), changed, rewatch
+	f.setLocked(logger)
+	return changed, rewatch
 }
 
 // relist reads the whole path. With settle (Run's re-lists), a manifest
 // newly found invalid is reported only once it stayed so for SettleDelay, as
 // after an event; SyncOnce reports at once.
-func (f *File) relist(ctx context.Context, settle bool) (pods []*v1.Pod, changed bool, err error) {
+func (f *File) relist(ctx context.Context, settle bool) (changed bool, err error) {
 	logger := klog.FromContext(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -371,10 +516,12 @@ func (f *File) relist(ctx context.Context, settle bool) (pods []*v1.Pod, changed
 		f.pathErr = nil
 		f.single = true
 		changed = f.dropAllLocked()
-		return f.setLocked(logger), changed, nil
+		f.setLocked(logger)
+		return changed, nil
 	case err != nil:
 		f.pathErr = fmt.Errorf("podsource: file %s: %w", f.path, err)
-		return f.setLocked(logger), false, f.pathErr
+		f.setLocked(logger)
+		return false, f.pathErr
 	}
 	seen := map[string]bool{}
 	if st.IsDir() {
@@ -382,7 +529,8 @@ func (f *File) relist(ctx context.Context, settle bool) (pods []*v1.Pod, changed
 		dirents, err := os.ReadDir(f.path)
 		if err != nil {
 			f.pathErr = fmt.Errorf("podsource: file %s: %w", f.path, err)
-			return f.setLocked(logger), false, f.pathErr
+			f.setLocked(logger)
+			return false, f.pathErr
 		}
 		for _, de := range dirents {
 			name := de.Name()
@@ -417,7 +565,8 @@ func (f *File) relist(ctx context.Context, settle bool) (pods []*v1.Pod, changed
 			f.report(logger, e)
 		}
 	}
-	return f.setLocked(logger), changed, nil
+	f.setLocked(logger)
+	return changed, nil
 }
 
 func sortedKeys(m map[string]*fileEntry) []string {
@@ -517,8 +666,8 @@ func (f *File) markPending(e *fileEntry) {
 }
 
 // settle reports the pending manifests that stayed invalid for SettleDelay,
-// re-reading them first. It returns the set and whether it changed.
-func (f *File) settle(ctx context.Context) (pods []*v1.Pod, changed bool) {
+// re-reading them first. It reports whether the set changed.
+func (f *File) settle(ctx context.Context) (changed bool) {
 	logger := klog.FromContext(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -539,7 +688,10 @@ func (f *File) settle(ctx context.Context) (pods []*v1.Pod, changed bool) {
 			f.report(logger, e)
 		}
 	}
-	return f.setLocked(logger), changed
+	if changed {
+		f.setLocked(logger)
+	}
+	return changed
 }
 
 // nextSettle is how long until the first pending manifest is due, and

@@ -452,3 +452,31 @@ func TestFileSourceSkipsWhatIsNotAFile(t *testing.T) {
 		t.Errorf("fifo still reported after removal")
 	}
 }
+
+// Run keeps the watch that SyncOnce, its step, reads: a second Run of the
+// same source fails, and once the first ends the source can run again.
+func TestFileSourceOneRunAtATime(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs after the cleanups registered below
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "a.yaml"), manifest("a", "a:1"))
+	src, err := NewFile(FileOptions{Path: dir, NodeName: "n1", Clock: clocktesting.NewFakeClock(seenTime)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		updates := make(chan Update, 1)
+		done := make(chan error, 1)
+		go func() { done <- src.Run(ctx, updates) }()
+		if u := nextUpdate(t, updates); len(u.Pods) != 1 {
+			t.Fatalf("first update %s", describe(u))
+		}
+		if err := src.Run(ctx, updates); err == nil || !strings.Contains(err.Error(), "already running") {
+			t.Fatalf("second Run: %v", err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+}

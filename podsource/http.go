@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // HTTPOptions configures an HTTP source.
@@ -83,8 +84,11 @@ type HTTP struct {
 
 // NewHTTP checks the options and returns an HTTP source.
 func NewHTTP(opts HTTPOptions) (*HTTP, error) {
+	if opts.URL == "" {
+		return nil, optcheck.Required("podsource: HTTPOptions.URL")
+	}
 	u, err := url.Parse(opts.URL)
-	if opts.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("podsource: HTTPOptions.URL %q: want an http or https URL", opts.URL)
 	}
 	if err := checkNodeName("HTTPOptions", &opts.NodeName); err != nil {

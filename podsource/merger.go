@@ -98,7 +98,7 @@ type sourceState struct {
 // NewMerger checks the options and returns a Merger. Run starts the sources.
 func NewMerger(opts MergerOptions) (*Merger, error) {
 	if len(opts.Sources) == 0 {
-		return nil, errors.New("podsource: MergerOptions.Sources: at least one source is required")
+		return nil, optcheck.Required("podsource: MergerOptions.Sources")
 	}
 	m := &Merger{
 		names:    make(map[string]bool, len(opts.Sources)),

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/optcheck"
 )
 
 // Mirror pod timing defaults and bounds.
@@ -128,16 +129,16 @@ type MirrorPods struct {
 // NewMirrorPods checks the options and returns MirrorPods.
 func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 	if opts.Pods == nil {
-		return nil, errors.New("podsource: MirrorPodsOptions.Pods: required")
+		return nil, optcheck.Required("podsource: MirrorPodsOptions.Pods")
 	}
 	if opts.Nodes == nil && opts.NodeUID == nil {
-		return nil, errors.New("podsource: MirrorPodsOptions.Nodes: required unless NodeUID is set")
+		return nil, fmt.Errorf("%w unless NodeUID is set", optcheck.Required("podsource: MirrorPodsOptions.Nodes"))
 	}
 	if err := checkNodeName("MirrorPodsOptions", &opts.NodeName); err != nil {
 		return nil, err
 	}
 	if opts.StaticPods == nil {
-		return nil, errors.New("podsource: MirrorPodsOptions.StaticPods: required")
+		return nil, optcheck.Required("podsource: MirrorPodsOptions.StaticPods")
 	}
 	if err := checkDuration("MirrorPodsOptions.Period", &opts.Period, DefaultMirrorPeriod, MinPeriod, MaxPeriod); err != nil {
 		return nil, err

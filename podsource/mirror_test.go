@@ -226,7 +226,7 @@ func TestMirrorPodsRun(t *testing.T) {
 		t.Errorf("no client: %v", err)
 	}
 	if _, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), Nodes: client.CoreV1().Nodes(), NodeName: "n1"}); err == nil ||
-		err.Error() != "podsource: MirrorPodsOptions.StaticPods: required" {
+		err.Error() != "podsource: MirrorPodsOptions.StaticPods is required" {
 		t.Errorf("no StaticPods: %v", err)
 	}
 }

@@ -54,6 +54,9 @@ func CanonicalNodeName(name string) (string, error) {
 
 // checkNodeName canonicalises an option's node name in place.
 func checkNodeName(opt string, name *string) error {
+	if strings.TrimSpace(*name) == "" {
+		return optcheck.Required("podsource: " + opt + ".NodeName")
+	}
 	c, err := CanonicalNodeName(*name)
 	if err != nil {
 		return fmt.Errorf("podsource: %s.NodeName: %w", opt, err)

@@ -48,6 +48,34 @@ func TestOptionBoundsWording(t *testing.T) {
 	}
 }
 
+// A required option left out is reported in the same wording
+// (internal/optcheck.Required): "<pkg>: <Options>.<Field> is required".
+func TestOptionRequiredWording(t *testing.T) {
+	client := fake.NewClientset()
+	for _, tc := range []struct {
+		err  func() error
+		want string
+	}{
+		{func() error { _, err := NewFile(FileOptions{NodeName: "n"}); return err }, "podsource: FileOptions.Path is required"},
+		{func() error { _, err := NewFile(FileOptions{Path: "/x", NodeName: " "}); return err }, "podsource: FileOptions.NodeName is required"},
+		{func() error { _, err := NewHTTP(HTTPOptions{NodeName: "n"}); return err }, "podsource: HTTPOptions.URL is required"},
+		{func() error { _, err := NewAPI(APIOptions{NodeName: "n"}); return err }, "podsource: APIOptions.Pods is required"},
+		{func() error { _, err := NewMerger(MergerOptions{}); return err }, "podsource: MergerOptions.Sources is required"},
+		{func() error {
+			_, err := NewMirrorPods(MirrorPodsOptions{NodeName: "n", StaticPods: noPods})
+			return err
+		}, "podsource: MirrorPodsOptions.Pods is required"},
+		{func() error {
+			_, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), NodeName: "n", StaticPods: noPods})
+			return err
+		}, "podsource: MirrorPodsOptions.Nodes is required unless NodeUID is set"},
+	} {
+		if err := tc.err(); err == nil || err.Error() != tc.want {
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}
+
 // A node name follows one rule everywhere, kubelet's for its hostname:
 // trimmed and lower-cased, then a DNS-1123 subdomain.
 func TestNodeNameOneRule(t *testing.T) {

@@ -34,6 +34,9 @@
 // One scheduler serves the whole fleet: a heap of the nodes' next steps on
 // the injected clock. A lease step is one lease.Renewer.SyncOnce, a status
 // step one heartbeat.Heartbeat.SyncOnce, the very steps Run loops over.
+// Fleet.SyncOnce hands each step to a free worker as soon as it is due (a
+// slow request holds up its worker only) and returns once none is due or
+// running; Fleet.Run is a loop over it.
 // Each node keeps a fixed slot in the renew interval (and one in the status
 // interval), spread evenly by the golden ratio and rounded up to a tick of
 // Options.Granularity (1s); nodes sharing a tick run as one batch on at

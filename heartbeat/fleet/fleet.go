@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,10 @@ const (
 	// that a fleet's nodes can be listed and cleaned up.
 	FleetLabel = "heartbeattest.nodekit.io/fleet"
 
-	maxSyncRounds = 1000
+	// maxSyncReruns bounds how often one SyncOnce runs a step that keeps
+	// falling due again at once (under a fake clock, a step asking for no
+	// wait without end).
+	maxSyncReruns = 1000
 )
 
 // Options configure a Fleet. Zero values take the default named in each
@@ -85,13 +89,16 @@ type Options struct {
 	// setter of one's own). Default: nodestatus.DefaultSetters unchanged.
 	Setters func(i int, s nodestatus.Setters) nodestatus.Setters
 	// Heartbeat, when set, adjusts node i's heartbeat.Options after the fleet
-	// filled them in (Nodes, NodeName, Node, StatusSetter, Clock, Renewer,
-	// frequencies, ReRegister true). The steps are the heartbeat's own
-	// (heartbeat.Heartbeat.SyncOnce: registration back-off, fast start-up
-	// checks, re-registration follow these options); the fleet only moves
-	// each node's regular rounds onto its slot. Default: none.
+	// filled them in (Nodes, NodeName, Node, StatusSetter, Clock,
+	// LeaseOptions, frequencies, ReRegister true). The steps are the
+	// heartbeat's own (heartbeat.Heartbeat.SyncOnce: registration back-off,
+	// fast start-up checks, re-registration follow these options); the
+	// fleet only moves each node's regular rounds onto its slot. Called
+	// again when a node is recreated. Default: none.
 	Heartbeat func(i int, o *heartbeat.Options)
-	// Lease, when set, adjusts node i's lease.Options. Default: none.
+	// Lease, when set, adjusts node i's lease.Options (the heartbeat's
+	// LeaseOptions) before Heartbeat is called. Called again when a node is
+	// recreated. Default: none.
 	Lease func(i int, o *lease.Options)
 	// Strategy is every node's heartbeat strategy. Default:
 	// heartbeat.LeaseStrategy().
@@ -166,15 +173,22 @@ type Fleet struct {
 	byName       map[string]int32
 
 	syncMu sync.Mutex // serialises SyncOnce
-	batch  []task     // SyncOnce's scratch, under syncMu
 
 	mu       sync.Mutex
 	cond     *sync.Cond // on mu: inflight or a node's running bits changed
 	heap     timerheap.Heap[taskKey]
 	inflight int
-	wake     int64 // when Run's scheduler wakes next; MaxInt64: not sleeping
+	wake     int64 // when Run wakes next; MaxInt64: not sleeping
 	running  bool
 	kick     chan struct{}
+	// syncWake is when a SyncOnce waiting for its running steps wakes next
+	// (MinInt64: none waits), and syncKick wakes it for a step due sooner.
+	syncWake int64
+	syncKick chan struct{}
+	// syncStart is when the current SyncOnce started; reruns counts the
+	// tasks it made due again at once, by task.
+	syncStart int64
+	reruns    map[taskKey]int
 
 	nmu    sync.Mutex
 	notify chan struct{} // closed when steps completed; nil: nobody waits
@@ -194,8 +208,8 @@ func New(opts Options) (*Fleet, error) {
 	if opts.Leases == nil {
 		return nil, optcheck.Required("fleet: Options.Leases")
 	}
-	if opts.Count < 1 || opts.Count > MaxNodes {
-		return nil, fmt.Errorf("fleet: Options.Count %d must be in [1, %d]", opts.Count, MaxNodes)
+	if err := optcheck.Range("fleet: Options.Count", opts.Count, 1, MaxNodes); err != nil {
+		return nil, err
 	}
 	if opts.NamePrefix == "" {
 		opts.NamePrefix = DefaultNamePrefix
@@ -248,8 +262,8 @@ func New(opts Options) (*Fleet, error) {
 	if opts.Workers == 0 {
 		opts.Workers = DefaultWorkers
 	}
-	if opts.Workers < 1 || opts.Workers > MaxWorkers {
-		return nil, fmt.Errorf("fleet: Options.Workers %d must be in [1, %d]", opts.Workers, MaxWorkers)
+	if err := optcheck.Range("fleet: Options.Workers", opts.Workers, 1, MaxWorkers); err != nil {
+		return nil, err
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -269,6 +283,8 @@ func New(opts Options) (*Fleet, error) {
 		byName:       make(map[string]int32, opts.Count),
 		wake:         math.MaxInt64,
 		kick:         make(chan struct{}, 1),
+		syncWake:     math.MinInt64,
+		syncKick:     make(chan struct{}, 1),
 	}
 	f.cond = sync.NewCond(&f.mu)
 	for i := range f.nodes {
@@ -324,22 +340,6 @@ func (f *Fleet) initNode(i int) error {
 	}
 	n.setter = setters
 
-	lo := lease.Options{
-		Leases:        n.leases,
-		Nodes:         n.nodes,
-		NodeName:      n.name,
-		LeaseDuration: f.opts.LeaseDuration,
-		RenewInterval: f.opts.RenewInterval,
-		Jitter:        -1, // the fleet spreads renewals itself
-		Clock:         f.clock,
-		Registerer:    f.opts.Registerer,
-	}
-	if f.opts.Lease != nil {
-		f.opts.Lease(i, &lo)
-	}
-	if n.renewer, err = lease.New(lo); err != nil {
-		return fmt.Errorf("fleet: node %q: %w", n.name, err)
-	}
 	hb, err := f.newHeartbeat(n, tmpl)
 	if err != nil {
 		return err
@@ -367,7 +367,21 @@ func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, 
 		ReRegister: true,
 	}
 	if f.opts.Strategy.UsesLease() {
-		ho.Renewer = n.renewer
+		ho.LeaseOptions = lease.Options{
+			Leases:        n.leases,
+			Nodes:         n.nodes,
+			NodeName:      n.name,
+			LeaseDuration: f.opts.LeaseDuration,
+			RenewInterval: f.opts.RenewInterval,
+			Jitter:        -1, // the fleet spreads renewals itself
+			Clock:         f.clock,
+			Registerer:    f.opts.Registerer,
+			// Not the node's Rand, which only the status steps may call.
+			Rand: rand.Float64,
+		}
+		if f.opts.Lease != nil {
+			f.opts.Lease(int(n.idx), &ho.LeaseOptions)
+		}
 	}
 	if f.opts.Heartbeat != nil {
 		f.opts.Heartbeat(int(n.idx), &ho)
@@ -375,6 +389,9 @@ func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, 
 	hb, err := heartbeat.New(ho)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: node %q: %w", n.name, err)
+	}
+	if (hb.Renewer() != nil) != f.opts.Strategy.UsesLease() {
+		return nil, fmt.Errorf("fleet: node %q: Options.Heartbeat must keep Options.Strategy's use of a lease", n.name)
 	}
 	return hb, nil
 }
@@ -489,10 +506,19 @@ func (f *Fleet) scheduleLocked(n *Node, k kind, due int64) {
 func (f *Fleet) kickLocked(due int64) {
 	if due < f.wake {
 		f.wake = due
-		select {
-		case f.kick <- struct{}{}:
-		default:
-		}
+		notify(f.kick)
+	}
+	if due < f.syncWake {
+		f.syncWake = due
+		notify(f.syncKick)
+	}
+}
+
+// notify puts a token in ch (of capacity 1) unless one is there.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 
@@ -531,6 +557,12 @@ func (f *Fleet) complete(t task, next int64) {
 			n.flags &^= rerun(k)
 			next = min(next, f.clock.Now().UnixNano())
 		}
+		if next <= f.syncStart {
+			if f.reruns == nil {
+				f.reruns = map[taskKey]int{}
+			}
+			f.reruns[taskKey{t.node, k}]++
+		}
 		f.push(task{due: next, node: t.node, kind: k})
 		f.kickLocked(next)
 	}
@@ -556,7 +588,7 @@ func (f *Fleet) exec(ctx context.Context, t task) {
 
 func (f *Fleet) execLease(ctx context.Context, n *Node) int64 {
 	start := f.clock.Now()
-	wait, err := n.renewer.SyncOnce(ctx)
+	wait, err := n.hb.Load().Renewer().SyncOnce(ctx)
 	now := f.clock.Now().UnixNano()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -630,54 +662,96 @@ func (f *Fleet) changed() <-chan struct{} {
 }
 
 // SyncOnce runs every step that is due on the fleet's clock (renewals,
-// status rounds, registrations, retries) on at most Options.Workers
-// goroutines, and the steps that fall due meanwhile, and returns when none is
-// due or running. Under a fake clock, each call after the clock moved does
-// exactly the work that the moment asks for: it is the fleet's synchronous
-// step. It returns ctx's error, or an error when steps keep falling due
-// without end.
+// status rounds, registrations, retries), and the steps that fall due
+// meanwhile, on at most Options.Workers goroutines, and returns when none is
+// due or running. Each step is handed to a free worker as soon as it is due,
+// so a slow step (a request that times out) holds up only its own worker.
+// Under a fake clock, each call after the clock moved does exactly the work
+// that the moment asks for: it is the fleet's synchronous step, and Run is a
+// loop over it. It returns ctx's error once the steps it started have
+// finished, or an error when a step keeps falling due again at once without
+// end.
 func (f *Fleet) SyncOnce(ctx context.Context) error {
 	f.syncMu.Lock()
 	defer f.syncMu.Unlock()
-	for round := 0; ; round++ {
+	f.mu.Lock()
+	f.syncStart = f.clock.Now().UnixNano()
+	clear(f.reruns)
+	f.mu.Unlock()
+
+	tasks := make(chan task)
+	finished := make(chan struct{}, 1) // a step finished
+	var wg sync.WaitGroup
+	started := 0
+	work := func(t task) {
+		defer wg.Done()
+		for ok := true; ok; t, ok = <-tasks {
+			f.exec(ctx, t)
+			notify(finished)
+		}
+	}
+	defer func() {
+		f.mu.Lock()
+		f.syncWake = math.MinInt64
+		f.mu.Unlock()
+		close(tasks)
+		wg.Wait()
+	}()
+	var one []task
+	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		f.mu.Lock()
-		for f.inflight > 0 {
-			f.cond.Wait()
+		now := f.clock.Now().UnixNano()
+		one = f.popDueLocked(now, one[:0], 1)
+		if len(one) == 1 && f.reruns[taskKey{one[0].node, one[0].kind}] >= maxSyncReruns {
+			f.mu.Unlock()
+			// Put it back: it runs on the next call.
+			f.complete(one[0], one[0].due)
+			return fmt.Errorf("fleet: the %v step of %q still falling due after %d runs", one[0].kind, f.nodes[one[0].node].name, maxSyncReruns)
 		}
-		f.batch = f.popDueLocked(f.clock.Now().UnixNano(), f.batch[:0], math.MaxInt)
-		f.mu.Unlock()
-		batch := f.batch
-		if len(batch) == 0 {
-			return nil
-		}
-		if round == maxSyncRounds {
-			// Put them back: they will run on the next call.
-			for _, t := range batch {
-				f.complete(t, t.due)
+		idle := len(one) == 0 && f.inflight == 0
+		wait := loop.Never
+		f.syncWake = math.MinInt64
+		if len(one) == 0 && !idle {
+			f.syncWake = math.MaxInt64
+			if _, at, ok := f.heap.Peek(); ok {
+				f.syncWake = at.UnixNano()
+				wait = max(time.Duration(f.syncWake-now), 0)
 			}
-			return fmt.Errorf("fleet: steps still falling due after %d rounds", maxSyncRounds)
 		}
-		var (
-			next atomic.Int64
-			wg   sync.WaitGroup
-		)
-		for range min(f.workers, len(batch)) {
+		f.mu.Unlock()
+		switch {
+		case idle:
+			return nil
+		case len(one) == 0:
+			// Steps are running and none is due: wait for one to finish (it
+			// may have made another due), for the next to fall due, or for
+			// a node's Trigger.
+			if !loop.Wait(ctx, f.clock, wait, loop.Signal(f.syncKick), loop.Signal(finished)) {
+				return ctx.Err()
+			}
+			continue
+		}
+		t := one[0]
+		select {
+		case tasks <- t: // to an idle worker
+			continue
+		default:
+		}
+		if started < f.workers {
+			started++
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(batch) {
-						return
-					}
-					f.exec(ctx, batch[i])
-				}
-			}()
+			go work(t)
+			continue
 		}
-		wg.Wait()
+		select {
+		case tasks <- t:
+		case <-ctx.Done():
+			f.complete(t, t.due)
+			return ctx.Err()
+		}
 	}
 }
 
@@ -703,11 +777,11 @@ func (f *Fleet) Step(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// Run drives the fleet until ctx ends: one scheduler goroutine waits on the
-// fleet's clock for the next due step and hands it to one of
-// Options.Workers worker goroutines. It returns ctx's error once every step
-// it started has finished. Only one Run may be active at a time; SyncOnce and
-// Step may be called meanwhile.
+// Run drives the fleet until ctx ends: a loop over SyncOnce, waiting on
+// the fleet's clock for the next step to fall due (or for a node's
+// Trigger). It returns ctx's error once every step it started has finished.
+// Only one Run may be active at a time; SyncOnce and Step may be called
+// meanwhile (they take turns with Run's).
 func (f *Fleet) Run(ctx context.Context) error {
 	f.mu.Lock()
 	if f.running {
@@ -716,61 +790,37 @@ func (f *Fleet) Run(ctx context.Context) error {
 	}
 	f.running = true
 	f.mu.Unlock()
-	ch := make(chan task)
-	var wg sync.WaitGroup
-	for range f.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range ch {
-				f.exec(ctx, t)
-			}
-		}()
-	}
 	defer func() {
-		close(ch)
-		wg.Wait()
 		f.mu.Lock()
 		f.running = false
 		f.wake = math.MaxInt64
 		f.mu.Unlock()
 	}()
-	var one []task
-	for {
-		f.mu.Lock()
-		now := f.clock.Now().UnixNano()
-		one = f.popDueLocked(now, one[:0], 1)
-		wake := int64(math.MaxInt64)
-		if len(one) == 0 {
-			f.wake = math.MaxInt64
-			if _, at, ok := f.heap.Peek(); ok {
-				f.wake = at.UnixNano()
-			}
-			wake = f.wake
+	logger := klog.FromContext(ctx)
+	err := loop.Run(ctx, f.clock, func(ctx context.Context) (time.Duration, error) {
+		if err := f.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Fleet step failed, will retry")
 		}
-		f.mu.Unlock()
-		if len(one) == 1 {
-			select {
-			case ch <- one[0]:
-				continue
-			case <-ctx.Done():
-				f.complete(one[0], one[0].due)
-				return ctx.Err()
-			}
-		}
-		select {
-		case <-f.kick:
-			continue
-		default:
-		}
-		wait := loop.Never
-		if wake != math.MaxInt64 {
-			wait = max(time.Duration(wake-f.clock.Now().UnixNano()), 0)
-		}
-		if !loop.Wait(ctx, f.clock, wait, loop.Signal(f.kick)) {
-			return ctx.Err()
-		}
+		return f.nextWait(), nil
+	}, loop.Signal(f.kick))
+	if err != nil {
+		return err
 	}
+	return ctx.Err()
+}
+
+// nextWait is the wait until the next step falls due (loop.Never when none
+// is scheduled); a step scheduled earlier from now on kicks Run awake.
+func (f *Fleet) nextWait() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wake = math.MaxInt64
+	_, at, ok := f.heap.Peek()
+	if !ok {
+		return loop.Never
+	}
+	f.wake = at.UnixNano()
+	return max(time.Duration(f.wake-f.clock.Now().UnixNano()), 0)
 }
 
 // Stats are counters of a fleet since New.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -471,6 +472,65 @@ func TestTemplate(t *testing.T) {
 	want := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.11"}, {Type: corev1.NodeHostName, Address: "sim-1.example"}}
 	if len(node.Status.Addresses) != 2 || node.Status.Addresses[0] != want[0] || node.Status.Addresses[1] != want[1] {
 		t.Fatalf("addresses %v", node.Status.Addresses)
+	}
+}
+
+// hangingLeases makes the next lease update of one node hang until
+// released, as a request to a server that does not answer.
+type hangingLeases struct {
+	fleet.LeaseClient
+	name    string
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *hangingLeases) Update(ctx context.Context, l *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if l.Name == h.name && h.armed.CompareAndSwap(true, false) {
+		close(h.entered)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return h.LeaseClient.Update(ctx, l, opts)
+}
+
+// A step that hangs holds up its own worker only: the steps that fall due
+// while it hangs run on the other workers, within the same SyncOnce.
+func TestHangingStepHoldsUpOnlyItsWorker(t *testing.T) {
+	c := newClientset()
+	leases := &hangingLeases{LeaseClient: heartbeattest.TrackerLeases(c.Tracker(), lease.DefaultNamespace), name: "node-0",
+		entered: make(chan struct{}), release: make(chan struct{})}
+	f, clk, ctx := newFleet(t, fleet.Options{Count: 3, Workers: 2, Nodes: c.CoreV1().Nodes(), Leases: leases})
+	leases.armed.Store(true)
+	clk.Step(10 * time.Second)
+	done := make(chan error, 1)
+	go func() { done <- f.SyncOnce(ctx) }()
+	<-leases.entered
+	for round := uint64(2); round <= 3; round++ {
+		for i := 1; i < 3; i++ {
+			if err := f.Node(i).WaitRenewals(ctx, round); err != nil {
+				t.Fatalf("round %d, while node-0's renewal hangs: %v", round, err)
+			}
+		}
+		if round == 2 {
+			clk.Step(10 * time.Second) // the next renewals fall due
+		}
+	}
+	if f.Node(0).Renewals() != 1 {
+		t.Fatalf("node-0 renewed %d times while its renewal hung", f.Node(0).Renewals())
+	}
+	close(leases.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Node(0).Renewals(); n != 2 {
+		t.Fatalf("node-0 renewed %d times, want 2", n)
+	}
+	if s := f.Stats(); s.LeaseErrors != 0 {
+		t.Fatalf("stats %+v", s)
 	}
 }
 

@@ -32,7 +32,6 @@ type Node struct {
 	leases  leaseClient
 	host    *nodestatustest.Host
 	setter  nodestatus.StatusSetter
-	renewer *lease.Renewer
 	hb      atomic.Pointer[heartbeat.Heartbeat]
 	over    atomic.Pointer[overrides]
 	faults  atomic.Pointer[faults]
@@ -69,8 +68,9 @@ func (n *Node) Index() int { return int(n.idx) }
 // Heartbeat returns the node's heartbeat (a new one after Recreate).
 func (n *Node) Heartbeat() *heartbeat.Heartbeat { return n.hb.Load() }
 
-// Renewer returns the node's lease renewer.
-func (n *Node) Renewer() *lease.Renewer { return n.renewer }
+// Renewer returns the node's lease renewer, its heartbeat's (a new one after
+// Recreate), or nil with a strategy that uses no lease.
+func (n *Node) Renewer() *lease.Renewer { return n.hb.Load().Renewer() }
 
 // Host returns the node's host facts, which a test may change (Update, Set,
 // SetMissing); call Trigger afterwards to have them reported before the next
@@ -379,7 +379,7 @@ func (n *Node) Delete(ctx context.Context) error {
 
 // Recreate starts a node again after Delete, as a new agent would: a new
 // heartbeat (from the template, called again) registers the Node on the
-// fleet's next SyncOnce, and the renewer creates the lease again. It does
+// fleet's next SyncOnce, and its new renewer creates the lease again. It does
 // nothing to a node that was not deleted.
 func (n *Node) Recreate() error {
 	f := n.f
