@@ -2,21 +2,28 @@
 # Runs the same workload on a real kubelet v1.37.2 node and on an
 # examples/agent node, one after the other, against one test control plane
 # and one containerd (root needed), and prints a Markdown table of both with
-# their ratio (nodekit/kubelet). internal/sidebyside's package documentation
-# says what is measured and how, and what is cleaned up after each node.
+# their ratio (nodekit/kubelet), with the floor under each runtime and
+# API row (the same work with no agent, measured first in the same run) and
+# the ratio nodekit/floor. internal/sidebyside's package documentation says
+# what is measured and how, and what is cleaned up after each node.
 #
-#   hack/bench-vs-kubelet.sh                 # the full run: about 50 minutes
+#   hack/bench-vs-kubelet.sh                 # the full run: about 90 minutes
 #   BENCH_PODS=5 MEASURE_IDLE=5s MEASURE_WINDOW=10s BENCH_READY_RUNS=1 \
-#     hack/bench-vs-kubelet.sh               # a smoke run: 3-5 minutes
+#     BENCH_STATIC_RUNS=1 BENCH_DATA_PODS=1 BENCH_DENSITY=10 \
+#     MEASURE_DENSITY_WINDOW=10s hack/bench-vs-kubelet.sh   # a smoke run: 3-5 minutes
 #
 # (The smoke run's windows are too short for its idle figures to mean
 # anything; it checks that everything runs and is cleaned up. The kubelet's
-# row for grace-0 clean-up waits for its once-a-minute garbage collection,
-# which makes up to a minute of the smoke run's time.)
+# rows for grace-0 clean-up (BENCH_PODS pods, and each density size) wait
+# for its once-a-minute garbage collection, up to a minute each of the
+# smoke run's time.)
 #
 # Knobs: BENCH_PODS (30), BENCH_READY_RUNS (3), MEASURE_IDLE (2m),
 # MEASURE_WINDOW (5m), BENCH_STATIC_RUNS (5), BENCH_DATA_PODS (5), BENCH_ONLY
-# (kubelet or nodekit: one column).
+# (kubelet or nodekit: one column), BENCH_DENSITY (110,250: the density
+# phase's pod counts, comma-separated, each run on both nodes; 0 for none;
+# both nodes get maxPods 110 or the largest count + 10, whichever is more),
+# MEASURE_DENSITY_WINDOW (5m: the CPU window with the density pods running).
 # It prints the load average before and after: on a shared machine the
 # figures are only as good as the machine is quiet.
 set -euo pipefail
@@ -34,7 +41,7 @@ logs=$(mktemp -d /tmp/nodekit-bench.XXXXXX)
 out="$logs/test.log"
 echo "bench-vs-kubelet: full output and the nodes' logs in $logs" >&2
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-BENCH_LOG_DIR="$logs" NODEKIT_BENCH=1 go test -count=1 -timeout 90m \
+BENCH_LOG_DIR="$logs" NODEKIT_BENCH=1 go test -count=1 -timeout 180m \
   -run '^TestSideBySide$' -v ./internal/sidebyside/ >"$out" 2>&1 || {
   tail -n 60 "$out" >&2
   exit 1

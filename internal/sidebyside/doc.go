@@ -18,8 +18,9 @@
 // The kubelet is $KUBEBUILDER_ASSETS/kubelet (v1.37.2, built by
 // hack/testbin.sh) with a KubeletConfiguration; the agent is built from
 // ./examples/agent with equivalent flags. Both serve the node API with
-// TokenReview and SubjectAccessReview and a self-signed certificate, and
-// run with their defaults otherwise.
+// TokenReview and SubjectAccessReview and a self-signed certificate, the
+// same maxPods (110, or the largest BENCH_DENSITY size + 10), a 40s lease
+// and a 5m nodeStatusReportFrequency, and their defaults otherwise.
 //
 // # What is measured, the same way for both
 //
@@ -39,10 +40,37 @@
 //     requests per pod to Running and per pod-hour.
 //   - A static pod, BENCH_STATIC_RUNS (5) times: to the mirror pod in a
 //     watch, and to Running; the medians.
+//   - Density, for each size N of BENCH_DENSITY (110,250; 0 for none): N
+//     pods created at once (8 creates in flight), every other one probed
+//     as above (its Ready waits for a successful readiness probe, so a
+//     probe period when the first comes too early); the time from the
+//     first create to all Running and Ready, and each pod's p50 and p99;
+//     with them running, CPU over MEASURE_DENSITY_WINDOW (5m) and VmRSS;
+//     10 more plain pods one at a time on top (N+10 pods: maxPods allows
+//     them); then all deleted with grace 0, to no sandbox in CRI.
 //
 // Start latency runs from just before the create call to a watch seeing
 // the pod Running with Ready=True. The latest figures are in README.md and
 // BENCHMARKS.md, earlier runs in BENCHMARKS-HISTORY.md.
+//
+// # Floors
+//
+// Before the first node starts, the same run measures what no agent can
+// beat, printed as the floor column with nodekit/floor (empty where a row
+// has none). The runtime rows (one at a time, BENCH_PODS at once, density,
+// deletions with grace 0): the same pods (busybox, host network, the
+// command, no probes) straight over CRI with runtime/remote, no agent, by
+// StartPods (RunPodSandbox, CreateContainer, StartContainer) and
+// RemovePods (StopPodSandbox, RemovePodSandbox), this package's exported
+// workload, which podsync/cri's TestMeasureRuntime runs too. Pods start
+// podsync.DefaultMaxParallel (16) at a time, the agent's engine's bound,
+// and stop all at once, as the engine does not bound stopping. The mirror
+// pod row: a create of an equivalent mirror pod as a node identity with no
+// agent, timed. Idle requests: 3600/(40/4) lease renewals plus 3600/300
+// status reports, 372 an hour, from the configured values. Idle bytes
+// received: a renewal's response on the wire (TLS included; the median of
+// 10 updates of that identity's Lease, protobuf, as both nodes renew) ×
+// the renewals an hour.
 //
 // # Clean-up and limits
 //

@@ -149,7 +149,11 @@ evictionHard:
   nodefs.inodesFree: 1%%
   imagefs.available: 1%%
 resolvConf: ""
-`, b.c.Endpoint, b.c.CgroupRoot, b.cp.ClientCAFile(), b.nodeIP, freePort(b.t), freePort(b.t), n.static, n.logDir, filepath.Join(n.dir, "volume-plugins"))
+maxPods: %d
+nodeLeaseDurationSeconds: %d
+nodeStatusReportFrequency: %s
+`, b.c.Endpoint, b.c.CgroupRoot, b.cp.ClientCAFile(), b.nodeIP, freePort(b.t), freePort(b.t), n.static, n.logDir, filepath.Join(n.dir, "volume-plugins"),
+		b.maxPods, int(leaseDuration/time.Second), statusReportFrequency)
 	path := filepath.Join(n.dir, "kubelet-config.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		b.t.Fatal(err)
@@ -192,6 +196,10 @@ func (n *node) agentArgs(kubeconfig string) []string {
 		// The kubelet's thresholds: the shared disk must not evict.
 		"--image-gc-high-threshold=100", "--image-gc-low-threshold=99",
 		"--eviction-hard=memory.available<1Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%",
+		// The kubelet's configuration's maxPods and heartbeat.
+		"--max-pods=" + strconv.Itoa(b.maxPods),
+		"--node-lease-duration-seconds=" + strconv.Itoa(int(leaseDuration/time.Second)),
+		"--node-status-report-frequency=" + statusReportFrequency.String(),
 		"-v=0",
 	}
 }

@@ -41,6 +41,10 @@ type bench struct {
 	pods, readyRuns, staticRuns int
 	dataPods                    int
 	idle, window                time.Duration
+	densities                   []int // BENCH_DENSITY
+	densityWindow               time.Duration
+	maxPods                     int     // both nodes'
+	floor                       *floors // measured before the first node
 }
 
 // result holds one node's figures.
@@ -62,6 +66,7 @@ type result struct {
 	idleWindow, podsWindow      time.Duration
 	lifecycleSpan               time.Duration
 	idleChildCPU, podsChildCPU  float64
+	density                     map[int]*densityFigures // by BENCH_DENSITY size
 	notes                       []string
 	loadBefore, loadAfter       string
 }
@@ -98,6 +103,22 @@ func TestSideBySide(t *testing.T) {
 	if b.window, err = testenv.EnvDuration("MEASURE_WINDOW", 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	density := "110,250"
+	if s := os.Getenv("BENCH_DENSITY"); s != "" {
+		density = s
+	}
+	if b.densities, err = parseDensity(density); err != nil {
+		t.Fatal(err)
+	}
+	if b.densityWindow, err = testenv.EnvDuration("MEASURE_DENSITY_WINDOW", 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet's default, or room for the largest density size and
+	// the pods started on top of it.
+	b.maxPods = 110
+	for _, n := range b.densities {
+		b.maxPods = max(b.maxPods, n+densityMore)
+	}
 	kinds := []string{kubelet, nodekit}
 	if s := os.Getenv("BENCH_ONLY"); s != "" {
 		kinds = strings.Split(s, ",")
@@ -108,14 +129,20 @@ func TestSideBySide(t *testing.T) {
 		}
 	}
 	perNode := b.idle + 3*b.window + time.Duration(b.readyRuns)*time.Minute + 15*time.Minute
+	floorTime := 5 * time.Minute
+	for _, n := range b.densities {
+		perNode += b.densityWindow + 10*time.Minute + time.Duration(n)*2*time.Second
+		floorTime += time.Duration(n) * time.Second
+	}
 	// An interrupt ends the run through the context, so the clean-ups run.
 	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(sigCtx, time.Duration(len(kinds))*perNode+5*time.Minute)
+	ctx, cancel := context.WithTimeout(sigCtx, time.Duration(len(kinds))*perNode+floorTime+5*time.Minute)
 	defer cancel()
 	b.ctx = ctx
 	b.phase("bench", "set up")
 	b.setUp()
+	b.floor = b.measureFloors()
 
 	results := map[string]*result{}
 	for _, k := range kinds {
@@ -211,7 +238,7 @@ func report(format string, args ...any) { fmt.Printf("BENCH "+format+"\n", args.
 // run measures one kind of node.
 func (b *bench) run(kind string) *result {
 	t := b.t
-	r := &result{loadBefore: testenv.LoadAvg()}
+	r := &result{loadBefore: testenv.LoadAvg(), density: map[int]*densityFigures{}}
 	b.phase(kind, "start to Ready")
 	report("%s: load average before: %s", kind, r.loadBefore)
 
@@ -266,17 +293,15 @@ func (b *bench) run(kind string) *result {
 
 	// One at a time, with the requests and bytes per lifecycle.
 	b.phase(kind, "pods one at a time")
-	// The shell is PID 1 of its container, which ignores TERM until the
-	// trap is set: "trapped" in its log says it is, so that a graceful
-	// delete does not wait out the grace period whichever agent is faster
-	// to report Ready.
-	const cmd = "trap 'exit 0' TERM; echo trapped; sleep 3600 & wait"
+	// Each pod is deleted once its log says "trapped" (podCommand), so
+	// that a graceful delete does not wait out the grace period whichever
+	// agent is faster to report Ready.
 	prefix := kind[:1] + "-"
 	s0 := b.sample(n)
 	for i := range b.pods {
 		name := fmt.Sprintf("%sseq-%d", prefix, i)
 		start := time.Now()
-		b.create(b.pod(name, n.name, cmd, nil))
+		b.create(b.pod(name, n.name, podCommand, nil))
 		s := b.wait(pw, name, "Running and Ready", time.Minute, func(s seen) bool { return !s.ready.IsZero() })
 		r.seq = append(r.seq, s.ready.Sub(start))
 		b.waitTrapped(n, name)
@@ -304,7 +329,7 @@ func (b *bench) run(kind string) *result {
 		name := fmt.Sprintf("%spar-%d", prefix, i)
 		names = append(names, name)
 		starts[name] = time.Now()
-		b.create(b.pod(name, n.name, cmd, nil))
+		b.create(b.pod(name, n.name, podCommand, nil))
 	}
 	uids := map[string]bool{}
 	for _, name := range names {
@@ -366,6 +391,12 @@ func (b *bench) run(kind string) *result {
 		r.mirror, r.staticRunning = append(r.mirror, mirror), append(r.staticRunning, running)
 	}
 
+	// Many pods at once, with the same maxPods on both nodes.
+	for _, size := range b.densities {
+		b.phase(kind, fmt.Sprintf("density: %d pods", size))
+		r.density[size] = b.density(kind, n, pw, size, r)
+	}
+
 	r.loadAfter = testenv.LoadAvg()
 	report("%s: load average after: %s", kind, r.loadAfter)
 	pw.stop()
@@ -375,6 +406,11 @@ func (b *bench) run(kind string) *result {
 	r.notes = append(r.notes, b.host.hostNotes()...)
 	return r
 }
+
+// podCommand is the workload pods' command. The shell is PID 1 of its
+// container, which ignores TERM until the trap is set: "trapped" in its log
+// says it is.
+const podCommand = "trap 'exit 0' TERM; echo trapped; sleep 3600 & wait"
 
 // figures is a sample of a node's counters.
 type figures struct {

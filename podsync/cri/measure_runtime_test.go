@@ -6,12 +6,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/internal/sidebyside"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/runtime"
@@ -31,60 +31,26 @@ func selfCPU() time.Duration {
 }
 
 // runtimePods starts n host-network pods of k busybox containers each
-// directly over CRI, par at a time, and returns their sandbox IDs.
+// directly over CRI (sidebyside.StartPods), par at a time, and returns
+// their sandbox IDs.
 func runtimePods(t *testing.T, c *containerdtest.Containerd, rt runtime.Runtime, prefix string, n, k, par int) []string {
-	ctx := context.Background()
-	ids := make([]string, n)
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			name := fmt.Sprintf("%s-%d", prefix, i)
-			cfg := c.SandboxConfig(name, "default", "uid-"+name)
-			id, err := rt.RunPodSandbox(ctx, cfg, "")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			ids[i] = id
-			for j := range k {
-				cc := c.BusyboxContainer(fmt.Sprintf("c%d", j), "sh", "-c", sleeper)
-				cid, err := rt.CreateContainer(ctx, id, cc, cfg)
-				if err == nil {
-					err = rt.StartContainer(ctx, cid)
-				}
-				if err != nil {
-					t.Error(err)
-				}
-			}
-		}()
+	pods := make([]sidebyside.RuntimePod, n)
+	for i := range pods {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		pods[i].Sandbox = c.SandboxConfig(name, "default", "uid-"+name)
+		for j := range k {
+			pods[i].Containers = append(pods[i].Containers, c.BusyboxContainer(fmt.Sprintf("c%d", j), "sh", "-c", sleeper))
+		}
 	}
-	wg.Wait()
+	ids, _, err := sidebyside.StartPods(context.Background(), rt, pods, par)
+	if err != nil {
+		t.Error(err)
+	}
 	return ids
 }
 
 func removeRuntimePods(rt runtime.Runtime, ids []string, par int) {
-	ctx := context.Background()
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		if id == "" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			_ = rt.StopPodSandbox(ctx, id)
-			_ = rt.RemovePodSandbox(ctx, id)
-		}()
-	}
-	wg.Wait()
+	_, _, _ = sidebyside.RemovePods(context.Background(), rt, ids, par)
 }
 
 // TestMeasureRuntime measures containerd alone, with no agent, under
@@ -92,7 +58,8 @@ func removeRuntimePods(rt runtime.Runtime, ids []string, par int) {
 // (30) one-container pods started at once straight over CRI (sandbox,
 // create, start; 16 at a time, the engine's default parallelism) and
 // stopped and removed again — the floor under the pod half's figures on
-// this machine — and the cost of the CRI syncer's relist with 100 pods of 3
+// this machine, by the workload internal/sidebyside's floor column runs
+// too — and the cost of the CRI syncer's relist with 100 pods of 3
 // containers: wall time and CPU of this process and of containerd per
 // relist (the engine relists once a second).
 func TestMeasureRuntime(t *testing.T) {

@@ -1,0 +1,200 @@
+package sidebyside
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/internal/testenv"
+)
+
+// densityMore is how many pods the density phase starts one at a time
+// while its N pods run.
+const densityMore = 10
+
+// densityCreators is how many creates of the density phase's pods are in
+// flight at once: the N pods are created together, not one after another.
+const densityCreators = 8
+
+// densityFigures are one density size's figures on a node, or (where the
+// comments say) the floor's.
+type densityFigures struct {
+	// From the first create (floor: the first CRI call) to the last pod
+	// Running and Ready (floor: its container started).
+	allReady time.Duration
+	ready    []time.Duration // each pod: create → Running and Ready (floor: CRI calls → started)
+	cpu      float64         // % of one core over the window, with the N pods running
+	rss      int64           // VmRSS after the window
+	window   time.Duration
+	more     []time.Duration // densityMore pods one at a time, with the N running
+	// All N+densityMore deleted with grace 0 (floor: StopPodSandbox and
+	// RemovePodSandbox, all at once): to no sandbox ready, to none listed.
+	stopped, gone time.Duration
+}
+
+// parseDensity reads BENCH_DENSITY: pod counts, comma-separated, each run
+// on every node; "0" is none.
+func parseDensity(s string) ([]int, error) {
+	if s == "0" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("BENCH_DENSITY=%q: want positive pod counts, comma-separated, or 0 for none", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// density runs size pods on n at once (every other one probed as the
+// probed-pods phase's are: HTTP readiness, exec liveness), waits for all
+// Running and Ready, measures the node's CPU over MEASURE_DENSITY_WINDOW and
+// its VmRSS, starts densityMore plain pods one at a time, and deletes them
+// all with grace 0, waiting until CRI lists none of their sandboxes.
+func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result) *densityFigures {
+	t := b.t
+	d := &densityFigures{}
+	prefix := fmt.Sprintf("%sd%d-", kind[:1], size)
+	ports := freePorts(t, (size+1)/2)
+	pods := make([]*corev1.Pod, size)
+	for i := range pods {
+		name := prefix + strconv.Itoa(i)
+		if i%2 == 0 {
+			pods[i] = b.probedPod(name, n.name, ports[i/2])
+		} else {
+			pods[i] = b.pod(name, n.name, podCommand, nil)
+		}
+	}
+	starts := b.createAll(pods, densityCreators)
+	first := starts[pods[0].Name]
+	for _, at := range starts {
+		if at.Before(first) {
+			first = at
+		}
+	}
+	timeout := 2*time.Minute + time.Duration(size)*time.Second
+	uids := map[string]bool{}
+	var last time.Time
+	for _, p := range pods {
+		s := b.wait(pw, p.Name, "Running and Ready", timeout, func(s seen) bool { return !s.ready.IsZero() })
+		d.ready = append(d.ready, s.ready.Sub(starts[p.Name]))
+		if s.ready.After(last) {
+			last = s.ready
+		}
+		uids[s.uid] = true
+	}
+	d.allReady = last.Sub(first)
+	report("%s: density %d: all Running and Ready %v after the first create", kind, size, d.allReady.Round(time.Millisecond))
+
+	f0 := b.sample(n)
+	b.pause(b.densityWindow)
+	n.alive()
+	f1 := b.sample(n)
+	d.window = f1.at.Sub(f0.at)
+	var children float64
+	d.cpu, children = cpuPercent(f0, f1)
+	var err error
+	if d.rss, err = testenv.ProcRSS(n.pid()); err != nil {
+		t.Fatal(err)
+	}
+	report("%s: density %d: CPU of waited-for children %.3f%% over %v", kind, size, children, d.window.Round(time.Second))
+	notReady := 0
+	for _, p := range pods {
+		if s := pw.get(p.Name); !s.unready.IsZero() || !s.deleted.IsZero() {
+			notReady++
+		}
+	}
+	if notReady > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("%s: density %d: %d pods were not Ready throughout the window", kind, size, notReady))
+	}
+
+	names := make([]string, 0, size+densityMore)
+	for _, p := range pods {
+		names = append(names, p.Name)
+	}
+	for i := range densityMore {
+		name := fmt.Sprintf("%smore-%d", prefix, i)
+		start := time.Now()
+		b.create(b.pod(name, n.name, podCommand, nil))
+		s := b.wait(pw, name, "Running and Ready", time.Minute, func(s seen) bool { return !s.ready.IsZero() })
+		d.more = append(d.more, s.ready.Sub(start))
+		uids[s.uid] = true
+		names = append(names, name)
+	}
+
+	del := time.Now()
+	for _, name := range names {
+		b.delete(name, 0)
+	}
+	stopped, gone := b.waitNoSandboxes(uids, timeout, true)
+	d.stopped, d.gone = stopped.Sub(del), gone.Sub(del)
+	report("%s: density %d: deleted with grace 0: no sandbox ready after %v, none listed after %v", kind, size,
+		d.stopped.Round(time.Millisecond), d.gone.Round(time.Millisecond))
+	n.alive()
+	return d
+}
+
+// createAll creates pods, par creates in flight at once, and returns when
+// each create call began.
+func (b *bench) createAll(pods []*corev1.Pod, par int) map[string]time.Time {
+	b.t.Helper()
+	var mu sync.Mutex
+	starts := make(map[string]time.Time, len(pods))
+	var errs []error
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			start := time.Now()
+			_, err := b.admin.CoreV1().Pods(p.Namespace).Create(b.ctx, p, metav1.CreateOptions{})
+			mu.Lock()
+			defer mu.Unlock()
+			starts[p.Name] = start
+			if err != nil {
+				errs = append(errs, fmt.Errorf("creating pod %s: %w", p.Name, err))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.t.Fatal(err)
+	}
+	return starts
+}
+
+// freePorts returns n distinct TCP ports that were free a moment ago on
+// every address (each is held until all are chosen, so none repeats).
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, 0, n)
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}

@@ -1,0 +1,109 @@
+package sidebyside
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// CRI is the part of a CRI client the floor's workload calls;
+// runtime.Runtime (and so runtime/remote's Client, the agent's) has it.
+type CRI interface {
+	RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error)
+	CreateContainer(ctx context.Context, podSandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
+	StartContainer(ctx context.Context, containerID string) error
+	StopPodSandbox(ctx context.Context, podSandboxID string) error
+	RemovePodSandbox(ctx context.Context, podSandboxID string) error
+}
+
+// RuntimePod is one pod of the floor's workload: its sandbox and the
+// containers to create and start in it, in order.
+type RuntimePod struct {
+	Sandbox    *runtimeapi.PodSandboxConfig
+	Containers []*runtimeapi.ContainerConfig
+}
+
+// StartPods starts pods straight over CRI, with no agent: RunPodSandbox,
+// then CreateContainer and StartContainer for each container, par pods at
+// a time, every pod asked for at the call. It returns each pod's sandbox ID
+// ("" where RunPodSandbox failed), the time from the call to its last
+// StartContainer's return (what the pod waited for a slot included), and
+// the errors, joined; the pods that started are started whatever failed.
+func StartPods(ctx context.Context, rt CRI, pods []RuntimePod, par int) (ids []string, took []time.Duration, err error) {
+	if par < 1 {
+		return nil, nil, fmt.Errorf("sidebyside: StartPods: parallelism %d, want at least 1", par)
+	}
+	ids = make([]string, len(pods))
+	took = make([]time.Duration, len(pods))
+	errs := make([]error, len(pods))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			id, err := rt.RunPodSandbox(ctx, p.Sandbox, "")
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			ids[i] = id
+			for _, cc := range p.Containers {
+				cid, err := rt.CreateContainer(ctx, id, cc, p.Sandbox)
+				if err == nil {
+					err = rt.StartContainer(ctx, cid)
+				}
+				if err != nil {
+					errs[i] = errors.Join(errs[i], err)
+				}
+			}
+			took[i] = time.Since(start)
+		}()
+	}
+	wg.Wait()
+	return ids, took, errors.Join(errs...)
+}
+
+// RemovePods stops (StopPodSandbox) and then removes (RemovePodSandbox)
+// each sandbox straight over CRI, par at a time, all asked for at the
+// call; empty IDs are skipped. It returns the time from the call to the
+// last StopPodSandbox's return (no sandbox ready) and to the last
+// RemovePodSandbox's (none left), and the errors, joined.
+func RemovePods(ctx context.Context, rt CRI, ids []string, par int) (stopped, removed time.Duration, err error) {
+	if par < 1 {
+		return 0, 0, fmt.Errorf("sidebyside: RemovePods: parallelism %d, want at least 1", par)
+	}
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			serr := rt.StopPodSandbox(ctx, id)
+			s := time.Since(start)
+			rerr := rt.RemovePodSandbox(ctx, id)
+			r := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			stopped, removed = max(stopped, s), max(removed, r)
+			errs = append(errs, serr, rerr)
+		}()
+	}
+	wg.Wait()
+	return stopped, removed, errors.Join(errs...)
+}
