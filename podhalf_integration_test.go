@@ -388,7 +388,11 @@ func TestIntegrationLivenessRestart(t *testing.T) {
 
 func TestIntegrationGracefulDelete(t *testing.T) {
 	h := startPodHalf(t, "podsync-graceful", podHalfOptions{})
-	pod := h.pod("graceful", "trap 'exit 0' TERM; sleep 3600 & wait")
+	// Ready once the trap is set: a shell that is PID 1 ignores TERM until
+	// then, and the deletion would wait out the grace period.
+	pod := h.pod("graceful", "trap 'exit 0' TERM; touch /tmp/trapped; sleep 3600 & wait")
+	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/trapped"}}}}
 	h.create(pod)
 	p := h.waitPod("default", "graceful", "Running", 60*time.Second, func(p *corev1.Pod, _ bool) bool { return podReady(p) })
 	uid := p.UID
