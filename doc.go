@@ -30,7 +30,7 @@
 // a virtual node's own PodSyncer, or podsync/podsynctest's simulated pods.
 // The node half (registration, status setters with CustomSetters, heartbeat
 // and lease) is given the pod half, whose Node view and runtime status it
-// feeds and reads. NewNodeAPI serves the kubelet's port for the pod half.
+// feeds and reads. podsync/nodeapi's Port serves the kubelet's port for it.
 // API is the API server as the halves use it, from Client
 // (a small protobuf client of the node's identity) or a clientset; Group
 // runs any Runnable. examples/criagent, examples/virtualnode and

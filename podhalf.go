@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat"
+	"github.com/nodekit/nodekit/internal/hostip"
 	"github.com/nodekit/nodekit/internal/loop"
 	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/nodestatus"
@@ -473,9 +472,8 @@ func (p *PodHalf) pressureSetters(s nodestatus.Setters) (nodestatus.Setters, err
 // default-route address, as the node's InternalIP is chosen; nil when
 // there is none.
 func DefaultHostIPs() []string {
-	ip, err := utilnet.ResolveBindAddress(net.IPv4zero)
-	if err != nil || ip == nil || ip.IsUnspecified() {
-		return nil
+	if ip := hostip.DefaultRoute(); ip != nil {
+		return []string{ip.String()}
 	}
-	return []string{ip.String()}
+	return nil
 }

@@ -258,7 +258,7 @@ func (a *agent) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})
 }
 
-// newNodeAPI adds kubelet's port to the agent (nodekit.NodeAPI): TLS with the given, a requested or a self-signed
+// newNodeAPI adds kubelet's port to the agent (nodeapi.Port): TLS with the given, a requested or a self-signed
 // certificate, client certificates against --client-ca-file, bearer tokens through TokenReview, and authorization by
 // SubjectAccessReview as the node (or AlwaysAllow). It binds the port now, so that a busy port is an error at start.
 func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
@@ -271,7 +271,7 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 		// A TTL of 0 (not kept) is nodeapi's -1 (0 is its default).
 		auth.AuthorizedCacheTTL, auth.UnauthorizedCacheTTL = cmp.Or(cfg.authzAllowedTTL, -1), cmp.Or(cfg.authzDeniedTTL, -1)
 	}
-	o := nodekit.NodeAPIOptions{NodeName: a.name, Pods: a.pods, Clock: clk, Registerer: a.registry,
+	o := nodeapi.PortOptions{NodeName: a.name, Pods: a.pods, Clock: clk, Registerer: a.registry,
 		Handler: nodeapi.Options{PodLogRoot: cfg.podLogRoot, Metrics: a.metricsHandler()},
 		Server:  nodeapi.ServerOptions{Auth: auth, CertFile: cfg.tlsCertFile, KeyFile: cfg.tlsKeyFile, CertDir: cfg.certDir, IPs: cfg.nodeIPs}}
 	if a.pods != nil {
@@ -284,7 +284,7 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 	if o.Listener, err = net.Listen("tcp", net.JoinHostPort(cfg.address.String(), strconv.Itoa(cfg.port))); err != nil {
 		return fmt.Errorf("--port: %w", err)
 	}
-	api, err := nodekit.NewNodeAPI(o)
+	api, err := nodeapi.NewPort(o)
 	if err != nil {
 		_ = o.Listener.Close()
 		return fmt.Errorf("node API: %w", err)

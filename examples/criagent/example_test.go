@@ -75,7 +75,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	nodeAPI, err := nodekit.NewNodeAPI(nodekit.NodeAPIOptions{NodeName: name, Listener: ln, Pods: pods, Registerer: reg,
+	nodeAPI, err := nodeapi.NewPort(nodeapi.PortOptions{NodeName: name, Listener: ln, Pods: pods, Registerer: reg,
 		Handler: nodeapi.Options{PodLogRoot: "/var/log/pods", Stats: be.Usage(), Runtime: rt},
 		Server: nodeapi.ServerOptions{CertDir: "/var/lib/kubelet/pki",
 			Auth: nodeapi.AuthOptions{TokenReviews: client.TokenReviews(), SubjectAccessReviews: client.SubjectAccessReviews()}}})

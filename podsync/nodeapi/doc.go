@@ -11,19 +11,19 @@
 //
 // # Usage
 //
-// With a pod half on podsync/cri/backend (examples/criagent has it whole):
+// With a pod half on podsync/cri/backend (examples/criagent has it whole),
+// Port puts the Handler behind the Server for the pod half:
 //
-//	states := nodeapi.PodStates{Pods: pods.Pods, State: pods.PodState} // *nodekit.PodHalf
-//	h, _ := nodeapi.New(nodeapi.Options{PodLogRoot: "/var/log/pods",
-//		Stats: be.Usage(), Pods: pods.Pods, Runtime: rt,
-//		Container: states.Container, Sandbox: states.Sandbox, Registerer: reg})
-//	srv, _ := nodeapi.NewServer(nodeapi.ServerOptions{Handler: h,
-//		Hostnames: []string{node}, CertDir: "/var/lib/kubelet/pki", // or CertFile and KeyFile
-//		Auth: nodeapi.AuthOptions{NodeName: node,
-//			TokenReviews:         client.TokenReviews(),
-//			SubjectAccessReviews: client.SubjectAccessReviews()}})
-//	err := srv.ListenAndServe(ctx, ":10250") // or Run(ctx, listener)
+//	ln, _ := net.Listen("tcp", ":10250")
+//	port, _ := nodeapi.NewPort(nodeapi.PortOptions{NodeName: node, Listener: ln,
+//		Pods:    pods, // *nodekit.PodHalf
+//		Handler: nodeapi.Options{Stats: be.Usage(), Runtime: rt},
+//		Server: nodeapi.ServerOptions{CertDir: "/var/lib/kubelet/pki", // or CertFile and KeyFile
+//			Auth: nodeapi.AuthOptions{TokenReviews: client.TokenReviews(),
+//				SubjectAccessReviews: client.SubjectAccessReviews()}}})
+//	err := port.Run(ctx)
 //
+// New and NewServer are the two halves of it, for an agent of its own.
 // The Handler alone has no authentication or authorization: serve it
 // through Server, or put Auth.Wrap in front of it.
 //

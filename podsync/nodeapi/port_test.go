@@ -1,4 +1,4 @@
-package nodekit
+package nodeapi
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,47 +17,33 @@ import (
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
-	"github.com/nodekit/nodekit/podsync/nodeapi"
 )
 
-func TestNodeName(t *testing.T) {
-	if got, err := NodeName(" Edge-1 "); err != nil || got != "edge-1" {
-		t.Errorf("NodeName(\" Edge-1 \") = %q, %v; want edge-1", got, err)
-	}
-	host, _ := os.Hostname()
-	if got, err := NodeName(""); err != nil || got != strings.ToLower(host) {
-		t.Errorf("NodeName(\"\") = %q, %v; want the host name %q lower-cased", got, err, host)
-	}
-	if _, err := NodeName("Not_Valid"); err == nil || !strings.Contains(err.Error(), `"not_valid"`) {
-		t.Errorf("NodeName(\"Not_Valid\") = %v; want an error naming it", err)
-	}
-}
-
-func TestNewNodeAPIOptions(t *testing.T) {
+func TestNewPortOptions(t *testing.T) {
 	ln := &net.TCPListener{}
 	for _, tc := range []struct {
-		o    NodeAPIOptions
+		o    PortOptions
 		want string
 	}{
-		{NodeAPIOptions{Listener: ln}, "NodeAPIOptions.NodeName is required"},
-		{NodeAPIOptions{NodeName: "n1"}, "NodeAPIOptions.Listener is required"},
-		{NodeAPIOptions{NodeName: "n1", Listener: ln, ServingCertificates: &nodeapi.ServingCSROptions{}}, "needs Server.CertDir"},
+		{PortOptions{Listener: ln}, "PortOptions.NodeName is required"},
+		{PortOptions{NodeName: "n1"}, "PortOptions.Listener is required"},
+		{PortOptions{NodeName: "n1", Listener: ln, ServingCertificates: &ServingCSROptions{}}, "needs Server.CertDir"},
 	} {
-		if _, err := NewNodeAPI(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewNodeAPI(%+v) = %v; want %q", tc.o, err, tc.want)
+		if _, err := NewPort(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewPort(%+v) = %v; want %q", tc.o, err, tc.want)
 		}
 	}
 }
 
-// The node API serves its handler over TLS, as the node, until ctx ends.
-func TestNodeAPIServes(t *testing.T) {
+// The port serves its handler over TLS, as the node, until ctx ends.
+func TestPortServes(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := NewNodeAPI(NodeAPIOptions{NodeName: "n1", Listener: ln,
-		Server: nodeapi.ServerOptions{Auth: nodeapi.AuthOptions{Anonymous: true, AlwaysAllow: true}}})
+	api, err := NewPort(PortOptions{NodeName: "n1", Listener: ln,
+		Server: ServerOptions{Auth: AuthOptions{Anonymous: true, AlwaysAllow: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,19 +69,19 @@ func TestNodeAPIServes(t *testing.T) {
 	}
 }
 
-// With ServingCertificates, the node API requests its certificate as the
+// With ServingCertificates, the port requests its certificate as the
 // node, for the node's name and Server.IPs, and serves nothing until it is
 // issued.
-func TestNodeAPIRequestsServingCertificate(t *testing.T) {
+func TestPortRequestsServingCertificate(t *testing.T) {
 	defer leakcheck.Check(t)()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	csrs := fake.NewClientset().CertificatesV1().CertificateSigningRequests()
-	api, err := NewNodeAPI(NodeAPIOptions{NodeName: "n1", Listener: ln,
-		Server:              nodeapi.ServerOptions{CertDir: t.TempDir(), IPs: []net.IP{net.ParseIP("192.0.2.7")}, Auth: nodeapi.AuthOptions{AlwaysAllow: true, Anonymous: true}},
-		ServingCertificates: &nodeapi.ServingCSROptions{CSRs: csrs, PollInterval: 10 * time.Millisecond}})
+	api, err := NewPort(PortOptions{NodeName: "n1", Listener: ln,
+		Server:              ServerOptions{CertDir: t.TempDir(), IPs: []net.IP{net.ParseIP("192.0.2.7")}, Auth: AuthOptions{AlwaysAllow: true, Anonymous: true}},
+		ServingCertificates: &ServingCSROptions{CSRs: csrs, PollInterval: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
