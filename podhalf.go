@@ -255,7 +255,7 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 	chain.Add(sysctls)
 	chain.Add(predicates)
 	chain.Add(admission.AppArmor{Enabled: admission.HostAppArmorEnabled()})
-	chain.Add(admission.Unsupported)
+	chain.Add(admission.Unsupported{})
 
 	// The runnables, in start order: sources, the backend's own loops, the
 	// writer, probes, the engine, eviction, the relay and mirror pods.

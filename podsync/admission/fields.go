@@ -19,13 +19,18 @@ var ErrUnsupported = errors.New("unsupported pod field")
 
 // Unsupported rejects, with ReasonPodFeatureUnsupported, a pod that uses a
 // field the kubelet acts on and nodekit does not implement; the message
-// names the field (UnsupportedField).
-var Unsupported Admitter = AdmitterFunc(func(pod *corev1.Pod, _ []*corev1.Pod) Result {
+// names the field (UnsupportedField). The zero value is ready to use.
+type Unsupported struct{}
+
+var _ Admitter = Unsupported{}
+
+// Admit rejects pod when UnsupportedField finds a field.
+func (Unsupported) Admit(pod *corev1.Pod, _ []*corev1.Pod) Result {
 	if err := UnsupportedField(pod, nil); err != nil {
 		return Result{Reason: ReasonPodFeatureUnsupported, Message: err.Error()}
 	}
 	return Admitted
-})
+}
 
 // UnsupportedField returns an error (wrapping ErrUnsupported) naming the
 // first field of pod that the kubelet acts on and nodekit does not

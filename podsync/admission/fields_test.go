@@ -132,7 +132,7 @@ func fieldsPod() *corev1.Pod {
 // TestUnsupportedFields: every refused field rejects a pod with a message
 // naming it, and a pod using none is admitted.
 func TestUnsupportedFields(t *testing.T) {
-	if r := Unsupported.Admit(fieldsPod(), nil); !r.Admit {
+	if r := (Unsupported{}).Admit(fieldsPod(), nil); !r.Admit {
 		t.Fatalf("plain pod: %+v", r)
 	}
 	for key, r := range fieldTable {
@@ -146,7 +146,7 @@ func TestUnsupportedFields(t *testing.T) {
 		}
 		pod := fieldsPod()
 		set(pod)
-		res := Unsupported.Admit(pod, nil)
+		res := Unsupported{}.Admit(pod, nil)
 		_, name, _ := strings.Cut(key, ".")
 		if res.Admit || res.Reason != ReasonPodFeatureUnsupported || !strings.Contains(res.Message, name) || !strings.Contains(res.Message, r.note) {
 			t.Errorf("%s: %+v", key, res)
