@@ -120,7 +120,9 @@ func testE2ENonRootTerminationMessage(t *testing.T, c *containerdtest.Containerd
 	}
 }
 
-func TestE2ESeccompLocalhost(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2ESeccompLocalhost) }
+func TestE2ESeccompLocalhost(t *testing.T) {
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2ESeccompLocalhost)
+}
 
 // testE2ESeccompLocalhost: a Localhost profile is read below the seccomp
 // profile root (the container runs filtered); one that does not exist is
