@@ -46,7 +46,8 @@
 // doubling to 5m), one at a time unless Options.MaxParallelImagePulls.
 // Pod-network pods wait while the runtime reports NetworkReady false
 // (ErrNetworkNotReady, retried after 1s). postStart hooks run after start
-// (a failure kills the container); preStop hooks run before a stop, their
+// (a failure kills the container; a tcpSocket hook fails, as the
+// kubelet's); preStop hooks run before a stop, their
 // time taken off the grace period, StopContainer getting at least 2s. A pod
 // stops its regular containers in parallel, then its init containers and
 // sidecars in reverse order. A start that an earlier agent's stop cut short

@@ -908,7 +908,8 @@ func (c *Syncer) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Cont
 		loop.Sleep(ctx, c.clock, time.Duration(h.Sleep.Seconds)*time.Second)
 		return "", true
 	default:
-		return "", true
+		// As the kubelet: a hook it cannot run (tcpSocket) fails.
+		return fmt.Sprintf("Cannot run handler: invalid handler: %v", h), false
 	}
 	if out.Err != nil {
 		return out.Err.Error(), false
