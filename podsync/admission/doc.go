@@ -91,5 +91,9 @@
 //   - AppArmor checks pods without a phase too (static pods), which the
 //     kubelet lets through to a runtime that drops the profile on a host
 //     without AppArmor.
-//   - The fields Unsupported refuses are ones the kubelet implements.
+//   - Unsupported refuses fields the kubelet implements (the list above):
+//     nodekit has no user namespaces, RuntimeClass resolution, dynamic
+//     resource allocation, block, persistent or network volumes, hugetlbfs,
+//     recursive read-only mounts or the alpha features named, so such pods
+//     fail at once, naming the field, instead of running without it.
 package admission
