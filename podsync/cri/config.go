@@ -46,6 +46,7 @@ type builder struct {
 	memoryCapacity int64
 	seccompDefault bool
 	seccompRoot    string  // Localhost seccomp profiles are relative to it
+	appArmor       bool    // the host enforces AppArmor
 	data           PodData // nil: emptyDir on disk and hostPath only
 }
 
@@ -83,7 +84,7 @@ func (b *builder) seccomp(pod *corev1.Pod, c *corev1.Container) (*runtimeapi.Sec
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
 	case p != nil && p.Type == corev1.SeccompProfileTypeLocalhost:
 		if p.LocalhostProfile == nil || *p.LocalhostProfile == "" {
-			return nil, fmt.Errorf("%w: localhostProfile must be set if seccompProfile type is Localhost", ErrConfig)
+			return nil, configError{errors.New("localhostProfile must be set if seccompProfile type is Localhost")}
 		}
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: filepath.Join(b.seccompRoot, *p.LocalhostProfile)}, nil
 	}
@@ -227,6 +228,11 @@ func (b *builder) containerSecurity(pod *corev1.Pod, c *corev1.Container) (*runt
 		sc.SupplementalGroupsPolicy = supplementalGroupsPolicy(psc)
 	}
 	if p := admission.AppArmorProfile(pod, c); p != nil {
+		if p.Type != corev1.AppArmorProfileTypeUnconfined && !b.appArmor {
+			// Refused here too for pods admitted without admission.AppArmor:
+			// a runtime drops the profile on such a host.
+			return nil, configError{errors.New("Cannot enforce AppArmor: AppArmor is not enabled on the host")}
+		}
 		switch p.Type {
 		case corev1.AppArmorProfileTypeRuntimeDefault:
 			sc.Apparmor, sc.ApparmorProfile = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, corev1.DeprecatedAppArmorBetaProfileRuntimeDefault
@@ -234,12 +240,12 @@ func (b *builder) containerSecurity(pod *corev1.Pod, c *corev1.Container) (*runt
 			sc.Apparmor, sc.ApparmorProfile = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, corev1.DeprecatedAppArmorBetaProfileNameUnconfined
 		case corev1.AppArmorProfileTypeLocalhost:
 			if p.LocalhostProfile == nil {
-				return nil, fmt.Errorf("%w: missing localhost apparmor profile name", ErrConfig)
+				return nil, configError{errors.New("missing localhost apparmor profile name")}
 			}
 			sc.Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *p.LocalhostProfile}
 			sc.ApparmorProfile = corev1.DeprecatedAppArmorBetaProfileNamePrefix + *p.LocalhostProfile
 		default:
-			return nil, fmt.Errorf("%w: unknown apparmor profile type: %q", ErrConfig, p.Type)
+			return nil, configError{fmt.Errorf("unknown apparmor profile type: %q", p.Type)}
 		}
 	}
 	var procMount *corev1.ProcMountType

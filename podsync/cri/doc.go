@@ -25,7 +25,8 @@
 // groups (with fsGroup and supplementalGroupsPolicy), capabilities as
 // written (the runtime adds CAP_ and knows ALL), privileged, read-only
 // root, no_new_privs from allowPrivilegeEscalation false, SELinux options,
-// AppArmor (podsync/admission.AppArmorProfile), seccomp (a Localhost
+// AppArmor (podsync/admission.AppArmorProfile; refused on a host without
+// it), seccomp (a Localhost
 // profile is a file below Options.SeccompProfileRoot; the sandbox always
 // gets RuntimeDefault) and the masked and read-only /proc paths unless
 // privileged or procMount Unmasked. runAsNonRoot is verified against

@@ -20,7 +20,7 @@ import (
 // TestContainerSecurityConfig: what the kubelet passes to CRI from the
 // security contexts, field by field.
 func TestContainerSecurityConfig(t *testing.T) {
-	b := &builder{podLogRoot: "/var/log/pods", podRoot: t.TempDir(), seccompRoot: "/var/lib/nodekit/seccomp", cgroupDriver: CgroupfsDriver}
+	b := &builder{podLogRoot: "/var/log/pods", podRoot: t.TempDir(), seccompRoot: "/var/lib/nodekit/seccomp", cgroupDriver: CgroupfsDriver, appArmor: true}
 	pod := testPod(corev1.RestartPolicyAlways, "app")
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{
 		SELinuxOptions:           &corev1.SELinuxOptions{User: "system_u", Role: "system_r", Type: "spc_t", Level: "s0:c1,c2"},
@@ -73,6 +73,12 @@ func TestContainerSecurityConfig(t *testing.T) {
 		cfg.Linux.SecurityContext.Apparmor.GetLocalhostRef() != "k8s-nginx" || cfg.Linux.SecurityContext.ApparmorProfile != "localhost/k8s-nginx" {
 		t.Errorf("AppArmor annotation: %v %v", cfg.GetLinux().GetSecurityContext().GetApparmor(), err)
 	}
+	// On a host without AppArmor, a profile is refused.
+	b.appArmor = false
+	if _, err := b.containerConfig(pod, c, 0, podIPs{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "AppArmor is not enabled on the host") {
+		t.Errorf("AppArmor without the host's: %v", err)
+	}
+	b.appArmor = true
 	// A Localhost seccomp profile without a name.
 	c.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost}
 	if _, err := b.containerConfig(pod, c, 0, podIPs{}); !errors.Is(err, ErrConfig) {

@@ -26,6 +26,7 @@ import (
 	"github.com/nodekit/nodekit/internal/mountinfo"
 	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 
@@ -231,7 +232,7 @@ func New(o Options) (*Syncer, error) {
 	c := &Syncer{rt: o.Runtime, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
-			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, seccompRoot: o.SeccompProfileRoot, data: o.PodData},
+			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, seccompRoot: o.SeccompProfileRoot, appArmor: admission.HostAppArmorEnabled(), data: o.PodData},
 		crashLoop: backoff.Map[string]{Initial: o.CrashLoopInitial, Max: o.CrashLoopMax},
 		pull:      backoff.Map[string]{Initial: o.ImagePullInitial, Max: o.ImagePullMax},
 		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*podsync.ContainerState{}, netReady: true,
