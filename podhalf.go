@@ -79,6 +79,10 @@ type PodHalfOptions struct {
 	Prober probe.Prober
 	// Execer runs exec probes (a runtime's ExecSync) when Prober is nil.
 	Execer runtime.Execer
+	// AllowedUnsafeSysctls are the sysctls pods may set besides the safe
+	// ones, as the kubelet's --allowed-unsafe-sysctls (names, or prefixes
+	// ending in "*"; admission.SysctlOptions). Default none.
+	AllowedUnsafeSysctls []string
 	// Engine holds the pod workers' other options (resync period,
 	// parallelism, back-offs). Syncer, Relister, Writer, Probes, Updates,
 	// Sources, HostIPs, Admit, Triggers, Clock, Registerer and Recorder
@@ -214,6 +218,10 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 	if err != nil {
 		return nil, err
 	}
+	sysctls, err := admission.NewSysctls(admission.SysctlOptions{AllowedUnsafeSysctls: o.AllowedUnsafeSysctls})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: PodHalfOptions.AllowedUnsafeSysctls: %w", err)
+	}
 	var chain admission.Chain
 	eo := o.Engine
 	if eo.Syncer != nil || eo.Relister != nil || eo.Writer != nil || eo.Probes != nil || eo.Updates != nil || eo.Admit != nil || eo.Triggers != nil || eo.Sources != nil {
@@ -227,7 +235,9 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 	}
 
 	// Eviction, when the backend can be observed: its admitter goes first,
-	// as the kubelet's eviction admit handler does.
+	// as the kubelet's eviction admit handler does; then sysctls, the
+	// predicates, AppArmor and the fields nodekit does not implement, in
+	// the kubelet's order.
 	if b.Observer != nil {
 		vo := o.Eviction
 		vo.NodeName, vo.Observer, vo.Reclaimers = o.NodeName, b.Observer, b.Reclaimers
@@ -242,7 +252,10 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 		}
 		chain.Add(p.evictions)
 	}
+	chain.Add(sysctls)
 	chain.Add(predicates)
+	chain.Add(admission.AppArmor{Enabled: admission.HostAppArmorEnabled()})
+	chain.Add(admission.Unsupported{})
 
 	// The runnables, in start order: sources, the backend's own loops, the
 	// writer, probes, the engine, eviction, the relay and mirror pods.

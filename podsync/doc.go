@@ -62,7 +62,10 @@
 // back-off is 10s doubling to 5m, returned as "requeue after". Without
 // events the engine relists every RelistPeriod (1s); with an EventWatcher
 // an event relists its pod alone and the full relist slows to
-// EventedRelistPeriod (300s). Figures are in BENCHMARKS.md.
+// EventedRelistPeriod (300s). Figures are in BENCHMARKS.md. A pod with
+// activeDeadlineSeconds is synced again when that long has passed since
+// its start time (by Options.Clock) and stopped as the kubelet stops it:
+// Failed, ReasonDeadlineExceeded, MessageDeadlineExceeded.
 //
 // # Differences from the kubelet
 //

@@ -876,6 +876,14 @@ func (e *Engine) run(ctx context.Context, j job) {
 			e.finish(j, 0, nil)
 			return
 		}
+		left, hasDeadline := deadlineLeft(j.pod, s, start)
+		if hasDeadline && left <= 0 {
+			e.mu.Lock()
+			e.deadlineExceededLocked(j.w, start)
+			e.mu.Unlock()
+			e.finish(j, 0, nil)
+			return
+		}
 		res, err := e.o.Syncer.SyncPod(ctx, j.pod, j.state)
 		op := "sync"
 		if !j.w.synced {
@@ -911,6 +919,10 @@ func (e *Engine) run(ctx context.Context, j job) {
 			}
 		} else if after == 0 {
 			after = time.Duration(float64(e.o.ResyncPeriod) * (1 + 0.5*e.o.Rand()))
+		}
+		if hasDeadline {
+			// Synced again when the deadline passes, to stop it then.
+			after = min(after, max(left-e.o.Clock.Since(start), time.Nanosecond))
 		}
 		e.finish(j, after, nil)
 	case Terminating:

@@ -127,6 +127,11 @@ func (p *Predicates) Admit(pod *corev1.Pod, active []*corev1.Pod) Result {
 	if pod.Spec.OS != nil && string(pod.Spec.OS.Name) != p.o.OS {
 		return Result{Reason: ReasonPodOSNotSupported, Message: "Failed to admit pod as the OS field doesn't match node OS"}
 	}
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.SupplementalGroupsPolicy != nil && *sc.SupplementalGroupsPolicy == corev1.SupplementalGroupsPolicyStrict &&
+		(node.Status.Features == nil || node.Status.Features.SupplementalGroupsPolicy == nil || !*node.Status.Features.SupplementalGroupsPolicy) {
+		return Result{Reason: ReasonSupplementalGroupsPolicyNotSupported,
+			Message: fmt.Sprintf("SupplementalGroupsPolicy=%s is not supported in this node", corev1.SupplementalGroupsPolicyStrict)}
+	}
 	short := shortages(pod, node, active)
 	critical := IsCritical(pod)
 	if len(short) > 0 && !critical {

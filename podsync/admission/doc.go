@@ -48,18 +48,52 @@
 // resources the node does not list are not checked, as kubelet leaves them
 // to cluster-level allocation.
 //
+// The kubelet's other admit handlers that nodekit has, each an Admitter,
+// chained by nodekit.NewPodHalf in the kubelet's order (eviction, Sysctls,
+// Predicates, AppArmor, Unsupported):
+//
+//	SysctlForbidden                       Sysctls: a sysctl neither safe (SafeSysctls, by kernel release) nor allowed, or of a namespace shared with the host
+//	SupplementalGroupsPolicyNotSupported  Predicates: supplementalGroupsPolicy Strict on a node whose status lacks the feature
+//	AppArmor                              AppArmor: a profile other than Unconfined on a host without AppArmor, or a Localhost profile without a name
+//	PodFeatureUnsupported                 Unsupported: a field nodekit does not implement (UnsupportedField)
+//
+// # Nothing silently ignored
+//
+// Every field of PodSpec, Container, the security contexts, volume mounts,
+// resources, lifecycle and volume sources is classified in this package's
+// table (fields.go) as implemented, refused or not the node's concern, and
+// a test walks the API types to fail on any field it does not name.
+// Refused, each rejected with PodFeatureUnsupported and a message naming
+// the field ("spec.hostUsers: false is not supported by this node: nodekit
+// does not run pods in user namespaces"): hostUsers false,
+// runtimeClassName, resourceClaims and resources.claims, volumeDevices,
+// recursiveReadOnly Enabled, bindMountOptions, lifecycle.stopSignal,
+// volume sources other than emptyDir, hostPath, secret, configMap,
+// downwardAPI and projected, emptyDir medium HugePages and mode, projected
+// clusterTrustBundle, podCertificate and defaultUser. podsync/cri checks
+// the same (UnsupportedField) before it creates a container, so a pod
+// admitted without Unsupported, or an ephemeral container added later,
+// fails with CreateContainerConfigError instead.
+//
 // # Limits
 //
-// Kubelet's other admit handlers (sysctls, topology and resource
-// managers, AppArmor, node shutdown) are not here; an agent can chain its
-// own Admitter before or after Predicates. Kubelet's first handler, the
-// rejection of pods under node pressure, is podsync/eviction's
+// Topology and resource managers and node shutdown are not here; an agent
+// can chain its own Admitter before or after these. Kubelet's first
+// handler, the rejection of pods under node pressure, is podsync/eviction's
 // Manager.Admit (an Admitter) and AdmitUnderPressure. An Admitter other
 // than the Engine that calls Predicates must stop Result.Preempt's pods
 // itself before running an admitted pod.
 //
 // # Differences from the kubelet
 //
-// The kubelet stops preemption victims one after the other, each kill
-// blocking its admission; the Engine stops them together.
+//   - The kubelet stops preemption victims one after the other, each kill
+//     blocking its admission; the Engine stops them together.
+//   - AppArmor checks pods without a phase too (static pods), which the
+//     kubelet lets through to a runtime that drops the profile on a host
+//     without AppArmor.
+//   - Unsupported refuses fields the kubelet implements (the list above):
+//     nodekit has no user namespaces, RuntimeClass resolution, dynamic
+//     resource allocation, block, persistent or network volumes, hugetlbfs,
+//     recursive read-only mounts or the alpha features named, so such pods
+//     fail at once, naming the field, instead of running without it.
 package admission

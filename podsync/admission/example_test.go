@@ -75,3 +75,41 @@ func Example_preemption() {
 	// true OutOfpods
 	// idle Failed Preempting: Preempted in order to admit critical pod
 }
+
+// The kubelet's security admission as a chain: sysctls (safe ones, and
+// those the node allows), AppArmor on a host without it, and the fields
+// nodekit does not implement, each refusal naming what it refuses.
+func Example_security() {
+	sysctls, err := admission.NewSysctls(admission.SysctlOptions{KernelVersion: "6.1.0", AllowedUnsafeSysctls: []string{"net.core.somaxconn"}})
+	if err != nil {
+		panic(err)
+	}
+	var chain admission.Chain
+	chain.Add(sysctls)
+	chain.Add(admission.AppArmor{Enabled: false})
+	chain.Add(admission.Unsupported{})
+	withSysctl := func(name string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: name, Value: "1"}}}}}
+	}
+	hostUsers := false
+	for _, p := range []*corev1.Pod{
+		withSysctl("net.ipv4.tcp_syncookies"),
+		withSysctl("net.core.somaxconn"),
+		withSysctl("vm.swappiness"),
+		{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}}}},
+		{Spec: corev1.PodSpec{HostUsers: &hostUsers}},
+	} {
+		r := chain.Admit(p, nil)
+		if r.Admit {
+			fmt.Println("admitted")
+			continue
+		}
+		fmt.Println(r.Reason+":", r.Message)
+	}
+	// Output:
+	// admitted
+	// admitted
+	// SysctlForbidden: forbidden sysctl: "vm.swappiness" not allowlisted
+	// AppArmor: Cannot enforce AppArmor: AppArmor is not enabled on the host
+	// PodFeatureUnsupported: spec.hostUsers: false is not supported by this node: nodekit does not run pods in user namespaces
+}

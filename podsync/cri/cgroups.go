@@ -145,10 +145,26 @@ func podResourceConfig(pod *corev1.Pod) podResources {
 		})
 		return v, all
 	}
-	if cpu, all := limits(corev1.ResourceCPU); all && cpu > 0 {
+	cpu, allCPU := limits(corev1.ResourceCPU)
+	mem, allMem := limits(corev1.ResourceMemory)
+	if pr := pod.Spec.Resources; pr != nil {
+		// Pod-level resources, where set, are the pod cgroup's.
+		if q, ok := pr.Requests[corev1.ResourceCPU]; ok {
+			r.shares = min(max(q.MilliValue()*1024/1000, minShares), maxShares)
+		} else if q, ok := pr.Limits[corev1.ResourceCPU]; ok {
+			r.shares = min(max(q.MilliValue()*1024/1000, minShares), maxShares)
+		}
+		if q, ok := pr.Limits[corev1.ResourceCPU]; ok {
+			cpu, allCPU = q.MilliValue(), true
+		}
+		if q, ok := pr.Limits[corev1.ResourceMemory]; ok {
+			mem, allMem = q.Value(), true
+		}
+	}
+	if allCPU && cpu > 0 {
 		r.quota = max(cpu*quotaPeriod/1000, minQuota)
 	}
-	if mem, all := limits(corev1.ResourceMemory); all && mem > 0 {
+	if allMem && mem > 0 {
 		r.memoryLimit = mem
 	}
 	return r

@@ -30,25 +30,32 @@ func TestPodResourceConfig(t *testing.T) {
 		name string
 		init []corev1.Container
 		ctrs []corev1.Container
+		pod  *corev1.ResourceRequirements
 		want podResources
 	}{
-		{"best effort", nil, []corev1.Container{{}}, podResources{shares: 2}},
+		{"best effort", nil, []corev1.Container{{}}, nil, podResources{shares: 2}},
 		{"guaranteed", nil, []corev1.Container{{Resources: resourceList("", "cpu=500m memory=128Mi")}, {Resources: resourceList("", "cpu=1 memory=64Mi")}},
-			podResources{shares: 1536, quota: 150000, memoryLimit: 192 << 20}},
+			nil, podResources{shares: 1536, quota: 150000, memoryLimit: 192 << 20}},
 		{"burstable, one container without limits", nil, []corev1.Container{{Resources: resourceList("cpu=100m", "cpu=200m memory=64Mi")}, {Resources: resourceList("cpu=50m", "")}},
-			podResources{shares: 153}},
-		{"burstable, tiny request", nil, []corev1.Container{{Resources: resourceList("cpu=1m", "")}}, podResources{shares: 2}},
+			nil, podResources{shares: 153}},
+		{"burstable, tiny request", nil, []corev1.Container{{Resources: resourceList("cpu=1m", "")}}, nil, podResources{shares: 2}},
 		{"init container larger than the sum", []corev1.Container{{Resources: resourceList("cpu=2", "cpu=2 memory=1Gi")}},
 			[]corev1.Container{{Resources: resourceList("cpu=100m", "cpu=100m memory=10Mi")}},
-			podResources{shares: 2048, quota: 200000, memoryLimit: 1 << 30}},
+			nil, podResources{shares: 2048, quota: 200000, memoryLimit: 1 << 30}},
 		{"sidecar adds to the sum", []corev1.Container{{RestartPolicy: &always, Resources: resourceList("cpu=100m", "cpu=100m memory=10Mi")}},
 			[]corev1.Container{{Resources: resourceList("cpu=100m", "cpu=100m memory=10Mi")}},
-			podResources{shares: 204, quota: 20000, memoryLimit: 20 << 20}},
+			nil, podResources{shares: 204, quota: 20000, memoryLimit: 20 << 20}},
 		{"tiny limit gets the minimum quota", nil, []corev1.Container{{Resources: resourceList("", "cpu=1m memory=1Mi")}},
-			podResources{shares: 2, quota: 1000, memoryLimit: 1 << 20}},
+			nil, podResources{shares: 2, quota: 1000, memoryLimit: 1 << 20}},
+		{"pod-level limits", nil, []corev1.Container{{Resources: resourceList("cpu=100m", "")}, {}},
+			&corev1.ResourceRequirements{Requests: resourceList("cpu=500m", "").Requests, Limits: resourceList("", "cpu=1 memory=256Mi").Limits},
+			podResources{shares: 512, quota: 100000, memoryLimit: 256 << 20}},
+		{"pod-level memory limit alone", nil, []corev1.Container{{Resources: resourceList("cpu=100m", "")}},
+			&corev1.ResourceRequirements{Limits: resourceList("", "memory=64Mi").Limits},
+			podResources{shares: 102, memoryLimit: 64 << 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: tc.init, Containers: tc.ctrs}}
+			pod := &corev1.Pod{Spec: corev1.PodSpec{InitContainers: tc.init, Containers: tc.ctrs, Resources: tc.pod}}
 			if got := podResourceConfig(pod); got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/admission"
 )
 
 // ErrConfig marks a container configuration the kubelet would refuse
@@ -43,6 +45,8 @@ type builder struct {
 	hostIPs        []string
 	memoryCapacity int64
 	seccompDefault bool
+	seccompRoot    string  // Localhost seccomp profiles are relative to it
+	appArmor       bool    // the host enforces AppArmor
 	data           PodData // nil: emptyDir on disk and hostPath only
 }
 
@@ -63,21 +67,28 @@ func namespaceOptions(pod *corev1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
-func (b *builder) seccomp(pod *corev1.Pod, c *corev1.Container) *runtimeapi.SecurityProfile {
+// seccomp is container c's seccomp profile as the kubelet chooses it: the
+// container's, else the pod's, else RuntimeDefault with SeccompDefault and
+// Unconfined without; a Localhost profile is a file below the seccomp
+// profile root.
+func (b *builder) seccomp(pod *corev1.Pod, c *corev1.Container) (*runtimeapi.SecurityProfile, error) {
 	var p *corev1.SeccompProfile
 	if pod.Spec.SecurityContext != nil {
 		p = pod.Spec.SecurityContext.SeccompProfile
 	}
-	if c != nil && c.SecurityContext != nil && c.SecurityContext.SeccompProfile != nil {
+	if c.SecurityContext != nil && c.SecurityContext.SeccompProfile != nil {
 		p = c.SecurityContext.SeccompProfile
 	}
 	switch {
 	case p == nil && b.seccompDefault, p != nil && p.Type == corev1.SeccompProfileTypeRuntimeDefault:
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
-	case p != nil && p.Type == corev1.SeccompProfileTypeLocalhost && p.LocalhostProfile != nil:
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *p.LocalhostProfile}
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
+	case p != nil && p.Type == corev1.SeccompProfileTypeLocalhost:
+		if p.LocalhostProfile == nil || *p.LocalhostProfile == "" {
+			return nil, configError{errors.New("localhostProfile must be set if seccompProfile type is Localhost")}
+		}
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: filepath.Join(b.seccompRoot, *p.LocalhostProfile)}, nil
 	}
-	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
 }
 
 // sandboxConfig is the kubelet's sandbox config of pod at attempt.
@@ -105,8 +116,16 @@ func (b *builder) sandboxConfig(pod *corev1.Pod, attempt uint32) *runtimeapi.Pod
 			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{Protocol: proto, ContainerPort: p.ContainerPort, HostPort: p.HostPort, HostIp: p.HostIP})
 		}
 	}
-	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod), Seccomp: b.seccomp(pod, nil)}
+	// As the kubelet: the sandbox runs with the runtime's default seccomp
+	// profile whatever the pod's, so pod profiles stricter than the pause
+	// container needs work.
+	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod),
+		Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}}
 	sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(pod)
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		sc.SelinuxOptions = seLinuxOption(psc.SELinuxOptions)
+		sc.SupplementalGroupsPolicy = supplementalGroupsPolicy(psc)
+	}
 	for i := range pod.Spec.Containers {
 		if s := pod.Spec.Containers[i].SecurityContext; s != nil && s.Privileged != nil && *s.Privileged {
 			sc.Privileged = true
@@ -150,6 +169,13 @@ type podIPs struct{ pod, host []string }
 
 // containerConfig is the kubelet's container config of c at restartCount.
 func (b *builder) containerConfig(pod *corev1.Pod, c *corev1.Container, restartCount int, ips podIPs) (*runtimeapi.ContainerConfig, error) {
+	if err := admission.UnsupportedField(pod, c); err != nil {
+		return nil, configError{err}
+	}
+	security, err := b.containerSecurity(pod, c)
+	if err != nil {
+		return nil, err
+	}
 	env, err := b.envVars(pod, c, ips)
 	if err != nil {
 		return nil, err
@@ -178,15 +204,51 @@ func (b *builder) containerConfig(pod *corev1.Pod, c *corev1.Container, restartC
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       linuxResources(pod, c, b.memoryCapacity),
-			SecurityContext: b.containerSecurity(pod, c),
+			SecurityContext: security,
 		},
 	}
 	return cfg, nil
 }
 
-func (b *builder) containerSecurity(pod *corev1.Pod, c *corev1.Container) *runtimeapi.LinuxContainerSecurityContext {
-	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod), Seccomp: b.seccomp(pod, c)}
+// containerSecurity is c's security context as the kubelet makes it: the
+// pod's identity, seccomp, AppArmor and SELinux options with the
+// container's over them, capabilities as written (the runtime adds the
+// CAP_ prefix and knows ALL), no_new_privs from allowPrivilegeEscalation
+// false, and the kubelet's masked and read-only /proc paths unless
+// privileged or procMount Unmasked.
+func (b *builder) containerSecurity(pod *corev1.Pod, c *corev1.Container) (*runtimeapi.LinuxContainerSecurityContext, error) {
+	seccomp, err := b.seccomp(pod, c)
+	if err != nil {
+		return nil, err
+	}
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod), Seccomp: seccomp}
 	sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(pod)
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		sc.SelinuxOptions = seLinuxOption(psc.SELinuxOptions)
+		sc.SupplementalGroupsPolicy = supplementalGroupsPolicy(psc)
+	}
+	if p := admission.AppArmorProfile(pod, c); p != nil {
+		if p.Type != corev1.AppArmorProfileTypeUnconfined && !b.appArmor {
+			// Refused here too for pods admitted without admission.AppArmor:
+			// a runtime drops the profile on such a host.
+			return nil, configError{errors.New("Cannot enforce AppArmor: AppArmor is not enabled on the host")}
+		}
+		switch p.Type {
+		case corev1.AppArmorProfileTypeRuntimeDefault:
+			sc.Apparmor, sc.ApparmorProfile = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, corev1.DeprecatedAppArmorBetaProfileRuntimeDefault
+		case corev1.AppArmorProfileTypeUnconfined:
+			sc.Apparmor, sc.ApparmorProfile = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, corev1.DeprecatedAppArmorBetaProfileNameUnconfined
+		case corev1.AppArmorProfileTypeLocalhost:
+			if p.LocalhostProfile == nil {
+				return nil, configError{errors.New("missing localhost apparmor profile name")}
+			}
+			sc.Apparmor = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *p.LocalhostProfile}
+			sc.ApparmorProfile = corev1.DeprecatedAppArmorBetaProfileNamePrefix + *p.LocalhostProfile
+		default:
+			return nil, configError{fmt.Errorf("unknown apparmor profile type: %q", p.Type)}
+		}
+	}
+	var procMount *corev1.ProcMountType
 	if csc := c.SecurityContext; csc != nil {
 		if csc.RunAsUser != nil {
 			sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
@@ -194,31 +256,62 @@ func (b *builder) containerSecurity(pod *corev1.Pod, c *corev1.Container) *runti
 		if csc.RunAsGroup != nil {
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
 		}
+		if csc.SELinuxOptions != nil {
+			sc.SelinuxOptions = seLinuxOption(csc.SELinuxOptions)
+		}
 		sc.Privileged = csc.Privileged != nil && *csc.Privileged
 		sc.ReadonlyRootfs = csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem
 		if csc.AllowPrivilegeEscalation != nil {
 			sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
 		}
 		if caps := csc.Capabilities; caps != nil {
-			sc.Capabilities = &runtimeapi.Capability{}
-			for _, a := range caps.Add {
-				sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, "CAP_"+strings.TrimPrefix(string(a), "CAP_"))
+			sc.Capabilities = &runtimeapi.Capability{AddCapabilities: make([]string, len(caps.Add)), DropCapabilities: make([]string, len(caps.Drop))}
+			for i, a := range caps.Add {
+				sc.Capabilities.AddCapabilities[i] = string(a)
 			}
-			for _, d := range caps.Drop {
-				sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, "CAP_"+strings.TrimPrefix(string(d), "CAP_"))
+			for i, d := range caps.Drop {
+				sc.Capabilities.DropCapabilities[i] = string(d)
 			}
 		}
+		procMount = csc.ProcMount
 	}
-	if !sc.Privileged {
+	if !sc.Privileged && (procMount == nil || *procMount != corev1.UnmaskedProcMount) {
 		// As the kubelet: mask and make read-only the default /proc paths.
-		sc.MaskedPaths = defaultMaskedPaths
+		sc.MaskedPaths = defaultMaskedPaths()
 		sc.ReadonlyPaths = defaultReadonlyPaths
 	}
-	return sc
+	return sc, nil
+}
+
+func seLinuxOption(o *corev1.SELinuxOptions) *runtimeapi.SELinuxOption {
+	if o == nil {
+		return nil
+	}
+	return &runtimeapi.SELinuxOption{User: o.User, Role: o.Role, Type: o.Type, Level: o.Level}
+}
+
+// supplementalGroupsPolicy is the pod's policy in CRI's terms (Merge when
+// unset or unknown).
+func supplementalGroupsPolicy(psc *corev1.PodSecurityContext) runtimeapi.SupplementalGroupsPolicy {
+	if psc.SupplementalGroupsPolicy != nil && *psc.SupplementalGroupsPolicy == corev1.SupplementalGroupsPolicyStrict {
+		return runtimeapi.SupplementalGroupsPolicy_Strict
+	}
+	return runtimeapi.SupplementalGroupsPolicy_Merge
 }
 
 var (
-	defaultMaskedPaths   = []string{"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+	// defaultMaskedPaths are the kubelet's: a fixed list and the thermal
+	// throttle directories of the host's CPUs.
+	defaultMaskedPaths = sync.OnceValue(func() []string {
+		paths := []string{"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap"}
+		dirs, _ := filepath.Glob("/sys/devices/system/cpu/cpu[0-9]*/thermal_throttle")
+		cpu := func(d string) int {
+			n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(d)), "cpu"))
+			return n
+		}
+		slices.SortFunc(dirs, func(a, b string) int { return cpu(a) - cpu(b) })
+		return append(paths, dirs...)
+	})
 	defaultReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
 
@@ -421,6 +514,8 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int,
 		}
 		switch {
 		case served:
+		case v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumMemory:
+			return nil, fmt.Errorf("%w: volume %q: emptyDir medium Memory needs Options.PodData", ErrConfig, vm.Name)
 		case v.EmptyDir != nil:
 			host = filepath.Join(b.podDir(pod), "volumes", "kubernetes.io~empty-dir", v.Name)
 			if err := makeEmptyDir(host, pod); err != nil {
@@ -465,6 +560,11 @@ func (b *builder) mounts(pod *corev1.Pod, c *corev1.Container, restartCount int,
 			return nil, err
 		}
 		if err := os.WriteFile(f, nil, 0o666); err != nil {
+			return nil, err
+		}
+		// As the kubelet: writable by whichever user the container runs
+		// as, whatever the umask.
+		if err := os.Chmod(f, 0o666); err != nil {
 			return nil, err
 		}
 		out = append(out, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: f})

@@ -14,12 +14,26 @@
 // <PodLogRoot>/<ns>_<name>_<uid>/<container>/<restartCount>.log
 // (podsync.PodLogDir), hostname, DNS (ClusterDNS/ClusterDomain or the node's
 // resolv.conf), namespaces, port mappings, cgroup parent per QoS class and
-// driver (PodCgroupParent), resources and oom_score_adj, security context,
-// env with $(VAR) expansion and downward-API fieldRefs, emptyDir and
+// driver (PodCgroupParent), resources and oom_score_adj, the security
+// context (below), env with $(VAR) expansion and downward-API fieldRefs, emptyDir and
 // hostPath volumes, subPath and subPathExpr mounts, the pod's /etc/hosts and
 // the termination-message file. With Options.PodData (podsync/volume's
 // Manager) it also serves Secret, ConfigMap, downward-API and projected
 // volumes, env from the API and pull credentials.
+//
+// The security context is the kubelet's: user, group and supplemental
+// groups (with fsGroup and supplementalGroupsPolicy), capabilities as
+// written (the runtime adds CAP_ and knows ALL), privileged, read-only
+// root, no_new_privs from allowPrivilegeEscalation false, SELinux options,
+// AppArmor (podsync/admission.AppArmorProfile; refused on a host without
+// it), seccomp (a Localhost
+// profile is a file below Options.SeccompProfileRoot; the sandbox always
+// gets RuntimeDefault) and the masked and read-only /proc paths unless
+// privileged or procMount Unmasked. runAsNonRoot is verified against
+// runAsUser, else the user the runtime says the image runs as, with the
+// kubelet's messages; a field podsync/admission refuses
+// (UnsupportedField) is CreateContainerConfigError with its message, for
+// pods the agent admitted without it and ephemeral containers.
 //
 // A subPath is mounted as the kubelet mounts it: relative, without "..",
 // symlinks only inside the volume, opened element by element without
@@ -33,7 +47,8 @@
 // doubling to 5m), one at a time unless Options.MaxParallelImagePulls.
 // Pod-network pods wait while the runtime reports NetworkReady false
 // (ErrNetworkNotReady, retried after 1s). postStart hooks run after start
-// (a failure kills the container); preStop hooks run before a stop, their
+// (a failure kills the container; a tcpSocket hook fails, as the
+// kubelet's); preStop hooks run before a stop, their
 // time taken off the grace period, StopContainer getting at least 2s. A pod
 // stops its regular containers in parallel, then its init containers and
 // sidecars in reverse order. A start that an earlier agent's stop cut short
@@ -73,4 +88,11 @@
 //   - Containers are removed at once instead of by a periodic GC.
 //   - An event relists its pod instead of taking the statuses it carries.
 //   - Seccomp defaults to Unconfined unless Options.SeccompDefault.
+//   - Volumes are never SELinux-relabeled; recursiveReadOnly IfPossible
+//     mounts read-only, not recursively (Enabled is refused).
+//   - The image's user is not passed as runAsUser (the runtime applies
+//     it), and privileged containers get no masked paths (the runtime
+//     ignores them).
+//   - Without PodData an emptyDir of medium Memory is
+//     CreateContainerConfigError.
 package cri

@@ -24,6 +24,21 @@ import (
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
+// A tcpSocket hook, which the kubelet cannot run, fails the postStart as
+// the kubelet fails it.
+func TestPostStartTCPSocketFails(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	pod.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}}
+	h.Add(pod)
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 0 {
+		t.Fatalf("%d running after a tcpSocket postStart", n)
+	}
+	if !h.Writer.SawWaiting(pod.UID, podsync.ReasonPostStartHookError) {
+		t.Error("no PostStartHookError status")
+	}
+}
+
 func TestPostStartFailureKillsContainer(t *testing.T) {
 	h := newHarness(t)
 	h.RT.ScriptExec("", []string{"setup"}, runtimetest.ExecScript{ExitCode: 1, Stderr: "setup failed"})

@@ -26,6 +26,7 @@ import (
 	"github.com/nodekit/nodekit/internal/mountinfo"
 	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 
@@ -87,6 +88,11 @@ type Options struct {
 	// runtime's default one (the kubelet's seccompDefault). Default false:
 	// Unconfined.
 	SeccompDefault bool
+	// SeccompProfileRoot holds the Localhost seccomp profiles: a
+	// localhostProfile is a path relative to it (the kubelet's
+	// <root-dir>/seccomp). Default: "seccomp" beside PodRoot
+	// (/var/lib/nodekit/seccomp).
+	SeccompProfileRoot string
 	// CrashLoopInitial and CrashLoopMax bound the crash-loop back-off.
 	// Defaults 10s and 5m; Initial in [1ms, Max], Max in [Initial, 1h]. A key
 	// is forgotten 2×Max after its last back-off (10m).
@@ -188,6 +194,9 @@ func New(o Options) (*Syncer, error) {
 	if o.PodRoot == "" {
 		o.PodRoot = "/var/lib/nodekit/pods"
 	}
+	if o.SeccompProfileRoot == "" {
+		o.SeccompProfileRoot = filepath.Join(filepath.Dir(o.PodRoot), "seccomp")
+	}
 	switch o.CgroupDriver {
 	case "":
 		o.CgroupDriver = CgroupfsDriver
@@ -223,7 +232,7 @@ func New(o Options) (*Syncer, error) {
 	c := &Syncer{rt: o.Runtime, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
-			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, data: o.PodData},
+			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, seccompRoot: o.SeccompProfileRoot, appArmor: admission.HostAppArmorEnabled(), data: o.PodData},
 		crashLoop: backoff.Map[string]{Initial: o.CrashLoopInitial, Max: o.CrashLoopMax},
 		pull:      backoff.Map[string]{Initial: o.ImagePullInitial, Max: o.ImagePullMax},
 		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*podsync.ContainerState{}, netReady: true,
@@ -697,6 +706,9 @@ func (c *Syncer) startContainer(ctx context.Context, pod *corev1.Pod, spec *core
 		return reason, msg, err
 	}
 	cfg, err := c.b.containerConfig(pod, spec, restartCount, ips)
+	if err == nil {
+		err = c.verifyRunAsNonRoot(ctx, pod, spec)
+	}
 	if err != nil {
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
 		return podsync.ReasonCreateContainerConfigError, err.Error(), err
@@ -897,7 +909,8 @@ func (c *Syncer) runHook(ctx context.Context, pod *corev1.Pod, spec *corev1.Cont
 		loop.Sleep(ctx, c.clock, time.Duration(h.Sleep.Seconds)*time.Second)
 		return "", true
 	default:
-		return "", true
+		// As the kubelet: a hook it cannot run (tcpSocket) fails.
+		return fmt.Sprintf("Cannot run handler: invalid handler: %v", h), false
 	}
 	if out.Err != nil {
 		return out.Err.Error(), false
