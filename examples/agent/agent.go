@@ -45,9 +45,7 @@ import (
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
-func main() {
-	os.Exit(run(os.Args[1:]))
-}
+func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	cfg, err := parseFlags(args, os.Stderr)
@@ -96,6 +94,7 @@ type agent struct {
 	pods     *nodekit.PodHalf  // nil: no pod source configured
 	node     *nodekit.NodeHalf // nil: standalone
 	registry *prometheus.Registry
+	metrics  http.Handler // the registry in Prometheus' format, on --listen and the node API's /metrics
 	group    nodekit.Group
 }
 
@@ -108,6 +107,7 @@ func newAgent(cfg *config, clk clock.WithTicker) (*agent, error) {
 	}
 	a := &agent{name: name, registry: prometheus.NewRegistry()}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.metrics = promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})
 	if err := a.newRuntime(cfg, clk); err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func newAgent(cfg *config, clk clock.WithTicker) (*agent, error) {
 		}
 	}
 	if cfg.listen != "" {
-		hs, err := nodekit.NewHealthServer(cfg.listen, a.metricsHandler())
+		hs, err := nodekit.NewHealthServer(cfg.listen, a.metrics)
 		if err != nil {
 			return nil, fmt.Errorf("--listen: %w", err)
 		}
@@ -211,7 +211,7 @@ func (a *agent) newPodHalf(cfg *config, api *nodekit.API, clk clock.WithTicker, 
 		NodeName: a.name, API: api, Backend: a.backend.Build,
 		ManifestPath: cfg.podManifestPath, FileCheckFrequency: cfg.fileCheckFrequency,
 		ManifestURL: cfg.manifestURL, ManifestURLHeader: cfg.manifestURLHeader, HTTPCheckFrequency: cfg.httpCheckFrequency,
-		LocalNode: nodekit.LocalNode(tmpl, so), HostIPs: hostIPs, Execer: a.runtime,
+		LocalNode: nodekit.LocalNode(tmpl, so), HostIPs: hostIPs, Execer: a.runtime, AllowedUnsafeSysctls: cfg.allowedUnsafeSysctls,
 		Engine: podsync.Options{ResyncPeriod: cfg.syncFrequency},
 		Status: status.Options{PendingDelay: cfg.pendingStatusDelay},
 		Eviction: eviction.Options{EvictionHard: cfg.evictionHard, EvictionSoft: cfg.evictionSoft,
@@ -253,11 +253,6 @@ func customSetters(cfg *config) ([]nodestatus.Named, error) {
 // Run runs every part until ctx ends or one fails (nodekit.Group). The node lease is left to expire, as kubelet's is.
 func (a *agent) Run(ctx context.Context) error { return a.group.Run(ctx) }
 
-// metricsHandler serves the agent's registry in Prometheus' format, on --listen and on the node API's /metrics.
-func (a *agent) metricsHandler() http.Handler {
-	return promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})
-}
-
 // newNodeAPI adds kubelet's port to the agent (nodeapi.Port): TLS with the given, a requested or a self-signed
 // certificate, client certificates against --client-ca-file, bearer tokens through TokenReview, and authorization by
 // SubjectAccessReview as the node (or AlwaysAllow). It binds the port now, so that a busy port is an error at start.
@@ -272,7 +267,7 @@ func (a *agent) newNodeAPI(cfg *config, clk clock.WithTicker) error {
 		auth.AuthorizedCacheTTL, auth.UnauthorizedCacheTTL = cmp.Or(cfg.authzAllowedTTL, -1), cmp.Or(cfg.authzDeniedTTL, -1)
 	}
 	o := nodeapi.PortOptions{NodeName: a.name, Pods: a.pods, Clock: clk, Registerer: a.registry,
-		Handler: nodeapi.Options{PodLogRoot: cfg.podLogRoot, Metrics: a.metricsHandler()},
+		Handler: nodeapi.Options{PodLogRoot: cfg.podLogRoot, Metrics: a.metrics},
 		Server:  nodeapi.ServerOptions{Auth: auth, CertFile: cfg.tlsCertFile, KeyFile: cfg.tlsKeyFile, CertDir: cfg.certDir, IPs: cfg.nodeIPs}}
 	if a.pods != nil {
 		o.Handler.Stats, o.Handler.Runtime = a.backend.Usage(), a.runtime

@@ -194,3 +194,17 @@ func TestAgentOnFakes(t *testing.T) {
 		t.Errorf("conditions = %v", conds)
 	}
 }
+
+func TestParseSysctlFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--allowed-unsafe-sysctls=net.core.somaxconn,kernel.msg*"}, io.Discard)
+	if err != nil || len(cfg.allowedUnsafeSysctls) != 2 || cfg.allowedUnsafeSysctls[0] != "net.core.somaxconn" || cfg.allowedUnsafeSysctls[1] != "kernel.msg*" {
+		t.Fatalf("allowedUnsafeSysctls = %q, %v", cfg.allowedUnsafeSysctls, err)
+	}
+	if _, err := parseFlags([]string{"--allowed-unsafe-sysctls=not a sysctl"}, io.Discard); err == nil || !strings.HasPrefix(err.Error(), "--allowed-unsafe-sysctls: ") {
+		t.Errorf("a bad sysctl: %v; want an error naming the flag", err)
+	}
+	path := writeConfig(t, configHeader+"allowedUnsafeSysctls: [net.core.somaxconn]\n")
+	if cfg, err := parseFlags([]string{"--config", path}, io.Discard); err != nil || len(cfg.allowedUnsafeSysctls) != 1 {
+		t.Errorf("allowedUnsafeSysctls from the file = %q, %v", cfg.allowedUnsafeSysctls, err)
+	}
+}

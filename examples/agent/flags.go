@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit/nodestatus"
+	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/podsync/eviction"
 	"github.com/nodekit/nodekit/podsync/logrotate"
@@ -52,7 +53,7 @@ type config struct {
 	registerWithTaints                                                                                                                   []corev1.Taint
 	systemReserved, kubeReserved                                                                                                         corev1.ResourceList
 	manifestURLHeader                                                                                                                    http.Header
-	clusterDNS                                                                                                                           []string
+	clusterDNS, allowedUnsafeSysctls                                                                                                     []string
 }
 
 const (
@@ -90,7 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 			}
 		}
 	}()
-	var nodeIP, labels, sysRes, kubeRes, address, evHard, evSoft, evSoftGrace, evMinReclaim, memLimit, clusterDNS, taints, logMaxSize string
+	var nodeIP, labels, sysRes, kubeRes, address, evHard, evSoft, evSoftGrace, evMinReclaim, memLimit, clusterDNS, sysctls, taints, logMaxSize string
 	var leaseSeconds, healthzPort int
 	var healthzHost string
 	headers := http.Header{}
@@ -158,6 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		{"pod-log-root", "podLogsDir", asString, &c.podLogRoot, "/var/log/pods", nil, nil, "Directory of the pods' log directories."},
 		{"cgroup-driver", "cgroupDriver", asString, &c.cgroupDriver, cri.CgroupfsDriver, nil, nil, "Cgroup driver: cgroupfs or systemd (as the runtime's)."},
 		{"cgroup-root", "cgroupRoot", asString, &c.cgroupRoot, "/", nil, nil, "Cgroupfs path the kubepods cgroup lives under."},
+		{"allowed-unsafe-sysctls", "allowedUnsafeSysctls", asList, &sysctls, nil, nil, nil, "Comma-separated unsafe sysctls (or prefixes ending in *) pods may set besides the safe ones; pods asking for others are rejected (SysctlForbidden)."},
 		{"cluster-dns", "clusterDNS", asList, &clusterDNS, nil, nil, nil, "Comma-separated DNS server IPs for ClusterFirst pods. Empty: pods get the node's resolver."},
 		{"cluster-domain", "clusterDomain", asString, &c.clusterDomain, nil, nil, nil, "Cluster domain added to ClusterFirst pods' search paths, for example cluster.local."},
 		{"resolv-conf", "resolvConf", asString, &c.resolvConf, "/etc/resolv.conf", nil, nil, "The node's resolver configuration, the base of pods' DNS; \"\" for none."},
@@ -301,6 +303,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		{"system-reserved", sysRes, "=", "name=quantity", resources(&c.systemReserved)},
 		{"kube-reserved", kubeRes, "=", "name=quantity", resources(&c.kubeReserved)},
 		{"cluster-dns", clusterDNS, "", "an IP address", func(k, _ string) error { c.clusterDNS = append(c.clusterDNS, k); return ip(k) }},
+		{"allowed-unsafe-sysctls", sysctls, "", "a sysctl", func(k, _ string) error { c.allowedUnsafeSysctls = append(c.allowedUnsafeSysctls, k); return nil }},
 		{"node-ip", nodeIP, "", "an IP address", func(k, _ string) error { c.nodeIPs = append(c.nodeIPs, net.ParseIP(k)); return ip(k) }},
 	} {
 		keep(each(l.flag, l.s, func(part string) error {
@@ -314,6 +317,8 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 			return l.f(k, v)
 		}))
 	}
+	_, e = admission.NewSysctls(admission.SysctlOptions{AllowedUnsafeSysctls: c.allowedUnsafeSysctls})
+	fail(e != nil, "--allowed-unsafe-sysctls: %w", e)
 	_, e = eviction.ParseThresholds(c.evictionHard, c.evictionSoft, c.evictionSoftGrace, c.evictionMinReclaim)
 	fail(e != nil, "--eviction-*: %w", e)
 	c.leaseDuration = time.Duration(leaseSeconds) * time.Second
@@ -403,7 +408,7 @@ var unsupportedFields = strings.Fields(`enableServer readOnlyPort tlsCipherSuite
 	cpuManagerPolicyOptions cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved runtimeRequestTimeout hairpinMode podCIDR podPidsLimit runOnce cpuCFSQuota
 	cpuCFSQuotaPeriod nodeStatusMaxImages maxOpenFiles contentType serializeImagePulls maxParallelImagePulls mergeDefaultEvictionSettings enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains iptablesMasqueradeBit
 	iptablesDropBit featureGates failSwapOn memorySwap containerLogMaxWorkers configMapAndSecretChangeDetectionStrategy reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup enforceNodeAllocatable
-	allowedUnsafeSysctls defaultPodSysctls volumePluginDir kernelMemcgNotification logging enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff
+	defaultPodSysctls volumePluginDir kernelMemcgNotification logging enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff
 	reservedMemory enableProfilingHandler enableDebugFlagsHandler memoryThrottlingFactor memoryReservationPolicy tracing localStorageCapacityIsolation imageServiceEndpoint failCgroupV1 userNamespaces`)
 
 // A fileKind turns a --config field's JSON value into the values its flag is set to.
