@@ -60,7 +60,8 @@
 // cgroupfs driver, cgroup v1 or v2: <CgroupRoot>/kubepods with burstable and
 // besteffort below it, and a pod<uid> cgroup with the pod's CPU shares,
 // quota and memory limit, created before the sandbox and removed by
-// SyncTerminatedPod. PodCgroupDirs and PodVolumeDirs serve nodestatus/usage.
+// SyncTerminatedPod, which first kills any process the runtime left in it,
+// as the kubelet does. PodCgroupDirs and PodVolumeDirs serve nodestatus/usage.
 //
 // # Differences from the kubelet
 //
