@@ -37,12 +37,14 @@
 // time taken off the grace period, StopContainer getting at least 2s. A pod
 // stops its regular containers in parallel, then its init containers and
 // sidecars in reverse order. A start that an earlier agent's stop cut short
-// is finished, not counted as a restart. Old containers are removed when
-// no longer the newest exited one of their name (RemoveDeadContainers does
-// it for all pods); SyncTerminatedPod removes the pod's containers,
-// sandboxes, mounts and directory at once; a pod's log directory goes with
-// CleanupPod. Termination messages come from terminationMessagePath (4 KiB)
-// or, under FallbackToLogsOnError, the log's last 80 lines (2 KiB).
+// is finished, not counted as a restart (it is one when the runtime will
+// not remove the container left, as containerd 2 may refuse). Old
+// containers are removed when no longer the newest exited one of their name
+// (RemoveDeadContainers does it for all pods); SyncTerminatedPod removes the
+// pod's containers, sandboxes, mounts and directory at once; a pod's log
+// directory goes with CleanupPod. Termination messages come from
+// terminationMessagePath (4 KiB) or, under FallbackToLogsOnError, the log's
+// last 80 lines (2 KiB).
 //
 // # Observation
 //
