@@ -529,6 +529,17 @@ func (c *Containerd) ImageClient() runtimeapi.ImageServiceClient {
 	return runtimeapi.NewImageServiceClient(c.conn)
 }
 
+// Ctr runs ctr with args against the instance, in its namespace, and
+// returns what it wrote: for tests that reach past the CRI to containerd's
+// own API (to list tasks, or to make a state the CRI cannot make).
+func (c *Containerd) Ctr(ctx context.Context, args ...string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, c.bins.ctr, append([]string{"--address", c.Address, "--namespace", c.Namespace}, args...)...).CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("containerdtest: ctr %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
 // Pid returns containerd's process ID.
 func (c *Containerd) Pid() int {
 	d := c.daemon()

@@ -365,14 +365,24 @@ func (p *podCgroups) Ensure(pod *corev1.Pod) error {
 }
 
 // Remove deletes the pod's cgroup, whatever its QoS class was, with the
-// empty cgroups the runtime left below it. A cgroup that still holds tasks
-// fails with EBUSY: the caller retries.
+// empty cgroups the runtime left below it. It is called once the runtime
+// holds nothing of the pod, so a process still in the cgroup (or below it)
+// is one the runtime lost track of: as the kubelet's pod container manager
+// does, Remove sends it SIGKILL first. containerd 2 leaves one when a
+// RunPodSandbox is cut short (its caller went away) after the sandbox's
+// task was created and before its pid was read: the task's init process
+// stays in the pod's cgroup after RemovePodSandbox, which reports success.
+// A cgroup whose processes have not exited yet fails with EBUSY: the
+// caller retries.
 func (p *podCgroups) Remove(uid types.UID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
 	for _, qos := range []string{"", "burstable", "besteffort"} {
 		for _, d := range p.dirs(path.Join(p.qosPath(qos), "pod"+string(uid))) {
+			if err := killLeft(d); err != nil {
+				errs = append(errs, err)
+			}
 			if err := rmdirTree(d); err != nil {
 				errs = append(errs, fmt.Errorf("podsync: removing cgroup %s: %w", d, err))
 			}
@@ -382,6 +392,34 @@ func (p *podCgroups) Remove(uid types.UID) error {
 		delete(p.burstable, uid)
 		errs = append(errs, p.updateBurstableLocked())
 	}
+	return errors.Join(errs...)
+}
+
+// killLeft sends SIGKILL to every process in cgroup directory d and the
+// cgroups below it; a missing directory, or a process that has exited, is
+// no error.
+func killLeft(d string) error {
+	self := os.Getpid()
+	var errs []error
+	_ = filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			return nil
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || pid <= 1 || pid == self {
+				continue
+			}
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("podsync: killing process %d left in cgroup %s: %w", pid, p, err))
+			}
+		}
+		return nil
+	})
 	return errors.Join(errs...)
 }
 

@@ -1,10 +1,14 @@
 package cri
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,4 +107,71 @@ func testE2EPodCgroups(t *testing.T, c *containerdtest.Containerd) {
 	if got := readCgroup(t, burstable, "cpu", map[bool]string{false: "cpu.shares", true: "cpu.weight"}[v2]); got != want {
 		t.Errorf("burstable CPU after the pod left = %q, want %q", got, want)
 	}
+}
+
+// A process left in a pod's cgroup once the runtime has removed the pod is
+// killed and the cgroup removed, as the kubelet's pod container manager
+// does. containerd 2 leaves one (a sandbox task's init process) when a
+// RunPodSandbox is cut short between creating the task and reading its
+// pid; here a process of the test's own stands for it.
+func TestE2EPodCgroupLeftoverKilled(t *testing.T) {
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2EPodCgroupLeftoverKilled)
+}
+
+func testE2EPodCgroupLeftoverKilled(t *testing.T, c *containerdtest.Containerd) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skipf("no sleep command: %v", err)
+	}
+	e := e2eSetup(t, c)
+	pod := e2ePod(c, "cgroup-leftover", corev1.RestartPolicyAlways, "sh", "-c", sleeper)
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	e.waitStatus(pod, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	dirs := e.cri.PodCgroupDirs(string(pod.UID))
+	if len(dirs) == 0 {
+		t.Fatal("the pod has no cgroup")
+	}
+
+	stray := exec.Command(sleep, "3600")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- stray.Wait() }()
+	var waitErr error
+	reaped := false
+	t.Cleanup(func() {
+		if !reaped {
+			_ = stray.Process.Kill()
+			<-exited
+		}
+	})
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(stray.Process.Pid)), 0o644); err != nil {
+			t.Fatalf("moving pid %d into %s: %v", stray.Process.Pid, d, err)
+		}
+	}
+
+	e.remove(pod)
+	testenv.Eventually(t, time.Minute, 20*time.Millisecond, "the process left in the pod's cgroup killed", func() bool {
+		select {
+		case waitErr = <-exited:
+			reaped = true
+			return true
+		default:
+			return false
+		}
+	})
+	var ee *exec.ExitError
+	if !errors.As(waitErr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("the process left in the pod's cgroup ended with %v; want killed by SIGKILL", waitErr)
+	}
+	testenv.Eventually(t, time.Minute, 20*time.Millisecond, "the pod's cgroup removed", func() bool {
+		for _, d := range dirs {
+			if _, err := os.Stat(d); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -52,12 +52,14 @@
 // time taken off the grace period, StopContainer getting at least 2s. A pod
 // stops its regular containers in parallel, then its init containers and
 // sidecars in reverse order. A start that an earlier agent's stop cut short
-// is finished, not counted as a restart. Old containers are removed when
-// no longer the newest exited one of their name (RemoveDeadContainers does
-// it for all pods); SyncTerminatedPod removes the pod's containers,
-// sandboxes, mounts and directory at once; a pod's log directory goes with
-// CleanupPod. Termination messages come from terminationMessagePath (4 KiB)
-// or, under FallbackToLogsOnError, the log's last 80 lines (2 KiB).
+// is finished, not counted as a restart (it is one when the runtime will
+// not remove the container left, as containerd 2 may refuse). Old
+// containers are removed when no longer the newest exited one of their name
+// (RemoveDeadContainers does it for all pods); SyncTerminatedPod removes the
+// pod's containers, sandboxes, mounts and directory at once; a pod's log
+// directory goes with CleanupPod. Termination messages come from
+// terminationMessagePath (4 KiB) or, under FallbackToLogsOnError, the log's
+// last 80 lines (2 KiB).
 //
 // # Observation
 //
@@ -75,7 +77,8 @@
 // cgroupfs driver, cgroup v1 or v2: <CgroupRoot>/kubepods with burstable and
 // besteffort below it, and a pod<uid> cgroup with the pod's CPU shares,
 // quota and memory limit, created before the sandbox and removed by
-// SyncTerminatedPod. PodCgroupDirs and PodVolumeDirs serve nodestatus/usage.
+// SyncTerminatedPod, which first kills any process the runtime left in it,
+// as the kubelet does. PodCgroupDirs and PodVolumeDirs serve nodestatus/usage.
 //
 // # Differences from the kubelet
 //

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -510,6 +511,80 @@ func TestCutShortStartReplaced(t *testing.T) {
 				t.Errorf("status after the sync: phase %s, restartCount %d; want Running, 0", s.Phase, s.ContainerStatuses[0].RestartCount)
 			}
 		})
+	}
+}
+
+// A cut-short container the runtime will not remove (FailedPrecondition:
+// containerd 2 keeps the task of a start cut short after the task was
+// created, and no CRI call removes it) does not keep the pod from running:
+// its replacement starts as a restart, as the kubelet would start it, with
+// no crash-loop back-off, and later syncs leave the kept one alone.
+func TestCutShortStartKeptByRuntime(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	fail := runtimetest.Errors(status.Error(codes.Unavailable, "the agent went away"))
+	h.RT.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.Steps(1)
+	created := h.Containers(runtimeapi.ContainerState_CONTAINER_CREATED)
+	if len(created) != 1 {
+		t.Fatalf("%d created containers; want 1", len(created))
+	}
+	old := created[0].Id
+	if err := h.RT.AbortStart(old); err != nil {
+		t.Fatal(err)
+	}
+	var removes atomic.Int32
+	h.RT.SetHooks(runtimetest.Hooks{RemoveContainer: func(_ context.Context, id string) error {
+		if id != old {
+			return nil
+		}
+		removes.Add(1)
+		return status.Errorf(codes.FailedPrecondition, "failed to delete containerd container %q: cannot delete running task %s: failed precondition", id, id)
+	}})
+
+	// The next agent.
+	h.Clock.Step(time.Second)
+	h.Writer = &recordingWriter{}
+	h.NewEngine()
+	states, err := h.Syncer.Relist(h.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Syncer.SyncPod(h.Ctx, pod, states[pod.UID])
+	if err != nil {
+		t.Fatalf("SyncPod: %v", err)
+	}
+	if w, ok := res.Waiting["a"]; ok {
+		t.Errorf("container a reported waiting (%s: %s)", w.Reason, w.Message)
+	}
+	if n := removes.Load(); n != 1 {
+		t.Errorf("%d removals of the cut-short container tried; want 1", n)
+	}
+	running := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(running) != 1 || running[0].Id == old || running[0].Metadata.Attempt != 1 {
+		t.Fatalf("running containers %v; want one new one at attempt 1", running)
+	}
+	if st, err := h.RT.ContainerStatus(h.Ctx, old, false); err != nil || st.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_EXITED {
+		t.Errorf("the cut-short container: %v, %v; want it kept, exited", st.GetStatus().GetState(), err)
+	}
+
+	states, err = h.Syncer.Relist(h.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := podsync.GeneratePodStatus(podsync.StatusInput{Pod: pod, State: states[pod.UID], Now: h.Clock.Now()})
+	if s.Phase != corev1.PodRunning || s.ContainerStatuses[0].RestartCount != 1 || s.ContainerStatuses[0].State.Running == nil {
+		t.Errorf("status after the sync: phase %s, container %+v; want Running, running at restartCount 1", s.Phase, s.ContainerStatuses[0])
+	}
+	if _, err := h.Syncer.SyncPod(h.Ctx, pod, states[pod.UID]); err != nil {
+		t.Fatalf("second SyncPod: %v", err)
+	}
+	if n := removes.Load(); n != 1 {
+		t.Errorf("%d removals of the kept container tried after a second sync; want still 1", n)
+	}
+	if n := len(h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)); n != 1 {
+		t.Errorf("%d running containers after a second sync; want 1", n)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -688,10 +689,24 @@ func (c *Syncer) startContainer(ctx context.Context, pod *corev1.Pod, spec *core
 	switch {
 	case cutShort:
 		// Its name (with the attempt) is the replacement's: remove it first.
-		if err := c.rt.RemoveContainer(ctx, prev.ID); err != nil {
+		err := c.rt.RemoveContainer(ctx, prev.ID)
+		switch {
+		case err == nil:
+			restartCount = prev.RestartCount
+		case runtime.Code(err) == codes.FailedPrecondition:
+			// The runtime keeps it, and no CRI call changes that:
+			// containerd 2, when the start was cut short after the
+			// container's task was created and before its pid was read,
+			// keeps the task, reports the container exited, and refuses
+			// to remove it while the task exists. Its name stays taken,
+			// so the replacement is a restart, as the kubelet starts it.
+			c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+			klog.FromContext(ctx).Info("The runtime keeps a container whose start was cut short; starting its replacement as a restart",
+				"container", spec.Name, "containerID", prev.ID, "err", c.opError("remove_container", err))
+			restartCount = prev.RestartCount + 1
+		default:
 			return podsync.ReasonCreateContainerError, err.Error(), c.opError("remove_container", err)
 		}
-		restartCount = prev.RestartCount
 	case prev != nil:
 		restartCount = prev.RestartCount + 1
 	default:
