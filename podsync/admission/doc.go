@@ -25,21 +25,13 @@
 //	InvalidNodeInfo                     the node is not known (Options.Node failed)
 //
 // A critical pod (IsCritical: static, mirror, or priority at least
-// SystemCriticalPriority, 2000000000) that fails on resources alone
-// (pods, cpu, memory, ephemeral storage, extended resources) is admitted
-// by preemption, as kubelet's critical-pod admission handler admits it:
-// Victims chooses which active pods to stop (only those it may preempt,
-// Preemptable; BestEffort before Burstable before Guaranteed pods, each
-// time the pod nearest to what is still missing) and Result.Preempt names
-// them, Reason and Message saying what the pod lacked. podsync's Engine
-// stops them with PreemptedStatus (Failed, reason Preempting, "Preempted in
-// order to admit critical pod", a DisruptionTarget condition) before the pod
-// starts. When a critical pod also fails another predicate, that failure is
-// its reason; when even all the preemptable pods would not free enough, it
-// is rejected with kubelet's UnexpectedAdmissionError ("Unexpected error
-// while attempting to recover from admission failure: preemption: error
-// finding a set of pods to preempt: no set of running pods found to reclaim
-// resources: [(res: pods, q: 1), ]").
+// SystemCriticalPriority) that fails on resources alone is admitted by
+// preemption, as by the kubelet's critical-pod handler: Victims chooses the
+// active pods to stop (Preemptable ones; BestEffort, then Burstable, then
+// Guaranteed, nearest to what is missing), Result.Preempt names them, and
+// podsync's Engine stops them with PreemptedStatus before the pod starts.
+// When not even all of them would free enough, the pod is rejected with the
+// kubelet's UnexpectedAdmissionError.
 //
 // Resource messages are kubelet's ("Node didn't have enough resource: cpu,
 // requested: 1500, used: 600, capacity: 2000", cpu in millicores, others in
@@ -63,17 +55,12 @@
 // resources, lifecycle and volume sources is classified in this package's
 // table (fields.go) as implemented, refused or not the node's concern, and
 // a test walks the API types to fail on any field it does not name.
-// Refused, each rejected with PodFeatureUnsupported and a message naming
-// the field ("spec.hostUsers: false is not supported by this node: nodekit
-// does not run pods in user namespaces"): hostUsers false,
-// runtimeClassName, resourceClaims and resources.claims, volumeDevices,
-// recursiveReadOnly Enabled, bindMountOptions, lifecycle.stopSignal,
-// volume sources other than emptyDir, hostPath, secret, configMap,
-// downwardAPI and projected, emptyDir medium HugePages and mode, projected
-// clusterTrustBundle, podCertificate and defaultUser. podsync/cri checks
-// the same (UnsupportedField) before it creates a container, so a pod
-// admitted without Unsupported, or an ephemeral container added later,
-// fails with CreateContainerConfigError instead.
+// Refused fields are rejected with PodFeatureUnsupported and a message
+// naming them ("spec.hostUsers: false is not supported by this node:
+// nodekit does not run pods in user namespaces"). podsync/cri checks the
+// same (UnsupportedField) before it creates a container, so a pod admitted
+// without Unsupported, or an ephemeral container added later, fails with
+// CreateContainerConfigError instead.
 //
 // # Limits
 //
