@@ -618,7 +618,7 @@ func runningOf(t *testing.T, rt *remote.Client, names []string) map[string]bool 
 // pod is the same object (same UID; no pod is seen with a second UID);
 // the lease is renewed and the node's status written again by the new
 // agent; and no pod update reports a Running pod Pending again, a container
-// terminated or a pod Failed while the pods should run. On containerd 2,
+// terminated or a pod Failed while the pods should run. On either containerd,
 // before each restart, the tasks containerd leaks when a start of the
 // killed agent was cut short (containerd/containerd#11037) are deleted
 // through containerd's own API once no such call is in flight

@@ -19,7 +19,7 @@ import (
 	"github.com/nodekit/nodekit/runtime/remote"
 )
 
-// containerd 2 (v2.4.2) keeps the task of a StartContainer or RunPodSandbox
+// containerd (1.6.20 and v2.4.2 alike) keeps the task of a StartContainer or RunPodSandbox
 // whose caller went away after the task was created and before its pid was
 // read: the tasks service's Create then fails with "failed to get task pid:
 // context canceled" and nothing deletes the task
@@ -217,7 +217,7 @@ func leaked(status string, o criObject, known bool) bool {
 	return o.state == runtimeapi.ContainerState_CONTAINER_EXITED.String() && o.reason == "StartError" && !o.started
 }
 
-// reapLeakedTasks, on containerd 2, waits until no StartContainer or
+// reapLeakedTasks, on either containerd, waits until no StartContainer or
 // RunPodSandbox call of a killed agent is in flight (containerd carries on
 // with a call whose caller went away, for over a minute under load, and
 // one past the task's creation may yet leak it), then deletes the tasks
@@ -235,9 +235,6 @@ func leaked(status string, o criObject, known bool) bool {
 // are gone.
 func reapLeakedTasks(ctx context.Context, t *testing.T, c *containerdtest.Containerd, rt *remote.Client, calls *criCalls) {
 	t.Helper()
-	if c.Major != 2 {
-		return
-	}
 	begin := time.Now()
 	var tasks map[string]string
 	var objs map[string]criObject
@@ -320,7 +317,7 @@ func describeTasks(tasks map[string]string, objs map[string]criObject) string {
 	return b.String()
 }
 
-// criCall reads containerd 2's log lines as v2.4.2 writes them.
+// criCall reads containerd's log lines as 1.6 and v2.4.2 write them.
 func TestCRICallLogLines(t *testing.T) {
 	for _, tc := range []struct {
 		line, call string
