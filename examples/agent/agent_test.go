@@ -204,7 +204,9 @@ func TestParseSysctlFlags(t *testing.T) {
 		t.Errorf("a bad sysctl: %v; want an error naming the flag", err)
 	}
 	path := writeConfig(t, configHeader+"allowedUnsafeSysctls: [net.core.somaxconn]\n")
-	if cfg, err := parseFlags([]string{"--config", path}, io.Discard); err != nil || len(cfg.allowedUnsafeSysctls) != 1 {
-		t.Errorf("allowedUnsafeSysctls from the file = %q, %v", cfg.allowedUnsafeSysctls, err)
+	if cfg, err := parseFlags([]string{"--config", path}, io.Discard); err != nil {
+		t.Errorf("allowedUnsafeSysctls in the file: %v", err)
+	} else if len(cfg.allowedUnsafeSysctls) != 1 || cfg.allowedUnsafeSysctls[0] != "net.core.somaxconn" {
+		t.Errorf("allowedUnsafeSysctls from the file = %q", cfg.allowedUnsafeSysctls)
 	}
 }

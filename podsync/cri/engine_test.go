@@ -408,6 +408,23 @@ func TestStaleCreatedContainerAlreadyStarted(t *testing.T) {
 	}
 }
 
+// cutShortStart is the earlier agent's part of a cut-short start: it
+// creates a pod's container, whose start then fails as if the agent went
+// away. It returns the pod and the created container's ID.
+func cutShortStart(t *testing.T, h *harness) (*corev1.Pod, string) {
+	t.Helper()
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	fail := runtimetest.Errors(status.Error(codes.Unavailable, "the agent went away"))
+	h.RT.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.Steps(1)
+	created := h.Containers(runtimeapi.ContainerState_CONTAINER_CREATED)
+	if len(created) != 1 {
+		t.Fatalf("%d created containers; want 1", len(created))
+	}
+	return pod, created[0].Id
+}
+
 // A container whose start an earlier agent left in flight and the runtime
 // then aborted (exited, never started; containerd 1.6 and 2 do this) is
 // replaced at the same restart count by the agent after it, and reported
@@ -421,18 +438,7 @@ func TestCutShortStartReplaced(t *testing.T) {
 		abortAfterRelist := when != "beforeRelist"
 		t.Run(when, func(t *testing.T) {
 			h := newHarness(t)
-			pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-			// The earlier agent creates the container; its start does not
-			// happen.
-			fail := runtimetest.Errors(status.Error(codes.Unavailable, "the agent went away"))
-			h.RT.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
-			h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-			h.Steps(1)
-			created := h.Containers(runtimeapi.ContainerState_CONTAINER_CREATED)
-			if len(created) != 1 {
-				t.Fatalf("%d created containers; want 1", len(created))
-			}
-			old := created[0].Id
+			pod, old := cutShortStart(t, h)
 			if !abortAfterRelist {
 				if err := h.RT.AbortStart(old); err != nil {
 					t.Fatal(err)
@@ -521,16 +527,7 @@ func TestCutShortStartReplaced(t *testing.T) {
 // no crash-loop back-off, and later syncs leave the kept one alone.
 func TestCutShortStartKeptByRuntime(t *testing.T) {
 	h := newHarness(t)
-	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
-	fail := runtimetest.Errors(status.Error(codes.Unavailable, "the agent went away"))
-	h.RT.SetHooks(runtimetest.Hooks{StartContainer: func(context.Context, string) error { return fail() }})
-	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	h.Steps(1)
-	created := h.Containers(runtimeapi.ContainerState_CONTAINER_CREATED)
-	if len(created) != 1 {
-		t.Fatalf("%d created containers; want 1", len(created))
-	}
-	old := created[0].Id
+	pod, old := cutShortStart(t, h)
 	if err := h.RT.AbortStart(old); err != nil {
 		t.Fatal(err)
 	}
