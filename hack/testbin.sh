@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kubelet, etcd, kubectl,
-# metrics-server, and containerd 2 with its runc shim from the Go module proxy into a cache
+# metrics-server, and containerd 2 with its runc shim and a runc new enough
+# for ID-mapped mounts (user namespaces) from the Go module proxy into a cache
 # directory keyed by the testbin module's go.mod, go.sum and this script, and
 # prints that directory. A second call with the same inputs prints it at once.
 set -euo pipefail
@@ -9,6 +10,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mod="$root/internal/testbin"
 version=v1.37.2
 metrics_server=v0.8.0
+runc=v1.4.0
 major=1
 minor=37
 
@@ -19,7 +21,7 @@ dir="$cache/$key"
 if [ -x "$dir/kube-apiserver" ] && [ -x "$dir/etcd" ] && [ -x "$dir/kubectl" ] \
   && [ -x "$dir/kube-controller-manager" ] && [ -x "$dir/kubelet" ] \
   && [ -x "$dir/metrics-server" ] && [ -x "$dir/containerd" ] \
-  && [ -x "$dir/containerd-shim-runc-v2" ]; then
+  && [ -x "$dir/containerd-shim-runc-v2" ] && [ -x "$dir/runc" ]; then
   echo "$dir"
   exit 0
 fi
@@ -36,7 +38,7 @@ ldflags="-s -w \
  -X k8s.io/client-go/pkg/version.gitMajor=$major \
  -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
-echo "building kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl $version, metrics-server and containerd 2 into $dir (first time: several minutes)" >&2
+echo "building kube-apiserver, kube-controller-manager, kubelet, etcd and kubectl $version, metrics-server, containerd 2 and runc into $dir (first time: several minutes)" >&2
 start=$SECONDS
 (
   cd "$mod"
@@ -54,6 +56,11 @@ start=$SECONDS
   # features these machines lack; the shim must be static to run from any dir.
   go build -trimpath -tags "no_btrfs no_zfs no_devmapper no_erofs" -ldflags "-s -w" -o "$tmp/containerd" github.com/containerd/containerd/v2/cmd/containerd
   go build -trimpath -ldflags "-s -w" -o "$tmp/containerd-shim-runc-v2" github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+  # runc with its own module's versions: Debian's (1.1) has no ID-mapped
+  # mounts, so containerd 2 reports no user namespaces for it. Its nsenter
+  # is C (cgo); built without the seccomp tag (no libseccomp headers here),
+  # so it serves only the runtime handler of pods that ask for no profile.
+  GOFLAGS= CGO_ENABLED=1 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" github.com/opencontainers/runc@$runc
 )
 echo "built in $((SECONDS - start))s" >&2
 
