@@ -23,7 +23,10 @@
 # (kubelet or nodekit: one column), BENCH_DENSITY (110,250: the density
 # phase's pod counts, comma-separated, each run on both nodes; 0 for none;
 # both nodes get maxPods 110 or the largest count + 10, whichever is more),
-# MEASURE_DENSITY_WINDOW (5m: the CPU window with the density pods running).
+# MEASURE_DENSITY_WINDOW (5m: the CPU window with the density pods running),
+# BENCH_PROFILE_SECONDS (30: each density size's CPU profile of both nodes,
+# taken with their heap profiles after the window; 0 for none),
+# BENCH_AGENT_ARGS (more flags for the agent, such as --memory-limit=0).
 # It prints the load average before and after: on a shared machine the
 # figures are only as good as the machine is quiet.
 set -euo pipefail

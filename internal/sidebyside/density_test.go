@@ -1,9 +1,13 @@
 package sidebyside
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,6 +113,7 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 		t.Fatal(err)
 	}
 	report("%s: density %d: CPU of waited-for children %.3f%% over %v", kind, size, children, d.window.Round(time.Second))
+	b.profiles(fmt.Sprintf("%s-density%d", kind, size), n)
 	notReady := 0
 	for _, p := range pods {
 		if s := pw.get(p.Name); !s.unready.IsZero() || !s.deleted.IsZero() {
@@ -197,4 +202,51 @@ func freePorts(t *testing.T, n int) []int {
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
+}
+
+// profiles takes the node's heap profile and a CPU profile of
+// BENCH_PROFILE_SECONDS (after the CPU window, so it does not count in it)
+// through the API server's node proxy, /debug/pprof/ on the node API (the
+// kubelet's enableProfilingHandler, on by default for both), writes them
+// to BENCH_LOG_DIR as <name>-heap.pb.gz and <name>-cpu.pb.gz, and reports
+// each one's top functions (go tool pprof -top). Nothing is taken when
+// BENCH_PROFILE_SECONDS is 0; a failure is reported, not fatal.
+func (b *bench) profiles(name string, n *node) {
+	if b.profileSeconds == 0 {
+		return
+	}
+	dir := os.Getenv("BENCH_LOG_DIR")
+	if dir == "" {
+		dir = b.t.TempDir()
+	}
+	for _, p := range []struct{ kind, path, top string }{
+		{"heap", "heap", "-sample_index=inuse_space"},
+		{"cpu", "profile?seconds=" + strconv.Itoa(b.profileSeconds), ""},
+	} {
+		ctx, cancel := context.WithTimeout(b.ctx, time.Duration(b.profileSeconds)*time.Second+time.Minute)
+		raw, err := b.admin.CoreV1().RESTClient().Get().RequestURI("/api/v1/nodes/" + n.name + "/proxy/debug/pprof/" + p.path).DoRaw(ctx)
+		cancel()
+		if err != nil {
+			report("%s: %s profile: %v", name, p.kind, err)
+			continue
+		}
+		file := filepath.Join(dir, name+"-"+p.kind+".pb.gz")
+		if err := os.WriteFile(file, raw, 0o644); err != nil {
+			report("%s: %s profile: %v", name, p.kind, err)
+			continue
+		}
+		args := []string{"tool", "pprof", "-top", "-nodecount=12"}
+		if p.top != "" {
+			args = append(args, p.top)
+		}
+		out, err := exec.CommandContext(b.ctx, "go", append(args, file)...).CombinedOutput()
+		if err != nil {
+			report("%s: %s profile in %s: go tool pprof: %v: %s", name, p.kind, file, err, out)
+			continue
+		}
+		report("%s: %s profile in %s:", name, p.kind, file)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			report("%s: %s:   %s", name, p.kind, line)
+		}
+	}
 }

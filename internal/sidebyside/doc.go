@@ -47,7 +47,16 @@
 //     first create to all Running and Ready, and each pod's p50 and p99;
 //     with them running, CPU over MEASURE_DENSITY_WINDOW (5m) and VmRSS;
 //     10 more plain pods one at a time on top (N+10 pods: maxPods allows
-//     them); then all deleted with grace 0, to no sandbox in CRI.
+//     them); then all deleted with grace 0, to no sandbox in CRI. After
+//     the CPU window (so outside it), the node's heap profile and a CPU
+//     profile of BENCH_PROFILE_SECONDS (30; 0 for none) are read through
+//     the API server's node proxy from /debug/pprof/ on the node API,
+//     served by both (the kubelet's enableProfilingHandler, on by
+//     default), written to BENCH_LOG_DIR and summarised (go tool pprof
+//     -top) in the output.
+//
+// BENCH_AGENT_ARGS adds flags to the agent's command line (for example
+// --memory-limit=0, to measure without the Go runtime's soft limit).
 //
 // Start latency runs from just before the create call to a watch seeing
 // the pod Running with Ready=True. The latest figures are in README.md and

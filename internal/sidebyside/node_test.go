@@ -172,7 +172,7 @@ nodeStatusReportFrequency: %s
 // flags.
 func (n *node) agentArgs(kubeconfig string) []string {
 	b := n.b
-	return []string{b.agentBin,
+	return append([]string{b.agentBin,
 		"--kubeconfig=" + kubeconfig,
 		"--hostname-override=" + n.name,
 		"--node-ip=" + b.nodeIP,
@@ -201,7 +201,7 @@ func (n *node) agentArgs(kubeconfig string) []string {
 		"--node-lease-duration-seconds=" + strconv.Itoa(int(leaseDuration/time.Second)),
 		"--node-status-report-frequency=" + statusReportFrequency.String(),
 		"-v=0",
-	}
+	}, b.agentExtra...)
 }
 
 func (n *node) pid() int { return n.cmd.Process.Pid }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,8 +44,10 @@ type bench struct {
 	idle, window                time.Duration
 	densities                   []int // BENCH_DENSITY
 	densityWindow               time.Duration
-	maxPods                     int     // both nodes'
-	floor                       *floors // measured before the first node
+	profileSeconds              int      // BENCH_PROFILE_SECONDS: each density size's CPU profile
+	agentExtra                  []string // BENCH_AGENT_ARGS: more agent flags
+	maxPods                     int      // both nodes'
+	floor                       *floors  // measured before the first node
 }
 
 // result holds one node's figures.
@@ -113,6 +116,13 @@ func TestSideBySide(t *testing.T) {
 	if b.densityWindow, err = testenv.EnvDuration("MEASURE_DENSITY_WINDOW", 5*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	b.profileSeconds = 30
+	if s := os.Getenv("BENCH_PROFILE_SECONDS"); s != "" {
+		if b.profileSeconds, err = strconv.Atoi(s); err != nil || b.profileSeconds < 0 || b.profileSeconds > 300 {
+			t.Fatalf("BENCH_PROFILE_SECONDS=%q: want 0 (no profiles) to 300", s)
+		}
+	}
+	b.agentExtra = strings.Fields(os.Getenv("BENCH_AGENT_ARGS"))
 	// The kubelet's default, or room for the largest density size and
 	// the pods started on top of it.
 	b.maxPods = 110
@@ -131,7 +141,7 @@ func TestSideBySide(t *testing.T) {
 	perNode := b.idle + 3*b.window + time.Duration(b.readyRuns)*time.Minute + 15*time.Minute
 	floorTime := 5 * time.Minute
 	for _, n := range b.densities {
-		perNode += b.densityWindow + 10*time.Minute + time.Duration(n)*2*time.Second
+		perNode += b.densityWindow + 10*time.Minute + time.Duration(n)*2*time.Second + time.Duration(b.profileSeconds)*time.Second
 		floorTime += time.Duration(n) * time.Second
 	}
 	// An interrupt ends the run through the context, so the clean-ups run.

@@ -241,6 +241,7 @@ func TestAttributes(t *testing.T) {
 		{"GET", "/containerLogs/ns/pod/c", "get", []string{"proxy"}},
 		{"POST", "/exec/ns/pod/c", "create", []string{"proxy"}},
 		{"GET", "/exec/ns/pod/c", "get", []string{"proxy"}},
+		{"GET", "/debug/pprof/heap", "get", []string{"proxy"}},
 		{"POST", "/attach/ns/pod/c", "create", []string{"proxy"}},
 		{"POST", "/portForward/ns/pod", "create", []string{"proxy"}},
 		{"POST", "/run/ns/pod/c", "create", []string{"proxy"}},

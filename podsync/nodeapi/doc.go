@@ -1,8 +1,9 @@
 // Package nodeapi serves kubelet's node API as an http.Handler: /healthz,
 // /pods, /stats/summary, /metrics/resource, /metrics,
 // /containerLogs/<namespace>/<pod>/<container>, and the streaming /exec,
-// /attach, /portForward and /run, carried out by the container runtime;
-// and a Server that serves it as kubelet serves its port 10250: over TLS,
+// /attach, /portForward and /run, carried out by the container runtime,
+// and the Go profiles under /debug/pprof/ (as the kubelet's
+// enableProfilingHandler, on unless Options.DisableProfiling); and a Server that serves it as kubelet serves its port 10250: over TLS,
 // with client certificates, TokenReview and SubjectAccessReview.
 //
 // It serves what the pod half runs: its pods, their containers' log files

@@ -89,6 +89,11 @@ type Options struct {
 	// and for rotation. Default DefaultFollowInterval (1s); between
 	// MinFollowInterval and MaxFollowInterval.
 	FollowInterval time.Duration
+	// DisableProfiling turns /debug/pprof/ off (404), as the kubelet's
+	// enableProfilingHandler: false does. Default false: served, as the
+	// kubelet's default, behind the same authorization as /exec
+	// (nodes/proxy).
+	DisableProfiling bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -108,8 +113,8 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // Handler serves kubelet's node API paths: /healthz, /pods,
-// /stats/summary, /metrics/resource, /metrics, /containerLogs/, and the streaming
-// /exec/, /attach/, /portForward/ and /run/. It does no authentication or
+// /stats/summary, /metrics/resource, /metrics, /containerLogs/, the streaming
+// /exec/, /attach/, /portForward/ and /run/, and /debug/pprof/. It does no authentication or
 // authorization: wrap it.
 type Handler struct {
 	opts     Options
@@ -192,6 +197,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.portForward(w, r)
 	case strings.HasPrefix(p, "/run/"):
 		h.run(w, r)
+	case strings.HasPrefix(p, "/debug/pprof/") && !h.opts.DisableProfiling:
+		h.profile(w, r)
 	default:
 		http.NotFound(w, r)
 	}
