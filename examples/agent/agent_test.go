@@ -54,7 +54,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !def.registerNode || def.leaseDuration != 40*time.Second || def.listen != defaultListen ||
-		def.diskUsagePath != "/" || def.runtimeEndpoint != "" || def.maxPods != 110 || def.memoryLimit != 24<<20 {
+		def.diskUsagePath != "/" || def.runtimeEndpoint != "" || def.maxPods != 110 || def.memoryLimit != 0 {
 		t.Errorf("defaults = %+v", def)
 	}
 }

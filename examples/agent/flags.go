@@ -127,7 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		{"listen", "", nil, &c.listen, defaultListen, nil, nil, "Local address for /healthz and /metrics. Empty: do not serve."},
 		{"healthz-bind-address", "healthzBindAddress", asString, &healthzHost, "127.0.0.1", nil, nil, "Address for /healthz and /metrics when --listen is not given (kubelet's flag)."},
 		{"healthz-port", "healthzPort", asInt, &healthzPort, 10248, 0, 65535, "Port for /healthz and /metrics when --listen is not given (kubelet's flag); 0: do not serve."},
-		{"memory-limit", "", nil, &memLimit, "24Mi", nil, nil, "Soft memory limit of the Go runtime (debug.SetMemoryLimit) unless GOMEMLIMIT is set. 0: none."},
+		{"memory-limit", "", nil, &memLimit, "0", nil, nil, "Soft memory limit of the Go runtime (debug.SetMemoryLimit) unless GOMEMLIMIT is set. 0: none (GOGC alone)."},
 		{"address", "address", asString, &address, "0.0.0.0", nil, nil, "IP address the node API (--port) listens on."},
 		{"port", "port", asInt, &c.port, 10250, 0, 65535, "Port of the node API (/stats/summary, /metrics/resource, /pods, /containerLogs, /healthz) over TLS, authenticated and authorized as kubelet's. 0: do not serve."},
 		{"tls-cert-file", "tlsCertFile", asString, &c.tlsCertFile, nil, nil, nil, "Serving certificate of the node API (PEM, chain after the leaf), reloaded when it changes. Empty: a self-signed one kept in --cert-dir."},
