@@ -123,6 +123,11 @@ type Containerd struct {
 	Root, State string
 	// RuncRoot is runc's state directory.
 	RuncRoot string
+	// IDMapHandler is the runtime handler whose runc can make ID-mapped
+	// mounts, so that containerd reports user namespaces for it
+	// (IDMapRuntimeHandler): on containerd 2 when the test binaries have
+	// their runc; "" otherwise.
+	IDMapHandler string
 	// PodLogRoot is where SandboxConfig puts pod log directories.
 	PodLogRoot string
 	// Log is containerd's log file.
@@ -207,6 +212,9 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 		opts:         opts,
 		bins:         bins,
 	}
+	if bins.idmapRunc != "" {
+		c.IDMapHandler = IDMapRuntimeHandler
+	}
 	c.Endpoint = "unix://" + c.Address
 	if len(c.Address) > 100 {
 		os.RemoveAll(dir)
@@ -225,6 +233,9 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 // binaries are the host programs the harness runs.
 type binaries struct {
 	containerd, ctr, runc, goTool, busybox string
+	// idmapRunc is the test binaries' runc (ID-mapped mounts), "" when
+	// absent: containerd 2's IDMapRuntimeHandler runs it.
+	idmapRunc string
 	// shim is containerd-shim-runc-v2; the containerd 2 config names it.
 	shim string
 }

@@ -1,0 +1,274 @@
+package cri
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/nodekit/nodekit/internal/containerdtest"
+	"github.com/nodekit/nodekit/internal/controlplane"
+	"github.com/nodekit/nodekit/internal/leakcheck"
+	"github.com/nodekit/nodekit/internal/testenv"
+	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/podsync/admission"
+	"github.com/nodekit/nodekit/podsync/runtimeclass"
+)
+
+// eventLog records events ("<type> <reason> <message>") without ever
+// blocking.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) Event(_ runtime.Object, typ, reason, msg string) {
+	l.mu.Lock()
+	l.events = append(l.events, typ+" "+reason+" "+msg)
+	l.mu.Unlock()
+}
+
+func (l *eventLog) Eventf(o runtime.Object, typ, reason, format string, args ...any) {
+	l.Event(o, typ, reason, fmt.Sprintf(format, args...))
+}
+
+func (l *eventLog) AnnotatedEventf(o runtime.Object, _ map[string]string, typ, reason, format string, args ...any) {
+	l.Eventf(o, typ, reason, format, args...)
+}
+
+func (l *eventLog) has(e string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.events, e)
+}
+
+func (l *eventLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.events, "\n")
+}
+
+// e2eRuntimeClasses creates the RuntimeClasses (name to handler) until the
+// test ends, and returns a Manager that reads them as the node does,
+// running until then.
+func e2eRuntimeClasses(t *testing.T, cp *controlplane.ControlPlane, handlers map[string]string) *runtimeclass.Manager {
+	t.Helper()
+	ctx := context.Background()
+	admin := cp.AdminClient().NodeV1().RuntimeClasses()
+	for name, h := range handlers {
+		if _, err := admin.Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: h}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(ctx, name, metav1.DeleteOptions{}) })
+	}
+	node, err := cp.NodeClient("rc-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := runtimeclass.New(runtimeclass.Options{Client: node.NodeV1().RuntimeClasses()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(rctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runtime classes: %v", err)
+		}
+	})
+	return m
+}
+
+// waitPendingCreating waits for the pod to be Pending with its container
+// waiting in ContainerCreating (its sandbox not made), and checks that
+// containerd holds nothing.
+func (e *e2e) waitPendingCreating(pod *corev1.Pod) {
+	e.t.Helper()
+	e.waitStatus(pod, "Pending, ContainerCreating", func(s corev1.PodStatus) bool {
+		return s.Phase == corev1.PodPending && len(s.ContainerStatuses) == 1 && s.ContainerStatuses[0].State.Waiting != nil &&
+			s.ContainerStatuses[0].State.Waiting.Reason == "ContainerCreating"
+	})
+	if sbs, err := e.rt.ListPodSandbox(context.Background(), nil); err != nil || len(sbs) != 0 {
+		e.t.Errorf("sandboxes %v, %v", sbs, err)
+	}
+}
+
+// A pod with hostUsers false on a RuntimeClass whose handler has user
+// namespaces (containerd 2's runc-idmap) runs in a user namespace of its
+// own: its container sees the 65536 IDs from the host ID nodekit
+// allocated and wrote into the pod's directory, and the file goes with the
+// pod. On containerd 1.6, which reports no runtime handlers, its sandbox
+// fails with the kubelet's message and the pod stays Pending.
+//
+// The pod asks for no seccomp profile (the syncer's default, Unconfined):
+// the runc of runc-idmap is built without seccomp and refuses any profile.
+func TestE2EUserNamespace(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2EUserNamespace) }
+
+func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
+	cp := controlplane.Need(t, cp)
+	if c.Major == 2 && c.IDMapHandler == "" {
+		t.Skip("containerd 2 without the test binaries' runc (hack/testbin.sh builds it): no handler with user namespaces")
+	}
+	t.Cleanup(leakcheck.Check(t)) // runs after e.stop
+	// API validation refuses hostUsers false on the host network.
+	bridgeNetwork(t, c)
+	name := fmt.Sprintf("userns-%d", c.Major)
+	classes := e2eRuntimeClasses(t, cp, map[string]string{name: containerdtest.IDMapRuntimeHandler})
+	events := &eventLog{}
+	podRoot := t.TempDir()
+	e := startE2E(t, c, podRoot, func(o *Options) { o.RuntimeClasses, o.Recorder = classes, events })
+	t.Cleanup(e.stop)
+	pod := e2ePod(c, "userns", corev1.RestartPolicyAlways, "sh", "-c", "cat /proc/self/uid_map; "+sleeper)
+	pod.Spec.HostNetwork, pod.Spec.HostUsers, pod.Spec.RuntimeClassName = false, new(false), new(name)
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	if c.IDMapHandler == "" {
+		want := "Warning FailedCreatePodSandBox Failed to create pod sandbox: can't set `spec.hostUsers: false`, RuntimeClass handler \"runc-idmap\" does not support user namespaces"
+		testenv.Eventually(t, 60*time.Second, 50*time.Millisecond, "refused as the kubelet refuses it", func() bool { return events.has(want) })
+		e.waitPendingCreating(pod)
+		e.remove(pod)
+		return
+	}
+	e.waitStatus(pod, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	data, err := os.ReadFile(filepath.Join(podRoot, string(pod.UID), "userns"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m usernsMapping
+	if err := json.Unmarshal(data, &m); err != nil || len(m.UIDMappings) != 1 {
+		t.Fatalf("mapping file %s: %v", data, err)
+	}
+	host := m.UIDMappings[0].HostID
+	if host == 0 || host%65536 != 0 || m.UIDMappings[0].Length != 65536 || m.GIDMappings[0] != m.UIDMappings[0] {
+		t.Errorf("mapping %+v", m)
+	}
+	var uidMap string
+	log := filepath.Join(c.PodLogRoot, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), "app", "0.log")
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "uid_map in the log", func() bool {
+		b, _ := os.ReadFile(log)
+		for _, line := range strings.Split(string(b), "\n") {
+			// CRI log lines: <time> stdout F <text>
+			if f := strings.SplitN(line, " ", 4); len(f) == 4 && f[1] == "stdout" {
+				uidMap = f[3]
+				return true
+			}
+		}
+		return false
+	})
+	if got := strings.Fields(uidMap); !slices.Equal(got, []string{"0", fmt.Sprint(host), "65536"}) {
+		t.Errorf("uid_map %q, want 0 %d 65536", uidMap, host)
+	}
+	e.remove(pod)
+	if _, err := os.Stat(filepath.Join(podRoot, string(pod.UID))); !os.IsNotExist(err) {
+		t.Errorf("pod directory after removal: %v", err)
+	}
+	if n := e.cri.userns.allocated(); n != 0 {
+		t.Errorf("%d ranges held after removal", n)
+	}
+}
+
+// A pod naming a RuntimeClass that does not exist, or one whose handler
+// the runtime does not have, fails its sandbox as the kubelet's does
+// (FailedCreatePodSandBox with the error, the pod Pending); a class naming
+// the runtime's "runc" handler runs, its sandbox on that handler.
+func TestE2ERuntimeClass(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2ERuntimeClass) }
+
+func testE2ERuntimeClass(t *testing.T, c *containerdtest.Containerd) {
+	cp := controlplane.Need(t, cp)
+	t.Cleanup(leakcheck.Check(t))
+	suffix := fmt.Sprintf("-%d", c.Major)
+	classes := e2eRuntimeClasses(t, cp, map[string]string{"runc" + suffix: "runc", "nohandler" + suffix: "no-such-handler"})
+	events := &eventLog{}
+	e := startE2E(t, c, t.TempDir(), func(o *Options) { o.RuntimeClasses, o.Recorder = classes, events })
+	t.Cleanup(e.stop)
+
+	for _, tc := range []struct{ class, event string }{
+		{"missing" + suffix, `Warning FailedCreatePodSandBox Failed to create pod sandbox: runtimeclass.node.k8s.io "missing` + suffix + `" not found`},
+		{"nohandler" + suffix, `Warning FailedCreatePodSandBox Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "no-such-handler" is configured`},
+	} {
+		pod := e2ePod(c, tc.class, corev1.RestartPolicyAlways, "sh", "-c", sleeper)
+		pod.Spec.RuntimeClassName = new(tc.class)
+		e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+		testenv.Eventually(t, 60*time.Second, 50*time.Millisecond, tc.class+": the kubelet's event", func() bool { return events.has(tc.event) })
+		e.waitPendingCreating(pod)
+		e.remove(pod)
+	}
+	if t.Failed() {
+		t.Logf("events:\n%s", events)
+	}
+
+	pod := e2ePod(c, "runc", corev1.RestartPolicyAlways, "sh", "-c", sleeper)
+	pod.Spec.RuntimeClassName = new("runc" + suffix)
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	e.waitStatus(pod, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	sbs, err := e.rt.ListPodSandbox(context.Background(), nil)
+	if err != nil || len(sbs) != 1 || sbs[0].RuntimeHandler != "runc" {
+		t.Errorf("sandboxes %v, %v", sbs, err)
+	}
+	e.remove(pod)
+}
+
+// The API server's RuntimeClass admission copies a class's overhead into
+// the pod's spec.overhead; nodekit counts it where the kubelet does: in
+// the admission requests (OutOfcpu) and the pod cgroup's limits.
+func TestIntegrationRuntimeClassOverhead(t *testing.T) {
+	cp := controlplane.Need(t, cp)
+	ctx := context.Background()
+	admin := cp.AdminClient()
+	overhead := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "with-overhead"}, Handler: "runc", Overhead: &nodev1.Overhead{PodFixed: overhead}}
+	if _, err := admin.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.NodeV1().RuntimeClasses().Delete(ctx, rc.Name, metav1.DeleteOptions{}) })
+	limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "overhead", Namespace: "default"}, Spec: corev1.PodSpec{
+		RuntimeClassName: new(rc.Name),
+		Containers:       []corev1.Container{{Name: "app", Image: "busybox", Resources: corev1.ResourceRequirements{Limits: limits, Requests: limits}}}}}
+	created, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.CoreV1().Pods("default").Delete(ctx, created.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+	})
+	if got := created.Spec.Overhead; got.Cpu().Cmp(overhead[corev1.ResourceCPU]) != 0 || got.Memory().Cmp(overhead[corev1.ResourceMemory]) != 0 {
+		t.Fatalf("spec.overhead %v, want the class's %v", got, overhead)
+	}
+	// A node with 700m of CPU fits the containers (500m), not them and the
+	// overhead.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelOSStable: "linux"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("700m"),
+			corev1.ResourceMemory: resource.MustParse("1Gi"), corev1.ResourcePods: resource.MustParse("10")}}}
+	pr, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return node, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := created.DeepCopy()
+	bound.Spec.NodeName = "n1"
+	if r := pr.Admit(bound, nil); r.Admit || r.Reason != "OutOfcpu" {
+		t.Errorf("admission: %+v, want OutOfcpu", r)
+	}
+	without := bound.DeepCopy()
+	without.Spec.Overhead = nil
+	if r := pr.Admit(without, nil); !r.Admit {
+		t.Errorf("without the overhead: %+v", r)
+	}
+	// The pod cgroup: the limits plus the overhead.
+	if r := podResourceConfig(created); r.quota != 75000 || r.memoryLimit != (128+64)<<20 {
+		t.Errorf("pod cgroup %+v, want quota 75000 and memory %d", r, (128+64)<<20)
+	}
+}
