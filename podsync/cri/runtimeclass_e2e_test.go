@@ -12,11 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"net/http"
+
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/controlplane"
@@ -25,6 +31,7 @@ import (
 	"github.com/nodekit/nodekit/podsource"
 	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/podsync/runtimeclass"
+	criruntime "github.com/nodekit/nodekit/runtime"
 )
 
 // eventLog records events ("<type> <reason> <message>") without ever
@@ -73,7 +80,13 @@ func e2eRuntimeClasses(t *testing.T, cp *controlplane.ControlPlane, handlers map
 		}
 		t.Cleanup(func() { _ = admin.Delete(ctx, name, metav1.DeleteOptions{}) })
 	}
-	node, err := cp.NodeClient("rc-node")
+	cfg, err := cp.NodeConfig("rc-node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var transport http.RoundTripper
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { transport = rt; return rt }
+	node, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +102,7 @@ func e2eRuntimeClasses(t *testing.T, cp *controlplane.ControlPlane, handlers map
 		if err := <-done; err != nil {
 			t.Errorf("runtime classes: %v", err)
 		}
+		utilnet.CloseIdleConnectionsFor(transport)
 	})
 	return m
 }
@@ -107,6 +121,22 @@ func (e *e2e) waitPendingCreating(pod *corev1.Pod) {
 	}
 }
 
+// noSandboxSeccomp is the runtime with the seccomp profile of sandboxes on
+// the runc-idmap handler taken out: the sandbox config asks for
+// RuntimeDefault, as the kubelet's always does, and the test binaries'
+// runc, built without seccomp, refuses any profile ("seccomp: config
+// provided but seccomp not supported"). The syncer's config is otherwise
+// sent as it made it.
+type noSandboxSeccomp struct{ criruntime.Runtime }
+
+func (r noSandboxSeccomp) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
+	if handler == containerdtest.IDMapRuntimeHandler {
+		cfg = proto.Clone(cfg).(*runtimeapi.PodSandboxConfig)
+		cfg.Linux.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+	}
+	return r.Runtime.RunPodSandbox(ctx, cfg, handler)
+}
+
 // A pod with hostUsers false on a RuntimeClass whose handler has user
 // namespaces (containerd 2's runc-idmap) runs in a user namespace of its
 // own: its container sees the 65536 IDs from the host ID nodekit
@@ -114,8 +144,10 @@ func (e *e2e) waitPendingCreating(pod *corev1.Pod) {
 // pod. On containerd 1.6, which reports no runtime handlers, its sandbox
 // fails with the kubelet's message and the pod stays Pending.
 //
-// The pod asks for no seccomp profile (the syncer's default, Unconfined):
-// the runc of runc-idmap is built without seccomp and refuses any profile.
+// Seccomp: the runc of runc-idmap is built without seccomp and refuses any
+// profile, so the pod asks for none (its container gets the syncer's
+// default, Unconfined) and the test drops the RuntimeDefault profile the
+// sandbox config always has (noSandboxSeccomp).
 func TestE2EUserNamespace(t *testing.T) { containerdtest.OnBoth(t, ctrd, ctrd2, testE2EUserNamespace) }
 
 func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
@@ -124,13 +156,27 @@ func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
 		t.Skip("containerd 2 without the test binaries' runc (hack/testbin.sh builds it): no handler with user namespaces")
 	}
 	t.Cleanup(leakcheck.Check(t)) // runs after e.stop
-	// API validation refuses hostUsers false on the host network.
-	bridgeNetwork(t, c)
+	// API validation refuses hostUsers false on the host network: the pod
+	// is on a bridge network where it runs, and waits for no network where
+	// it is refused (as the kubelet, nodekit holds pod-network pods while
+	// the runtime's network is not ready).
+	if c.IDMapHandler != "" {
+		bridgeNetwork(t, c)
+	} else if err := c.EnableNetwork(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	name := fmt.Sprintf("userns-%d", c.Major)
 	classes := e2eRuntimeClasses(t, cp, map[string]string{name: containerdtest.IDMapRuntimeHandler})
 	events := &eventLog{}
 	podRoot := t.TempDir()
-	e := startE2E(t, c, podRoot, func(o *Options) { o.RuntimeClasses, o.Recorder = classes, events })
+	// The pod's files (hosts, termination log) are ID-mapped bind mounts:
+	// their directory must be searchable by the pod's host IDs.
+	if err := os.Chmod(filepath.Dir(podRoot), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	e := startE2E(t, c, podRoot, func(o *Options) {
+		o.RuntimeClasses, o.Recorder, o.Runtime = classes, events, noSandboxSeccomp{o.Runtime}
+	})
 	t.Cleanup(e.stop)
 	pod := e2ePod(c, "userns", corev1.RestartPolicyAlways, "sh", "-c", "cat /proc/self/uid_map; "+sleeper)
 	pod.Spec.HostNetwork, pod.Spec.HostUsers, pod.Spec.RuntimeClassName = false, new(false), new(name)
@@ -168,6 +214,7 @@ func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
 		}
 		return false
 	})
+	t.Logf("uid_map %q; the pod's range from host ID %d", uidMap, host)
 	if got := strings.Fields(uidMap); !slices.Equal(got, []string{"0", fmt.Sprint(host), "65536"}) {
 		t.Errorf("uid_map %q, want 0 %d 65536", uidMap, host)
 	}
