@@ -178,8 +178,9 @@ func (r noSandboxSeccomp) RunPodSandbox(ctx context.Context, cfg *runtimeapi.Pod
 // A pod with hostUsers false on a RuntimeClass whose handler has user
 // namespaces (containerd 2's runc-idmap) runs in a user namespace of its
 // own: its container sees the 65536 IDs from the host ID nodekit
-// allocated and wrote into the pod's directory, and the file goes with the
-// pod. On containerd 1.6, which reports no runtime handlers, its sandbox
+// allocated and wrote into the pod's directory; a restarted syncer keeps
+// the running pod on that range and gives a second pod the next; the
+// files and ranges go with the pods. On containerd 1.6, which reports no runtime handlers, its sandbox
 // fails with the kubelet's message and the pod stays Pending.
 //
 // Seccomp: the runc of runc-idmap is built without seccomp and refuses any
@@ -215,7 +216,7 @@ func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
 	e := startE2E(t, c, podRoot, func(o *Options) {
 		o.RuntimeClasses, o.Recorder, o.Runtime = classes, events, noSandboxSeccomp{o.Runtime}
 	})
-	t.Cleanup(e.stop)
+	t.Cleanup(func() { e.stop() }) // the engine running at the end
 	pod := e2ePod(c, "userns", corev1.RestartPolicyAlways, "sh", "-c", "cat /proc/self/uid_map; "+sleeper)
 	pod.Spec.HostNetwork, pod.Spec.HostUsers, pod.Spec.RuntimeClassName = false, new(false), new(name)
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
@@ -227,18 +228,83 @@ func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
 		return
 	}
 	e.waitStatus(pod, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	host := mappedHost(t, podRoot, pod)
+	checkUIDMap(t, c, pod, host)
+	ctx := context.Background()
+	sbs, err := e.rt.ListPodSandbox(ctx, nil)
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes %v, %v", sbs, err)
+	}
+
+	// A restarted agent reads the range from the pod's directory: the pod
+	// keeps its sandbox and range, and another pod gets the next range.
+	e.stop()
+	e = startE2E(t, c, podRoot, func(o *Options) {
+		o.RuntimeClasses, o.Recorder, o.Runtime = classes, events, noSandboxSeccomp{o.Runtime}
+	})
+	if n := e.cri.userns.allocated(); n != 1 {
+		t.Errorf("%d ranges read at start, want 1", n)
+	}
+	pod2 := pod.DeepCopy()
+	pod2.Name, pod2.UID = "userns2", "uid-userns2"
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod, pod2}})
+	e.waitStatus(pod2, "the second pod Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	e.waitStatus(pod, "the first pod Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
+	if got := mappedHost(t, podRoot, pod); got != host {
+		t.Errorf("after the restart the first pod's range is at %d, was %d", got, host)
+	}
+	host2 := mappedHost(t, podRoot, pod2)
+	if host2 == host {
+		t.Errorf("both pods have the range at %d", host)
+	}
+	checkUIDMap(t, c, pod2, host2)
+	if after, err := e.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{Id: sbs[0].Id}); err != nil || len(after) != 1 ||
+		after[0].State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("the first pod's sandbox after the restart: %v, %v", after, err)
+	}
+
+	// Gone, with their directories and ranges.
+	now := metav1.Now()
+	grace := int64(1)
+	var gone []*corev1.Pod
+	for _, p := range []*corev1.Pod{pod, pod2} {
+		d := p.DeepCopy()
+		d.DeletionTimestamp, d.DeletionGracePeriodSeconds = &now, &grace
+		gone = append(gone, d)
+	}
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: gone})
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: gone})
+	e.waitEmpty()
+	testenv.Eventually(t, 30*time.Second, 10*time.Millisecond, "the pods' directories and ranges gone", func() bool {
+		_, err1 := os.Stat(filepath.Join(podRoot, string(pod.UID)))
+		_, err2 := os.Stat(filepath.Join(podRoot, string(pod2.UID)))
+		return os.IsNotExist(err1) && os.IsNotExist(err2) && e.cri.userns.allocated() == 0
+	})
+}
+
+// mappedHost is the first host ID of the pod's range, from the mapping
+// file in its directory; it checks the file's form.
+func mappedHost(t *testing.T, podRoot string, pod *corev1.Pod) uint32 {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(podRoot, string(pod.UID), "userns"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var m usernsMapping
-	if err := json.Unmarshal(data, &m); err != nil || len(m.UIDMappings) != 1 {
+	if err := json.Unmarshal(data, &m); err != nil || len(m.UIDMappings) != 1 || len(m.GIDMappings) != 1 {
 		t.Fatalf("mapping file %s: %v", data, err)
 	}
 	host := m.UIDMappings[0].HostID
-	if host == 0 || host%65536 != 0 || m.UIDMappings[0].Length != 65536 || m.GIDMappings[0] != m.UIDMappings[0] {
+	if host == 0 || host%65536 != 0 || m.UIDMappings[0].Length != 65536 || m.UIDMappings[0].ContainerID != 0 || m.GIDMappings[0] != m.UIDMappings[0] {
 		t.Errorf("mapping %+v", m)
 	}
+	return host
+}
+
+// checkUIDMap checks that the pod's container printed a uid_map of 65536
+// IDs from container ID 0 to host ID host.
+func checkUIDMap(t *testing.T, c *containerdtest.Containerd, pod *corev1.Pod, host uint32) {
+	t.Helper()
 	var uidMap string
 	log := filepath.Join(c.PodLogRoot, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID), "app", "0.log")
 	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "uid_map in the log", func() bool {
@@ -252,15 +318,10 @@ func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
 		}
 		return false
 	})
-	t.Logf("uid_map %q; the pod's range from host ID %d", uidMap, host)
+	t.Logf("%s: uid_map %q; the pod's range from host ID %d", pod.Name, uidMap, host)
 	if got := strings.Fields(uidMap); !slices.Equal(got, []string{"0", fmt.Sprint(host), "65536"}) {
-		t.Errorf("uid_map %q, want 0 %d 65536", uidMap, host)
+		t.Errorf("%s: uid_map %q, want 0 %d 65536", pod.Name, uidMap, host)
 	}
-	e.remove(pod)
-	testenv.Eventually(t, 30*time.Second, 10*time.Millisecond, "the pod's directory and range gone", func() bool {
-		_, err := os.Stat(filepath.Join(podRoot, string(pod.UID)))
-		return os.IsNotExist(err) && e.cri.userns.allocated() == 0
-	})
 }
 
 // A pod naming a RuntimeClass that does not exist, or one whose handler
