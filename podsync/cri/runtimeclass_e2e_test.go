@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,8 +218,10 @@ func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
 		o.RuntimeClasses, o.Recorder, o.Runtime = classes, events, noSandboxSeccomp{o.Runtime}
 	})
 	t.Cleanup(func() { e.stop() }) // the engine running at the end
-	pod := e2ePod(c, "userns", corev1.RestartPolicyAlways, "sh", "-c", "cat /proc/self/uid_map; "+sleeper)
+	pod := e2ePod(c, "userns", corev1.RestartPolicyAlways, "sh", "-c", "cat /proc/self/uid_map; echo hi > /scratch/$HOSTNAME; "+sleeper)
 	pod.Spec.HostNetwork, pod.Spec.HostUsers, pod.Spec.RuntimeClassName = false, new(false), new(name)
+	pod.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
 	if c.IDMapHandler == "" {
 		want := "Warning FailedCreatePodSandBox Failed to create pod sandbox: can't set `spec.hostUsers: false`, RuntimeClass handler \"runc-idmap\" does not support user namespaces"
@@ -230,6 +233,18 @@ func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
 	e.waitStatus(pod, "Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
 	host := mappedHost(t, podRoot, pod)
 	checkUIDMap(t, c, pod, host)
+	// The emptyDir is an ID-mapped mount: what the container's root writes
+	// is the host's root's on disk, not the pod's host ID's.
+	written := filepath.Join(podRoot, string(pod.UID), "volumes", "kubernetes.io~empty-dir", "scratch", pod.Name)
+	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "the file written in the emptyDir", func() bool {
+		_, err := os.Stat(written)
+		return err == nil
+	})
+	if st, err := os.Stat(written); err != nil {
+		t.Error(err)
+	} else if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 0 {
+		t.Errorf("the container's file on the host is uid %d's, want 0's", uid)
+	}
 	ctx := context.Background()
 	sbs, err := e.rt.ListPodSandbox(ctx, nil)
 	if err != nil || len(sbs) != 1 {
