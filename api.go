@@ -3,6 +3,8 @@ package nodekit
 import (
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodekit/nodekit/podsync/runtimeclass"
+
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/podsource"
@@ -30,7 +32,8 @@ type PodClient interface {
 //
 //	nodekit.API{Nodes: cs.CoreV1().Nodes(),
 //		Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace),
-//		Pods:   func(ns string) nodekit.PodClient { return cs.CoreV1().Pods(ns) }}
+//		Pods:   func(ns string) nodekit.PodClient { return cs.CoreV1().Pods(ns) },
+//		RuntimeClasses: cs.NodeV1().RuntimeClasses()}
 type API struct {
 	// Nodes reads and writes the Node. Required.
 	Nodes NodeClient
@@ -40,6 +43,10 @@ type API struct {
 	// Pods returns the client of the pods of a namespace ("" for all).
 	// Required by the pod half.
 	Pods func(namespace string) PodClient
+	// RuntimeClasses lists and watches the RuntimeClasses, which the pod
+	// half resolves pods' runtimeClassName through. Default nil: every
+	// RuntimeClass is not found (a pod naming one does not start).
+	RuntimeClasses runtimeclass.Client
 	// Events receives the agent's events. Default nil: events are dropped.
 	Events record.EventSink
 	// CloseConnections closes the client's connections after repeated
@@ -53,6 +60,7 @@ func (c *Client) API() *API {
 		Nodes:            c.Nodes(),
 		Leases:           c.Leases(lease.DefaultNamespace),
 		Pods:             func(ns string) PodClient { return c.Pods(ns) },
+		RuntimeClasses:   c.RuntimeClasses(),
 		Events:           c.EventSink(),
 		CloseConnections: c.CloseConnections,
 	}

@@ -13,6 +13,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,12 +32,13 @@ const (
 )
 
 // NewScheme returns a scheme that knows core/v1, coordination.k8s.io/v1,
-// authentication.k8s.io/v1, authorization.k8s.io/v1, certificates.k8s.io/v1 and the meta/v1 types (Status, options, watch
+// authentication.k8s.io/v1, authorization.k8s.io/v1, certificates.k8s.io/v1,
+// node.k8s.io/v1 (RuntimeClasses) and the meta/v1 types (Status, options, watch
 // events): all the client decodes, and what a record.EventRecorder needs to
 // refer to Pods and Nodes.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme, certificatesv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme, certificatesv1.AddToScheme, nodev1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
@@ -47,7 +49,8 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // Client is the small API client of a node agent: clients
 // of the resources a node agent reads and writes (Nodes, Leases, Pods,
-// Events, Secrets, ConfigMaps, Services, ServiceAccounts' tokens) and the
+// Events, Secrets, ConfigMaps, Services, ServiceAccounts' tokens,
+// RuntimeClasses) and the
 // reviews a node API server makes (TokenReviews, SubjectAccessReviews),
 // each with the methods and signatures of client-go's typed clients, so
 // that they are the clients nodekit's packages declare, built on client-go's
@@ -59,8 +62,8 @@ func NewScheme() (*runtime.Scheme, error) {
 // resident memory. This scheme registers core/v1, coordination.k8s.io/v1,
 // authentication.k8s.io/v1 (TokenRequest, TokenReview),
 // authorization.k8s.io/v1 (SubjectAccessReview), certificates.k8s.io/v1
-// (CertificateSigningRequest: a node API's serving certificate) and the
-// meta/v1 options,
+// (CertificateSigningRequest: a node API's serving certificate),
+// node.k8s.io/v1 (RuntimeClass) and the meta/v1 options,
 // and nothing of client-go's kubernetes packages is imported.
 //
 // On the wire the clients speak protobuf unless the rest.Config asks for
@@ -78,6 +81,7 @@ type Client struct {
 	authn  rest.Interface
 	authz  rest.Interface
 	certs  rest.Interface
+	node   rest.Interface
 	dialer *connrotation.Dialer // nil: the rest.Config's own Dial
 }
 
@@ -171,6 +175,9 @@ func NewClientForHTTPClient(cfg *rest.Config, hc *http.Client) (*Client, error) 
 	if c.certs, err = restClient(base, hc, "/apis", certificatesv1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
+	if c.node, err = restClient(base, hc, "/apis", nodev1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -251,6 +258,15 @@ func (c *Client) CertificateSigningRequests() *CertificateSigningRequestResource
 	n := &CertificateSigningRequestResource{}
 	n.res = c.resource("certificatesigningrequests", "", false)
 	n.rc = c.certs
+	return n
+}
+
+// RuntimeClasses returns the client of node.k8s.io/v1 RuntimeClasses,
+// which the Node authorizer lets a node get, list and watch.
+func (c *Client) RuntimeClasses() *RuntimeClassResource {
+	n := &RuntimeClassResource{}
+	n.res = c.resource("runtimeclasses", "", false)
+	n.rc = c.node
 	return n
 }
 
@@ -391,6 +407,11 @@ type ServiceResource struct {
 // LeaseResource is the client of coordination.k8s.io/v1 Leases.
 type LeaseResource struct {
 	typed[coordinationv1.Lease, *coordinationv1.Lease, coordinationv1.LeaseList, *coordinationv1.LeaseList]
+}
+
+// RuntimeClassResource is the client of node.k8s.io/v1 RuntimeClasses.
+type RuntimeClassResource struct {
+	typed[nodev1.RuntimeClass, *nodev1.RuntimeClass, nodev1.RuntimeClassList, *nodev1.RuntimeClassList]
 }
 
 // CertificateSigningRequestResource is the client of certificates.k8s.io/v1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,7 +68,12 @@ func TestIntegrationNodeIdentity(t *testing.T) {
 		_ = admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(context.Background(), name, metav1.DeleteOptions{})
 		_ = admin.CoreV1().Events(metav1.NamespaceDefault).Delete(context.Background(), name+".1", metav1.DeleteOptions{})
+		_ = admin.NodeV1().RuntimeClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: "runc"}
+	if _, err := admin.NodeV1().RuntimeClasses().Create(context.Background(), rc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := cp.NodeConfig(name)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +164,21 @@ func TestIntegrationNodeIdentity(t *testing.T) {
 	if _, err := c.Pods("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list of every pod as the node: %v, want forbidden", err)
 	}
+
+	// RuntimeClasses: the node may get, list and watch them.
+	classes := c.RuntimeClasses()
+	list, err := classes.List(ctx, metav1.ListOptions{})
+	if err != nil || list.ResourceVersion == "" || !slices.ContainsFunc(list.Items, func(r nodev1.RuntimeClass) bool { return r.Name == name && r.Handler == "runc" }) {
+		t.Errorf("RuntimeClasses as the node: %v, %v", list, err)
+	}
+	if got, err := classes.Get(ctx, name, metav1.GetOptions{}); err != nil || got.Handler != "runc" {
+		t.Errorf("RuntimeClass %s as the node: %v, %v", name, got, err)
+	}
+	rw, err := classes.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watching RuntimeClasses as the node: %v", err)
+	}
+	rw.Stop()
 
 	ev, err := c.EventSink().Create(&corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: name + ".1", Namespace: metav1.NamespaceDefault},

@@ -54,7 +54,7 @@
 //	                   generator; podsync/cri the kubelet's kuberuntime part on a
 //	                   runtime.Runtime; podsync/cri/backend that syncer with pod data,
 //	                   usage, log rotation and image GC; podsync/volume,
-//	                   podsync/admission, podsync/eviction, podsync/status,
+//	                   podsync/runtimeclass, podsync/admission, podsync/eviction, podsync/status,
 //	                   podsync/logrotate; podsync/nodeapi the node API (port 10250);
 //	                   podsync/podsynctest simulated pods
 //
@@ -67,7 +67,8 @@
 //	podsync/nodeapi     -> podsync, nodestatus/usage, runtime
 //	podsync/cri/backend -> podsync/cri, podsync/volume, nodestatus/usage,
 //	                       podsync/logrotate, podsync/eviction
-//	podsync/cri         -> podsync, runtime
+//	podsync/cri         -> podsync, podsync/runtimeclass, runtime
+//	podsync/runtimeclass -> podsync
 //	podsync             -> podsource, probe, podsync/admission, podsync/eviction
 //	podsync/eviction    -> podsync/admission -> podsource
 //	heartbeat           -> nodestatus, lease

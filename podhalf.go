@@ -22,6 +22,7 @@ import (
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/podsync/eviction"
+	"github.com/nodekit/nodekit/podsync/runtimeclass"
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
@@ -108,7 +109,7 @@ type PodHalfOptions struct {
 
 // PodHalf is the pod half of an agent, built in construction order: pod
 // sources and their merger, probes, the status writer, mirror pods, the
-// backend, admission, the pod workers (podsync.Engine) and eviction.
+// RuntimeClasses (podsync/runtimeclass), the backend, admission, the pod workers (podsync.Engine) and eviction.
 type PodHalf struct {
 	name          string
 	view          *heartbeat.NodeView // nil when Options.Node was given
@@ -119,6 +120,7 @@ type PodHalf struct {
 	writer        *status.Writer
 	engine        *podsync.Engine
 	evictions     *eviction.Manager
+	classes       *runtimeclass.Manager
 	runtimeStatus podsync.RuntimeStatusSource
 	registered    func() bool
 	registeredC   <-chan struct{}
@@ -201,10 +203,20 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 		}
 	}
 
+	// RuntimeClasses, as the kubelet's manager: one list-and-watch, when
+	// there is an API server to read them from.
+	var rco runtimeclass.Options
+	if o.API != nil && o.API.RuntimeClasses != nil {
+		rco.Client = o.API.RuntimeClasses
+	}
+	if p.classes, err = runtimeclass.New(rco); err != nil {
+		return nil, err
+	}
+
 	// The backend.
 	triggers := podsync.NewTriggers()
 	b, err := o.Backend(podsync.BackendParts{NodeName: o.NodeName, HostIPs: o.HostIPs, Node: o.Node, Probes: p.probes,
-		Triggers: triggers, Clock: o.Clock, Recorder: p.recorder, Registerer: o.Registerer})
+		RuntimeClasses: p.classes, Triggers: triggers, Clock: o.Clock, Recorder: p.recorder, Registerer: o.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("nodekit: pod backend: %w", err)
 	}
@@ -257,9 +269,13 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 	chain.Add(admission.AppArmor{Enabled: admission.HostAppArmorEnabled()})
 	chain.Add(admission.Unsupported{})
 
-	// The runnables, in start order: sources, the backend's own loops, the
-	// writer, probes, the engine, eviction, the relay and mirror pods.
+	// The runnables, in start order: sources, RuntimeClasses, the
+	// backend's own loops, the writer, probes, the engine, eviction, the
+	// relay and mirror pods.
 	_ = p.group.Add("pod sources", p.merger)
+	if rco.Client != nil {
+		_ = p.group.Add("runtime classes", p.classes)
+	}
 	for _, r := range b.Runnables {
 		_ = p.group.Add(r.Name, RunnableFunc(r.Run))
 	}
@@ -432,6 +448,10 @@ func (p *PodHalf) Engine() *podsync.Engine { return p.engine }
 
 // Probes returns the probe manager.
 func (p *PodHalf) Probes() *probe.Manager { return p.probes }
+
+// RuntimeClasses returns the RuntimeClass manager the backend resolves
+// pods' runtimeClassName through.
+func (p *PodHalf) RuntimeClasses() *runtimeclass.Manager { return p.classes }
 
 // Writer returns the status writer.
 func (p *PodHalf) Writer() *status.Writer { return p.writer }

@@ -38,7 +38,7 @@ func TestPodHalfSecurityAdmission(t *testing.T) {
 	manifest("unsafe-sysctl", "  securityContext:\n    sysctls:\n    - {name: vm.swappiness, value: \"10\"}\n")
 	manifest("allowed-sysctl", "  securityContext:\n    sysctls:\n    - {name: net.core.somaxconn, value: \"1024\"}\n    - {name: kernel.shm_rmid_forced, value: \"1\"}\n")
 	manifest("apparmor", "  securityContext:\n    appArmorProfile: {type: RuntimeDefault}\n")
-	manifest("userns", "  hostUsers: false\n")
+	manifest("gitrepo", "  volumes:\n  - name: src\n    gitRepo: {repository: https://example.com/x.git}\n")
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{corev1.LabelOSStable: "linux"}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}}}
 	syncer := podsync.SyncerFuncs{}
@@ -64,8 +64,8 @@ func TestPodHalfSecurityAdmission(t *testing.T) {
 	want := map[string]struct{ reason, message string }{
 		"unsafe-sysctl": {admission.ReasonSysctlForbidden, `Pod was rejected: forbidden sysctl: "vm.swappiness" not allowlisted`},
 		"apparmor":      {admission.ReasonAppArmor, "Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host"},
-		"userns": {admission.ReasonPodFeatureUnsupported,
-			"Pod was rejected: spec.hostUsers: false is not supported by this node: nodekit does not run pods in user namespaces"},
+		"gitrepo": {admission.ReasonPodFeatureUnsupported,
+			"Pod was rejected: spec.volumes[0].gitRepo is not supported by this node: nodekit serves emptyDir, hostPath, secret, configMap, downwardAPI and projected volumes only"},
 	}
 	for name, w := range want {
 		uid := types.UID("uid-" + name)

@@ -30,6 +30,14 @@ type RuntimeStatusSource interface {
 	LatestRuntimeStatus() (*runtimeapi.StatusResponse, time.Time, error)
 }
 
+// RuntimeClasses resolves a pod's spec.runtimeClassName to the runtime
+// handler its sandbox runs with, as the kubelet's RuntimeClass manager:
+// "" for no name, an error (apierrors.IsNotFound) for a class that does
+// not exist. podsync/runtimeclass's Manager is one.
+type RuntimeClasses interface {
+	LookupRuntimeHandler(ctx context.Context, runtimeClassName *string) (string, error)
+}
+
 // BackendParts are what a pod half has built when it builds its backend:
 // everything a backend may need from the rest of the agent, resolved in
 // construction order.
@@ -42,6 +50,9 @@ type BackendParts struct {
 	Node NodeSource
 	// Probes runs the pods' probes; nil when the pod half runs none.
 	Probes *probe.Manager
+	// RuntimeClasses resolves the pods' RuntimeClasses; the pod half's
+	// is never nil (without an API server it finds no class).
+	RuntimeClasses RuntimeClasses
 	// Triggers asks the engine to sync a pod soon (a Secret the pod uses
 	// changed, say).
 	Triggers *Triggers

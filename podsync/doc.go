@@ -19,7 +19,8 @@
 //     (SyncerFuncs adapts functions; examples/virtualnode).
 //   - Backend, BackendParts and BackendFunc: how a pod half builds its
 //     backend from the parts made before it; Triggers lets those parts ask
-//     for a pod to be synced soon.
+//     for a pod to be synced soon, and RuntimeClasses resolves pods'
+//     runtimeClassName (podsync/runtimeclass).
 //   - Engine: one worker per pod UID fed by podsource.Update, a relist, a
 //     resync and probe result changes, handing statuses to a StatusWriter
 //     (podsync/status). Admission (Options.Admit) and eviction (Engine.Evict,

@@ -191,8 +191,8 @@ func (a *agent) newPodHalf(cfg *config, api *nodekit.API, clk clock.WithTicker, 
 	_, fake := a.runtime.(*runtimetest.Runtime)
 	bo := backend.Options{
 		Syncer: cri.Options{Runtime: a.runtime, PodLogRoot: cfg.podLogRoot, PodRoot: filepath.Join(cfg.rootDir, "pods"),
-			CgroupDriver: cfg.cgroupDriver, CgroupRoot: cfg.cgroupRoot, CgroupsPerQOS: cfg.cgroupsPerQOS && !fake,
-			ClusterDNS: cfg.clusterDNS, ClusterDomain: cfg.clusterDomain, ResolvConf: cfg.resolvConf, SeccompDefault: cfg.seccompDefault},
+			CgroupDriver: cfg.cgroupDriver, CgroupRoot: cfg.cgroupRoot, CgroupsPerQOS: cfg.cgroupsPerQOS && !fake, ClusterDNS: cfg.clusterDNS,
+			ClusterDomain: cfg.clusterDomain, ResolvConf: cfg.resolvConf, SeccompDefault: cfg.seccompDefault, UserNamespaces: cri.UserNamespaceOptions{MaxPods: cfg.maxPods}},
 		Usage: usage.Options{RootDir: cfg.rootDir},
 		Logs:  logrotate.Options{MaxSize: cfg.logMaxSize, MaxFiles: cfg.logMaxFiles, MonitorInterval: cfg.logMonitorInterval},
 		ImageGC: eviction.ImageGCOptions{HighThresholdPercent: cfg.imageGCHigh, LowThresholdPercent: cfg.imageGCLow,

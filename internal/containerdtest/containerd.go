@@ -123,6 +123,11 @@ type Containerd struct {
 	Root, State string
 	// RuncRoot is runc's state directory.
 	RuncRoot string
+	// IDMapHandler is the runtime handler whose runc can make ID-mapped
+	// mounts, so that containerd reports user namespaces for it
+	// (IDMapRuntimeHandler): on containerd 2 when the test binaries have
+	// their runc; "" otherwise.
+	IDMapHandler string
 	// PodLogRoot is where SandboxConfig puts pod log directories.
 	PodLogRoot string
 	// Log is containerd's log file.
@@ -191,6 +196,13 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("containerdtest: %w", err)
 	}
+	// Searchable by all, as /run/containerd is: a container in a user
+	// namespace of its own, root an unprivileged host ID, must reach its
+	// rootfs below State.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("containerdtest: %w", err)
+	}
 	c := &Containerd{
 		Address:      filepath.Join(dir, "containerd.sock"),
 		PauseImage:   PauseImage,
@@ -206,6 +218,9 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 		Major:        opts.Major,
 		opts:         opts,
 		bins:         bins,
+	}
+	if bins.idmapRunc != "" {
+		c.IDMapHandler = IDMapRuntimeHandler
 	}
 	c.Endpoint = "unix://" + c.Address
 	if len(c.Address) > 100 {
@@ -225,6 +240,9 @@ func Start(ctx context.Context, opts Options) (*Containerd, error) {
 // binaries are the host programs the harness runs.
 type binaries struct {
 	containerd, ctr, runc, goTool, busybox string
+	// idmapRunc is the test binaries' runc (ID-mapped mounts), "" when
+	// absent: containerd 2's IDMapRuntimeHandler runs it.
+	idmapRunc string
 	// shim is containerd-shim-runc-v2; the containerd 2 config names it.
 	shim string
 }
@@ -342,8 +360,16 @@ func defaultBusybox() string {
 }
 
 func (c *Containerd) start(ctx context.Context, bins binaries) error {
-	for _, d := range []string{c.Root, c.State, c.RuncRoot, c.PodLogRoot} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	// Root and State searchable by all, as containerd makes its own
+	// (/var/lib/containerd, /run/containerd): see Start.
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{c.Root, 0o711}, {c.State, 0o711}, {c.RuncRoot, 0o700}, {c.PodLogRoot, 0o700}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return fmt.Errorf("containerdtest: %w", err)
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
 			return fmt.Errorf("containerdtest: %w", err)
 		}
 	}

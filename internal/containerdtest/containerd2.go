@@ -46,6 +46,9 @@ func prerequisites2(opts *Options) (binaries, error) {
 		if p := filepath.Join(dir, "ctr"); executable(p) {
 			b.ctr = p
 		}
+		if p := filepath.Join(dir, "runc"); executable(p) {
+			b.idmapRunc = p
+		}
 	}
 	missing = b.hostTools(opts, missing)
 	if len(missing) > 0 {
@@ -99,6 +102,14 @@ var disabledPlugins2 = []string{
 	"io.containerd.internal.v1.tracing",
 	"io.containerd.snapshotter.v1.blockfile",
 }
+
+// IDMapRuntimeHandler is the name of containerd 2's second runtime
+// handler, whose BinaryName is the test binaries' runc (v1.4, built by
+// hack/testbin.sh): it makes ID-mapped mounts, so containerd reports user
+// namespaces for this handler and not for the default one (Debian's runc
+// 1.1 cannot). That runc is built without seccomp: a container it runs
+// may ask for no seccomp profile.
+const IDMapRuntimeHandler = "runc-idmap"
 
 // config3 returns containerd 2's config.toml (schema version 3): what the
 // schema 2 config sets, under the plugins containerd 2 split the CRI plugin
@@ -155,7 +166,7 @@ oom_score = 0
           BinaryName = %[11]s
           Root = %[12]s
           SystemdCgroup = false
-    # Pod sandboxes use the host network; no CNI plugin is ever called.
+%[15]s    # Pod sandboxes use the host network; no CNI plugin is ever called.
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = [%[13]s]
       conf_dir = %[14]s
@@ -171,5 +182,24 @@ oom_score = 0
 		q(filepath.Join(c.Dir, "cdi")),
 		q(bins.shim), q(bins.runc), q(c.RuncRoot),
 		q(filepath.Join(c.Dir, "cni", "bin")), q(filepath.Join(c.Dir, "cni", "conf")),
+		c.idmapRuntime(bins),
 	)
+}
+
+// idmapRuntime is the config of IDMapRuntimeHandler, "" without the test
+// binaries' runc. Its runc state is a directory of its own beside
+// RuncRoot.
+func (c *Containerd) idmapRuntime(bins binaries) string {
+	if bins.idmapRunc == "" {
+		return ""
+	}
+	q := strconv.Quote
+	return fmt.Sprintf(`      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s]
+        runtime_type = "io.containerd.runc.v2"
+        runtime_path = %[2]s
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s.options]
+          BinaryName = %[3]s
+          Root = %[4]s
+          SystemdCgroup = false
+`, IDMapRuntimeHandler, q(bins.shim), q(bins.idmapRunc), q(c.RuncRoot+"-idmap"))
 }

@@ -181,3 +181,31 @@ func smoke(t *testing.T, c *Containerd) {
 		}
 	}
 }
+
+// TestIDMapHandler: containerd 2 reports user namespaces for its
+// runc-idmap handler (the test binaries' runc), and not for the default
+// one (Debian's runc); containerd 1.6 has no such handler.
+func TestIDMapHandler(t *testing.T) {
+	if c := Need(t, ctrd); c.IDMapHandler != "" {
+		t.Errorf("containerd 1.6: IDMapHandler %q", c.IDMapHandler)
+	}
+	c := Need2(t, ctrd2)
+	if c.IDMapHandler != IDMapRuntimeHandler {
+		t.Skipf("no %s handler: the test binaries have no runc", IDMapRuntimeHandler)
+	}
+	st, err := c.RuntimeClient().Status(context.Background(), &runtimeapi.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userns := map[string]bool{}
+	for _, h := range st.GetRuntimeHandlers() {
+		userns[h.GetName()] = h.GetFeatures().GetUserNamespaces()
+	}
+	t.Logf("handlers (user namespaces): %v", userns)
+	if got, ok := userns[IDMapRuntimeHandler]; !ok || !got {
+		t.Errorf("%s: user namespaces %v (reported %v)", IDMapRuntimeHandler, got, ok)
+	}
+	if userns["runc"] || userns[""] {
+		t.Errorf("the default handler reports user namespaces: %v", userns)
+	}
+}

@@ -35,7 +35,12 @@
 // directory (Options.BinDir; hack/testbin.sh builds v2.4.2), with the same
 // layout and settings in its own config schema. Start checks with the CRI
 // Version call that the major version asked for answers (RuntimeVersion).
-// containerd 2 also has CRI container events and sandbox metrics.
+// containerd 2 also has CRI container events and sandbox metrics, and,
+// when the test binaries have their runc (v1.4, built without seccomp), a
+// second runtime handler IDMapRuntimeHandler ("runc-idmap",
+// Containerd.IDMapHandler) running it: containerd reports user namespaces
+// for that handler only, so pods with hostUsers false run there, asking
+// for no seccomp profile.
 //
 // Start checks the prerequisites (root; containerd, its shim, ctr, runc,
 // go and a static busybox; a missing one is an error wrapping

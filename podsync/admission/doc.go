@@ -56,8 +56,8 @@
 // table (fields.go) as implemented, refused or not the node's concern, and
 // a test walks the API types to fail on any field it does not name.
 // Refused fields are rejected with PodFeatureUnsupported and a message
-// naming them ("spec.hostUsers: false is not supported by this node:
-// nodekit does not run pods in user namespaces"). podsync/cri checks the
+// naming them ("spec.resourceClaims is not supported by this node:
+// nodekit does not implement dynamic resource allocation"). podsync/cri checks the
 // same (UnsupportedField) before it creates a container, so a pod admitted
 // without Unsupported, or an ephemeral container added later, fails with
 // CreateContainerConfigError instead.

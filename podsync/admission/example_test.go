@@ -91,13 +91,12 @@ func Example_security() {
 	withSysctl := func(name string) *corev1.Pod {
 		return &corev1.Pod{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: name, Value: "1"}}}}}
 	}
-	hostUsers := false
 	for _, p := range []*corev1.Pod{
 		withSysctl("net.ipv4.tcp_syncookies"),
 		withSysctl("net.core.somaxconn"),
 		withSysctl("vm.swappiness"),
 		{Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}}}},
-		{Spec: corev1.PodSpec{HostUsers: &hostUsers}},
+		{Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu"}}}},
 	} {
 		r := chain.Admit(p, nil)
 		if r.Admit {
@@ -111,5 +110,5 @@ func Example_security() {
 	// admitted
 	// SysctlForbidden: forbidden sysctl: "vm.swappiness" not allowlisted
 	// AppArmor: Cannot enforce AppArmor: AppArmor is not enabled on the host
-	// PodFeatureUnsupported: spec.hostUsers: false is not supported by this node: nodekit does not run pods in user namespaces
+	// PodFeatureUnsupported: spec.resourceClaims is not supported by this node: nodekit does not implement dynamic resource allocation
 }

@@ -34,19 +34,14 @@ func (Unsupported) Admit(pod *corev1.Pod, _ []*corev1.Pod) Result {
 
 // UnsupportedField returns an error (wrapping ErrUnsupported) naming the
 // first field of pod that the kubelet acts on and nodekit does not
-// implement, such as "spec.hostUsers: false is not supported by this node:
-// nodekit does not run pods in user namespaces"; nil when there is none.
+// implement, such as "spec.resourceClaims is not supported by this node:
+// nodekit does not implement dynamic resource allocation"; nil when there
+// is none.
 // With c set, the pod-level fields and c's are checked (a container added
 // after admission, an ephemeral container); else every container's.
 func UnsupportedField(pod *corev1.Pod, c *corev1.Container) error {
 	spec := field.NewPath("spec")
 	ps := &pod.Spec
-	if ps.HostUsers != nil && !*ps.HostUsers {
-		return refuse("PodSpec.hostUsers", spec.Child("hostUsers"), "false")
-	}
-	if ps.RuntimeClassName != nil && *ps.RuntimeClassName != "" {
-		return refuse("PodSpec.runtimeClassName", spec.Child("runtimeClassName"), *ps.RuntimeClassName)
-	}
 	if len(ps.ResourceClaims) > 0 {
 		return refuse("PodSpec.resourceClaims", spec.Child("resourceClaims"), "")
 	}
@@ -243,14 +238,14 @@ var fieldTable = map[string]fieldRule{
 	"PodSpec.priority":                      {implemented, "critical-pod preemption and eviction ranking"},
 	"PodSpec.dnsConfig":                     {implemented, "podsync/cri's DNS config"},
 	"PodSpec.readinessGates":                {implemented, "podsync's status generator"},
-	"PodSpec.runtimeClassName":              {refused, "nodekit does not resolve RuntimeClasses to runtime handlers"},
+	"PodSpec.runtimeClassName":              {implemented, "podsync/runtimeclass resolves it to the handler podsync/cri's RunPodSandbox gets; the API server's RuntimeClass admission copies the class's overhead into spec.overhead"},
 	"PodSpec.enableServiceLinks":            {implemented, "podsync/volume's service environment variables"},
 	"PodSpec.preemptionPolicy":              {notNodeConcern, "the scheduler's"},
-	"PodSpec.overhead":                      {implemented, "admission requests and the pod cgroup"},
+	"PodSpec.overhead":                      {implemented, "admission requests and the pod cgroup (set from the RuntimeClass by the API server)"},
 	"PodSpec.topologySpreadConstraints":     {notNodeConcern, "the scheduler's"},
 	"PodSpec.setHostnameAsFQDN":             {implemented, "podsync/cri's sandbox hostname"},
 	"PodSpec.os":                            {implemented, "Predicates (PodOSNotSupported)"},
-	"PodSpec.hostUsers":                     {refused, "nodekit does not run pods in user namespaces"},
+	"PodSpec.hostUsers":                     {implemented, "podsync/cri: a user namespace of the pod's own (UserNamespaceOptions) when the runtime handler supports them"},
 	"PodSpec.schedulingGates":               {notNodeConcern, "the scheduler's"},
 	"PodSpec.resourceClaims":                {refused, "nodekit does not implement dynamic resource allocation"},
 	"PodSpec.resources":                     {implemented, "admission requests, QoS class and the pod cgroup"},

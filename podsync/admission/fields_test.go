@@ -85,8 +85,6 @@ func isWalked(ty reflect.Type) bool {
 
 // refusedCases set each refused field on a pod that is otherwise fine.
 var refusedCases = map[string]func(p *corev1.Pod){
-	"PodSpec.runtimeClassName": func(p *corev1.Pod) { p.Spec.RuntimeClassName = new("gvisor") },
-	"PodSpec.hostUsers":        func(p *corev1.Pod) { p.Spec.HostUsers = new(false) },
 	"PodSpec.resourceClaims": func(p *corev1.Pod) {
 		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
 	},
@@ -178,9 +176,15 @@ func TestUnsupportedFields(t *testing.T) {
 // an ephemeral container checked alone.
 func TestUnsupportedFieldMessages(t *testing.T) {
 	pod := fieldsPod()
-	pod.Spec.HostUsers = new(false)
-	if err := UnsupportedField(pod, nil); err == nil || err.Error() != "spec.hostUsers: false is not supported by this node: nodekit does not run pods in user namespaces" {
-		t.Errorf("hostUsers: %v", err)
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
+	if err := UnsupportedField(pod, nil); err == nil || err.Error() != "spec.resourceClaims is not supported by this node: nodekit does not implement dynamic resource allocation" {
+		t.Errorf("resourceClaims: %v", err)
+	}
+	// RuntimeClasses and user namespaces are served (podsync/cri).
+	pod = fieldsPod()
+	pod.Spec.RuntimeClassName, pod.Spec.HostUsers = new("gvisor"), new(false)
+	if err := UnsupportedField(pod, nil); err != nil {
+		t.Errorf("runtimeClassName and hostUsers: %v", err)
 	}
 	pod = fieldsPod()
 	pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug",

@@ -17,7 +17,11 @@
 // driver (PodCgroupParent), resources and oom_score_adj, the security
 // context (below), env with $(VAR) expansion and downward-API fieldRefs, emptyDir and
 // hostPath volumes, subPath and subPathExpr mounts, the pod's /etc/hosts and
-// the termination-message file. With Options.PodData (podsync/volume's
+// the termination-message file. A pod's runtimeClassName is resolved
+// through Options.RuntimeClasses (podsync/runtimeclass) to the handler
+// RunPodSandbox gets; a class not found, or a sandbox the handler cannot
+// run, is the kubelet's FailedCreatePodSandBox event and the pod stays
+// Pending, retried. With Options.PodData (podsync/volume's
 // Manager) it also serves Secret, ConfigMap, downward-API and projected
 // volumes, env from the API and pull credentials.
 //
@@ -40,6 +44,20 @@
 // following symlinks and that open file bind-mounted below
 // <PodRoot>/<uid>/volume-subpaths (SubPathDir); a bad one is
 // CreateContainerConfigError with the kubelet's message.
+//
+// # User namespaces
+//
+// A pod with spec.hostUsers false runs in a user namespace of its own
+// (NamespaceOption.UsernsOptions mode POD, the sandbox and every
+// container, and the containers' mounts with the same ID mappings, which
+// the runtime makes ID-mapped mounts) when its runtime handler reports
+// user namespaces in the runtime's status (containerd 2 with a runc that
+// has ID-mapped mounts; never containerd 1.6, which reports no handlers);
+// otherwise its sandbox fails with the kubelet's "can't set
+// `spec.hostUsers: false`, ... does not support user namespaces". Its
+// range, 65,536 IDs from the kubelet's (UserNamespaceOptions), is kept in
+// <PodRoot>/<uid>/userns and freed with the pod's directory; other pods
+// get mode NODE, as the kubelet sends it.
 //
 // # Running pods
 //
@@ -98,4 +116,10 @@
 //     ignores them).
 //   - Without PodData an emptyDir of medium Memory is
 //     CreateContainerConfigError.
+//   - Without Options.RuntimeClasses (no API server) a pod naming a
+//     RuntimeClass fails as with a class not found; the kubelet without
+//     an API client runs it on the default handler.
+//   - A user namespace's range is freed when the pod's directory goes
+//     (SyncTerminatedPod, CleanupPod), not by a housekeeping pass over the
+//     directories of pods nobody knows.
 package cri

@@ -45,15 +45,20 @@ type e2e struct {
 	done   chan error
 }
 
-func startE2E(t *testing.T, c *containerdtest.Containerd, podRoot string) *e2e {
+// startE2E starts an engine on c; mods change the syncer's options.
+func startE2E(t *testing.T, c *containerdtest.Containerd, podRoot string, mods ...func(*Options)) *e2e {
 	t.Helper()
 	rt, err := remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &e2e{t: t, c: c, rt: rt, writer: &recordingWriter{}, done: make(chan error, 1)}
-	e.cri, err = New(Options{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot, CgroupsPerQOS: true,
-		ResolvConf: "-", HostIPs: []string{"127.0.0.1"}, CrashLoopInitial: time.Second, CrashLoopMax: 4 * time.Second})
+	o := Options{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot, CgroupsPerQOS: true,
+		ResolvConf: "-", HostIPs: []string{"127.0.0.1"}, CrashLoopInitial: time.Second, CrashLoopMax: 4 * time.Second}
+	for _, mod := range mods {
+		mod(&o)
+	}
+	e.cri, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

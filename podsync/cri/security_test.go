@@ -91,10 +91,10 @@ func TestContainerSecurityConfig(t *testing.T) {
 func TestUnsupportedFieldIsConfigError(t *testing.T) {
 	b := &builder{podLogRoot: "/var/log/pods", podRoot: t.TempDir(), cgroupDriver: CgroupfsDriver}
 	pod := testPod(corev1.RestartPolicyAlways, "app")
-	pod.Spec.HostUsers = new(false)
+	pod.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
 	_, err := b.containerConfig(pod, &pod.Spec.Containers[0], 0, podIPs{})
-	if !errors.Is(err, ErrConfig) || !errors.Is(err, admission.ErrUnsupported) || !strings.HasPrefix(err.Error(), "spec.hostUsers: false is not supported") {
-		t.Errorf("hostUsers false: %v", err)
+	if !errors.Is(err, ErrConfig) || !errors.Is(err, admission.ErrUnsupported) || !strings.HasPrefix(err.Error(), "spec.containers[0].resources.claims is not supported") {
+		t.Errorf("resource claims: %v", err)
 	}
 }
 

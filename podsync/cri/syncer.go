@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -28,6 +29,7 @@ import (
 	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/admission"
+	"github.com/nodekit/nodekit/podsync/runtimeclass"
 	"github.com/nodekit/nodekit/probe"
 	"github.com/nodekit/nodekit/runtime"
 
@@ -39,8 +41,17 @@ import (
 type Options struct {
 	// Runtime runs the pods. Required.
 	Runtime runtime.Runtime
-	// RuntimeHandler is passed to RunPodSandbox. Default "" (the runtime's default).
+	// RuntimeHandler is passed to RunPodSandbox for pods without a
+	// runtimeClassName. Default "" (the runtime's default).
 	RuntimeHandler string
+	// RuntimeClasses resolves a pod's runtimeClassName to the handler its
+	// sandbox runs with (podsync/runtimeclass's Manager; a pod half's
+	// BackendParts.RuntimeClasses). Default nil: every RuntimeClass is not
+	// found, so a pod naming one does not start.
+	RuntimeClasses podsync.RuntimeClasses
+	// UserNamespaces sets the ID ranges of pods with spec.hostUsers false.
+	// Default: the kubelet's.
+	UserNamespaces UserNamespaceOptions
 	// Probes gives liveness and startup results to the planner. Default nil: none.
 	Probes podsync.ProbeResults
 	// Clock times back-offs and hooks. Default clock.RealClock{}.
@@ -123,6 +134,8 @@ var ErrNetworkNotReady = errors.New("network is not ready: container runtime net
 type Syncer struct {
 	rt       runtime.Runtime
 	handler  string
+	classes  podsync.RuntimeClasses
+	userns   *usernsAllocator
 	probes   podsync.ProbeResults
 	clock    clock.Clock
 	recorder record.EventRecorder
@@ -224,13 +237,22 @@ func New(o Options) (*Syncer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cri: Options.Registerer: %w", err)
 	}
+	if o.RuntimeClasses == nil {
+		if o.RuntimeClasses, err = runtimeclass.New(runtimeclass.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	userns, err := newUsernsAllocator(o.UserNamespaces, o.PodRoot)
+	if err != nil {
+		return nil, err
+	}
 	var cg *podCgroups
 	if o.CgroupsPerQOS && o.CgroupDriver == CgroupfsDriver {
 		if cg, err = newPodCgroups(o.CgroupRoot, mountinfo.Self); err != nil {
 			return nil, err
 		}
 	}
-	c := &Syncer{rt: o.Runtime, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
+	c := &Syncer{rt: o.Runtime, classes: o.RuntimeClasses, userns: userns, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
 			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, seccompRoot: o.SeccompProfileRoot, appArmor: admission.HostAppArmorEnabled(), data: o.PodData},
@@ -571,13 +593,21 @@ func (c *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *podsync
 	}
 	sandboxID := a.SandboxID
 	sbConfig := c.b.sandboxConfig(pod, a.Attempt)
+	handler, userns, rtErr := c.podRuntime(ctx, pod)
+	sbConfig.Linux.SecurityContext.NamespaceOptions.UsernsOptions = userns
 	if a.CreateSandbox {
+		if rtErr != nil {
+			// As the kubelet: the sandbox config cannot be made (a missing
+			// RuntimeClass, a user namespace the handler cannot run).
+			c.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", rtErr)
+			return res, rtErr
+		}
 		if err := os.MkdirAll(sbConfig.LogDirectory, 0o755); err != nil {
 			return res, err
 		}
-		id, err := c.rt.RunPodSandbox(ctx, sbConfig, c.handler)
+		id, err := c.rt.RunPodSandbox(ctx, sbConfig, handler)
 		if err != nil {
-			c.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			c.event(pod, corev1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", grpcError(err))
 			return res, c.opError("run_podsandbox", err)
 		}
 		sandboxID = id
@@ -622,7 +652,16 @@ func (c *Syncer) SyncPod(ctx context.Context, pod *corev1.Pod, observed *podsync
 				}
 			}
 		}
-		if reason, msg, err := c.startContainer(ctx, pod, spec, observed, sandboxID, sbConfig, ips, target); err != nil {
+		reason, msg, err := "", "", rtErr
+		if err != nil {
+			// The kubelet makes each container's config with the pod's
+			// namespaces, and fails it as this.
+			c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
+			reason, msg = podsync.ReasonCreateContainerConfigError, err.Error()
+		} else {
+			reason, msg, err = c.startContainer(ctx, pod, spec, observed, sandboxID, sbConfig, ips, target)
+		}
+		if err != nil {
 			res.SetWaiting(spec.Name, reason, msg)
 			if firstErr == nil {
 				firstErr = err
@@ -732,6 +771,7 @@ func (c *Syncer) startContainer(ctx context.Context, pod *corev1.Pod, spec *core
 		cfg.Linux.SecurityContext.NamespaceOptions.Pid = runtimeapi.NamespaceMode_TARGET
 		cfg.Linux.SecurityContext.NamespaceOptions.TargetId = targetID
 	}
+	setUserns(cfg, sbConfig.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions())
 	id, err := c.rt.CreateContainer(ctx, sandboxID, cfg, sbConfig)
 	if err != nil {
 		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
@@ -1045,6 +1085,9 @@ func (c *Syncer) CleanupPod(_ context.Context, pod *corev1.Pod) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("removing the log directory of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	if _, err := os.Stat(c.b.podDir(pod)); errors.Is(err, os.ErrNotExist) {
+		c.userns.release(pod.UID) // its directory, and the mapping file, are gone
+	}
 	return nil
 }
 
@@ -1185,6 +1228,7 @@ func (c *Syncer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observe
 		if err := c.b.removePodDir(ctx, pod); err != nil {
 			return err
 		}
+		c.userns.release(pod.UID)
 		if c.cgroups != nil {
 			if err := c.cgroups.Remove(pod.UID); err != nil {
 				return err
@@ -1204,4 +1248,75 @@ func (c *Syncer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observe
 	c.pull.GC(c.clock.Now())
 	c.mu.Unlock()
 	return nil
+}
+
+// podRuntime is what the kubelet resolves before it makes a pod's sandbox
+// and container configs: the runtime handler (the pod's RuntimeClass's,
+// else Options.RuntimeHandler) and the user namespace.
+func (c *Syncer) podRuntime(ctx context.Context, pod *corev1.Pod) (string, *runtimeapi.UserNamespace, error) {
+	handler := c.handler
+	if name := pod.Spec.RuntimeClassName; name != nil && *name != "" {
+		h, err := c.classes.LookupRuntimeHandler(ctx, name)
+		if err != nil {
+			return "", nil, err
+		}
+		handler = h
+	}
+	userns, err := c.userns.namespace(pod, handler, func(h string) (bool, error) { return c.handlerSupportsUserns(ctx, h) })
+	if err != nil {
+		return "", nil, err
+	}
+	return handler, userns, nil
+}
+
+// handlerSupportsUserns is the kubelet's check of the runtime's handlers
+// (its Status's, as the last relist saw them): false without an error
+// when the runtime reports no handlers (containerd 1.6), an error for a
+// handler it does not report.
+func (c *Syncer) handlerSupportsUserns(ctx context.Context, handler string) (bool, error) {
+	c.mu.Lock()
+	st := c.status.status
+	c.mu.Unlock()
+	if st == nil {
+		var err error
+		if st, err = c.rt.Status(ctx, false); err != nil {
+			return false, err
+		}
+	}
+	hs := st.GetRuntimeHandlers()
+	if len(hs) == 0 {
+		return false, nil
+	}
+	for _, h := range hs {
+		if h.GetName() == handler {
+			return h.GetFeatures().GetUserNamespaces(), nil
+		}
+	}
+	return false, fmt.Errorf("the handler %q is not known", handler)
+}
+
+// setUserns gives a container config the pod's user namespace and, in a
+// namespace of its own, its mounts the pod's ID mappings (the runtime
+// makes them ID-mapped mounts), as the kubelet does.
+func setUserns(cfg *runtimeapi.ContainerConfig, userns *runtimeapi.UserNamespace) {
+	if userns == nil || cfg.GetLinux().GetSecurityContext().GetNamespaceOptions() == nil {
+		return
+	}
+	cfg.Linux.SecurityContext.NamespaceOptions.UsernsOptions = userns
+	for _, m := range cfg.Mounts {
+		m.UidMappings, m.GidMappings = userns.Uids, userns.Gids
+	}
+}
+
+// grpcError is a runtime call's error as the kubelet's CRI client returns
+// it, the gRPC status ("rpc error: code = Unknown desc = ..."), for the
+// events whose text the kubelet takes from it; other errors as they are.
+func grpcError(err error) error {
+	var re *runtime.Error
+	if errors.As(err, &re) {
+		if _, ok := status.FromError(re.Err); ok {
+			return re.Err
+		}
+	}
+	return err
 }

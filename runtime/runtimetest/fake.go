@@ -63,6 +63,10 @@ type Options struct {
 	// Hooks are the hooks the fake starts with (see Hooks and SetHooks).
 	// Default: none.
 	Hooks Hooks
+	// RuntimeHandlers are the handlers Status reports and RunPodSandbox
+	// accepts (a sandbox asking for another fails as containerd's does).
+	// Default: one, the default handler "", without features.
+	RuntimeHandlers []*runtimeapi.RuntimeHandler
 }
 
 // Call is one call made to the fake.
@@ -127,6 +131,7 @@ type Runtime struct {
 	images     map[string]*runtimeapi.Image // by ID
 	conditions []*runtimeapi.RuntimeCondition
 	hooks      Hooks
+	handlers   []*runtimeapi.RuntimeHandler // immutable after New
 	execs      []execRule
 	events     events
 	calls      []Call
@@ -152,6 +157,13 @@ func New(opts Options) *Runtime {
 	if opts.Images == nil {
 		opts.Images = map[string]uint64{PauseImage: PauseImageSize, BusyboxImage: BusyboxImageSize}
 	}
+	if opts.RuntimeHandlers == nil {
+		opts.RuntimeHandlers = []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}}}
+	}
+	handlers := make([]*runtimeapi.RuntimeHandler, len(opts.RuntimeHandlers))
+	for i, h := range opts.RuntimeHandlers {
+		handlers[i] = proto.Clone(h).(*runtimeapi.RuntimeHandler)
+	}
 	f := &Runtime{
 		clock:      opts.Clock,
 		name:       opts.RuntimeName,
@@ -161,6 +173,7 @@ func New(opts Options) *Runtime {
 		containers: map[string]*container{},
 		images:     map[string]*runtimeapi.Image{},
 		hooks:      opts.Hooks,
+		handlers:   handlers,
 		conditions: []*runtimeapi.RuntimeCondition{
 			{Type: runtimeapi.RuntimeReady, Status: true},
 			{Type: runtimeapi.NetworkReady, Status: true},
@@ -397,7 +410,7 @@ func (f *Runtime) Version(ctx context.Context) (_ *runtimeapi.VersionResponse, e
 }
 
 // Status reports the conditions set with SetCondition (RuntimeReady and
-// NetworkReady true at the start) and one default runtime handler.
+// NetworkReady true at the start) and Options.RuntimeHandlers.
 func (f *Runtime) Status(ctx context.Context, verbose bool) (_ *runtimeapi.StatusResponse, err error) {
 	defer f.wrap("Status", &err)
 	if hook := f.enter("Status", "", nil).Status; hook != nil {
@@ -411,9 +424,13 @@ func (f *Runtime) Status(ctx context.Context, verbose bool) (_ *runtimeapi.Statu
 	for _, c := range f.conditions {
 		st.Conditions = append(st.Conditions, proto.Clone(c).(*runtimeapi.RuntimeCondition))
 	}
+	handlers := make([]*runtimeapi.RuntimeHandler, len(f.handlers))
+	for i, h := range f.handlers {
+		handlers[i] = proto.Clone(h).(*runtimeapi.RuntimeHandler)
+	}
 	return &runtimeapi.StatusResponse{
 		Status:          st,
-		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}}},
+		RuntimeHandlers: handlers,
 		Features:        &runtimeapi.RuntimeFeatures{},
 	}, nil
 }
@@ -433,6 +450,9 @@ func (f *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandb
 	md := config.GetMetadata()
 	if md.GetName() == "" {
 		return "", status.Error(codes.InvalidArgument, "sandbox config must include metadata with a name")
+	}
+	if !slices.ContainsFunc(f.handlers, func(h *runtimeapi.RuntimeHandler) bool { return h.GetName() == runtimeHandler }) {
+		return "", status.Errorf(codes.Unknown, "failed to get sandbox runtime: no runtime for %q is configured", runtimeHandler)
 	}
 	for _, s := range f.sandboxes {
 		if proto.Equal(s.status.Metadata, md) {

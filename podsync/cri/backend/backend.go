@@ -34,8 +34,8 @@ import (
 // probes, the node) is set by Build.
 type Options struct {
 	// Syncer holds the CRI syncer's options; Runtime is required. Probes,
-	// PodData, NodeName, HostIPs, Clock, Recorder and Registerer are set by
-	// Build.
+	// PodData, NodeName, HostIPs, RuntimeClasses, Clock, Recorder and
+	// Registerer are set by Build.
 	Syncer cri.Options
 	// Volume holds the pod data manager's options: its API clients
 	// (volume.WithClients), else pods that use API objects wait. Clock,
@@ -104,6 +104,9 @@ func (b *Backend) Build(p podsync.BackendParts) (podsync.Backend, error) {
 	}
 	so := b.o.Syncer
 	so.PodData, so.NodeName, so.HostIPs = data, p.NodeName, p.HostIPs
+	if p.RuntimeClasses != nil {
+		so.RuntimeClasses = p.RuntimeClasses
+	}
 	so.Clock, so.Recorder, so.Registerer = p.Clock, p.Recorder, p.Registerer
 	if p.Probes != nil {
 		so.Probes = p.Probes
