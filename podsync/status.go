@@ -2,7 +2,6 @@ package podsync
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -103,9 +102,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 		defaultStartedReady(pod, &s)
 	}
 	if in.Terminated {
-		markUnknown(s.InitContainerStatuses)
-		markUnknown(s.ContainerStatuses)
-		markUnknown(s.EphemeralContainerStatuses)
+		markTerminated(pod, &s)
 	}
 	s.Phase = podPhase(pod, &s, in.Terminated)
 	if isTerminal(old.Phase) {
@@ -116,7 +113,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 			s.ContainerStatuses[i].Ready = false
 		}
 	}
-	s.Conditions = conditions(in, &s, sb)
+	s.Conditions = conditions(in, &s, st)
 	if s.Phase == corev1.PodFailed && old.Reason != "" {
 		s.Reason, s.Message = old.Reason, old.Message
 	}
@@ -151,6 +148,62 @@ func defaultStartedReady(pod *corev1.Pod, s *corev1.PodStatus) {
 			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 		}
 	}
+}
+
+// markTerminated defaults the statuses of a pod that is done, as the
+// kubelet's status manager does when it terminates a pod: once the pod has
+// initialized, every regular container that does not show an exit is
+// ContainerStatusUnknown; of the init containers, all but the trailing ones
+// that never started (the first one always) are. A pod whose init
+// containers never completed keeps its regular containers waiting
+// (PodInitializing).
+func markTerminated(pod *corev1.Pod, s *corev1.PodStatus) {
+	if podInitialized(pod, s) {
+		markUnknown(s.ContainerStatuses)
+	}
+	markUnknown(s.InitContainerStatuses[:initStarted(s.InitContainerStatuses)])
+	markUnknown(s.EphemeralContainerStatuses)
+}
+
+// podInitialized reports whether the status shows that the pod got past
+// its init containers: it has none, a regular container left waiting or
+// exited before, or the last init container completed (a sidecar: runs and
+// has started).
+func podInitialized(pod *corev1.Pod, s *corev1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, cs := range s.ContainerStatuses {
+		if cs.State.Waiting == nil || cs.LastTerminationState.Terminated != nil {
+			return true
+		}
+	}
+	n := len(s.InitContainerStatuses)
+	if n == 0 || n > len(pod.Spec.InitContainers) {
+		return false
+	}
+	cs := s.InitContainerStatuses[n-1]
+	if IsSidecar(&pod.Spec.InitContainers[n-1]) {
+		return cs.State.Running != nil && cs.Started != nil && *cs.Started
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t != nil && t.ExitCode == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// initStarted returns how many of the init container statuses, from the
+// first, precede the trailing ones that never left waiting; at least one
+// when there are any.
+func initStarted(css []corev1.ContainerStatus) int {
+	for i := len(css) - 1; i >= 0; i-- {
+		if css[i].State.Waiting == nil || css[i].LastTerminationState.Terminated != nil {
+			return i + 1
+		}
+	}
+	return min(1, len(css))
 }
 
 // markUnknown turns containers that still look alive in a pod that is done
@@ -324,13 +377,62 @@ func anyRegularStarted(s *corev1.PodStatus) bool {
 	return false
 }
 
-func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.PodCondition {
+// Condition reasons and messages the kubelet writes.
+const (
+	ReasonPodSandboxNotReady       = "PodSandboxNotReady"
+	ReasonContainersNotInitialized = "ContainersNotInitialized"
+	ReasonContainersNotReady       = "ContainersNotReady"
+	ReasonPodCompleted             = "PodCompleted"
+	ReasonPodFailed                = "PodFailed"
+	ReasonReadinessGatesNotReady   = "ReadinessGatesNotReady"
+)
+
+// sandboxNotReady says why the pod is not ready to start containers (the
+// PodReadyToStartContainers message), "" when it is: the reasons the
+// planner makes a new sandbox for.
+func sandboxNotReady(pod *corev1.Pod, st *PodState, terminated bool) string {
+	sb := st.NewestSandbox()
+	if sb == nil {
+		return "no pod sandbox exists"
+	}
+	ready := 0
+	for _, s := range st.Sandboxes {
+		if s.Ready() {
+			ready++
+		}
+	}
+	switch {
+	case ready > 1:
+		return "multiple pod sandboxes are ready and need to be reconciled"
+	case !sb.Ready() || terminated:
+		return "pod sandbox is not ready"
+	case sb.HostNetwork != pod.Spec.HostNetwork:
+		return "network namespace mode changed and sandbox needs to be recreated"
+	case !pod.Spec.HostNetwork && len(sb.IPs) == 0:
+		return "pod sandbox has no IP address"
+	}
+	return ""
+}
+
+// regularStarted reports whether a regular container runs or shows an exit.
+func regularStarted(s *corev1.PodStatus) bool {
+	for _, cs := range s.ContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func conditions(in StatusInput, s *corev1.PodStatus, st *PodState) []corev1.PodCondition {
 	pod := in.Pod
 	var conds []corev1.PodCondition
+	// add adds condition t, True when ok; reason and message are kept as
+	// given either way.
 	add := func(t corev1.PodConditionType, ok bool, reason, msg string) {
 		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
 		if ok {
-			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
+			c.Status = corev1.ConditionTrue
 		}
 		c.LastTransitionTime = metav1.NewTime(in.Now)
 		for _, o := range pod.Status.Conditions {
@@ -340,8 +442,11 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 		}
 		conds = append(conds, c)
 	}
-	sbReady := sb != nil && sb.Ready() && (pod.Spec.HostNetwork || len(sb.IPs) > 0) && !in.Terminated
-	add(corev1.PodReadyToStartContainers, sbReady, "", "")
+	if msg := sandboxNotReady(pod, st, in.Terminated); msg != "" {
+		add(corev1.PodReadyToStartContainers, false, ReasonPodSandboxNotReady, msg)
+	} else {
+		add(corev1.PodReadyToStartContainers, true, "", "")
+	}
 
 	var notInit []string
 	for i, cs := range s.InitContainerStatuses {
@@ -353,10 +458,14 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 			notInit = append(notInit, cs.Name)
 		}
 	}
-	if anyRegularStarted(s) || s.Phase == corev1.PodSucceeded {
-		notInit = nil
+	switch {
+	case s.Phase == corev1.PodSucceeded:
+		add(corev1.PodInitialized, true, ReasonPodCompleted, "")
+	case regularStarted(s) || len(notInit) == 0:
+		add(corev1.PodInitialized, true, "", "")
+	default:
+		add(corev1.PodInitialized, false, ReasonContainersNotInitialized, unreadyMessage("containers with incomplete status", notInit))
 	}
-	add(corev1.PodInitialized, len(notInit) == 0, "ContainersNotInitialized", unreadyMessage("containers with incomplete status", notInit))
 
 	var notReady []string
 	for i, cs := range s.InitContainerStatuses {
@@ -369,33 +478,41 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 			notReady = append(notReady, cs.Name)
 		}
 	}
-	reason, msg := "ContainersNotReady", unreadyMessage("containers with unready status", notReady)
+	reason, msg := ReasonContainersNotReady, unreadyMessage("containers with unready status", notReady)
 	switch s.Phase {
 	case corev1.PodSucceeded:
-		reason, msg = "PodCompleted", ""
+		reason, msg = ReasonPodCompleted, ""
 	case corev1.PodFailed:
-		reason, msg = "PodFailed", ""
+		reason, msg = ReasonPodFailed, ""
 	}
 	ready := len(notReady) == 0 && !isTerminal(s.Phase)
+	if ready {
+		reason, msg = "", ""
+	}
 	add(corev1.ContainersReady, ready, reason, msg)
 
+	// Each gate not True, in the kubelet's words.
 	var gates []string
 	for _, g := range pod.Spec.ReadinessGates {
-		ok := false
-		for _, c := range pod.Status.Conditions {
-			if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
-				ok = true
+		var found *corev1.PodCondition
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == g.ConditionType {
+				found = &pod.Status.Conditions[i]
+				break
 			}
 		}
-		if !ok {
-			gates = append(gates, string(g.ConditionType))
+		switch {
+		case found == nil:
+			gates = append(gates, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case found.Status != corev1.ConditionTrue:
+			gates = append(gates, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), found.Status))
 		}
 	}
 	switch {
 	case !ready:
 		add(corev1.PodReady, false, reason, msg)
 	case len(gates) > 0:
-		add(corev1.PodReady, false, "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist or is not True", gates))
+		add(corev1.PodReady, false, ReasonReadinessGatesNotReady, strings.Join(gates, ", "))
 	default:
 		add(corev1.PodReady, true, "", "")
 	}
@@ -418,10 +535,11 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 	return conds
 }
 
+// unreadyMessage lists names in the pod spec's order (sidecars first), as
+// the kubelet does.
 func unreadyMessage(prefix string, names []string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	sort.Strings(names)
 	return prefix + ": [" + strings.Join(names, " ") + "]"
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsync"
 )
@@ -26,7 +27,8 @@ func TestGeneratePodStatus(t *testing.T) {
 		state: func(*corev1.Pod) *podsync.PodState { return nil },
 		phase: corev1.PodPending, ready: "False/ContainersNotReady",
 		check: func(t *testing.T, s corev1.PodStatus) {
-			if s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonContainerCreating || cond(s, corev1.PodReadyToStartContainers) != "False/" {
+			if s.ContainerStatuses[0].State.Waiting.Reason != podsync.ReasonContainerCreating || cond(s, corev1.PodReadyToStartContainers) != "False/PodSandboxNotReady" ||
+				condition(s, corev1.PodReadyToStartContainers).Message != "no pod sandbox exists" {
 				t.Errorf("%+v", s)
 			}
 		},
@@ -114,6 +116,95 @@ func TestGeneratePodStatus(t *testing.T) {
 		},
 		phase: corev1.PodFailed, ready: "False/PodFailed",
 	}, {
+		name: "init failed under Never, terminated: not initialized, the app container waits PodInitializing",
+		pod:  withInit(testPod(never, "a"), false, "i1"),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			sb := readySandbox()
+			sb.State = runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{sb}, Containers: []*podsync.ContainerState{exited(p, "i1", 1)}}
+		},
+		term:  true,
+		phase: corev1.PodFailed, ready: "False/PodFailed",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if w := s.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonPodInitializing {
+				t.Errorf("app container %+v, want waiting PodInitializing", s.ContainerStatuses[0].State)
+			}
+			if ts := s.InitContainerStatuses[0].State.Terminated; ts == nil || ts.ExitCode != 1 || ts.Reason != "Error" {
+				t.Errorf("init container %+v, want its exit", s.InitContainerStatuses[0].State)
+			}
+			if c := condition(s, corev1.PodInitialized); c.Status != corev1.ConditionFalse || c.Reason != podsync.ReasonContainersNotInitialized ||
+				c.Message != "containers with incomplete status: [i1]" {
+				t.Errorf("Initialized %+v", c)
+			}
+			if c := condition(s, corev1.PodReadyToStartContainers); c.Reason != podsync.ReasonPodSandboxNotReady || c.Message != "pod sandbox is not ready" {
+				t.Errorf("PodReadyToStartContainers %+v", c)
+			}
+		},
+	}, {
+		name: "second init container never ran when the first failed, terminated: only the first is marked",
+		pod:  withInit(testPod(never, "a"), false, "i1", "i2"),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Containers: []*podsync.ContainerState{running(p, "i1")}}
+		},
+		term:  true,
+		phase: corev1.PodFailed, ready: "False/PodFailed",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if ts := s.InitContainerStatuses[0].State.Terminated; ts == nil || ts.Reason != podsync.ReasonContainerStatusUnknown {
+				t.Errorf("first init container %+v, want ContainerStatusUnknown", s.InitContainerStatuses[0].State)
+			}
+			if w := s.InitContainerStatuses[1].State.Waiting; w == nil || w.Reason != podsync.ReasonPodInitializing {
+				t.Errorf("second init container %+v, want waiting", s.InitContainerStatuses[1].State)
+			}
+			if w := s.ContainerStatuses[0].State.Waiting; w == nil {
+				t.Errorf("app container %+v, want waiting", s.ContainerStatuses[0].State)
+			}
+		},
+	}, {
+		name: "Succeeded with init containers: Initialized True, reason PodCompleted",
+		pod:  withInit(testPod(never, "a"), false, "i1"),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{exited(p, "a", 0), exited(p, "i1", 0)}}
+		},
+		phase: corev1.PodSucceeded, ready: "False/PodCompleted",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if got := cond(s, corev1.PodInitialized); got != "True/PodCompleted" {
+				t.Errorf("Initialized %s", got)
+			}
+			if got := cond(s, corev1.ContainersReady); got != "False/PodCompleted" {
+				t.Errorf("ContainersReady %s", got)
+			}
+		},
+	}, {
+		name: "unready containers listed in the spec's order",
+		pod:  testPod(always, "b", "a"),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb}
+		},
+		phase: corev1.PodPending, ready: "False/ContainersNotReady",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if m := condition(s, corev1.PodReady).Message; m != "containers with unready status: [b a]" {
+				t.Errorf("Ready message %q", m)
+			}
+		},
+	}, {
+		name: "pod network sandbox without an IP: not ready to start containers",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a")
+			p.Spec.HostNetwork = false
+			return p
+		}(),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			sb := readySandbox()
+			sb.HostNetwork = false
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{sb}}
+		},
+		phase: corev1.PodPending, ready: "False/ContainersNotReady",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if c := condition(s, corev1.PodReadyToStartContainers); c.Reason != podsync.ReasonPodSandboxNotReady || c.Message != "pod sandbox has no IP address" {
+				t.Errorf("PodReadyToStartContainers %+v", c)
+			}
+		},
+	}, {
 		name: "terminal phase is kept",
 		pod: func() *corev1.Pod {
 			p := testPod(always, "a")
@@ -146,6 +237,29 @@ func TestGeneratePodStatus(t *testing.T) {
 			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "a")}}
 		},
 		phase: corev1.PodRunning, ready: "False/ReadinessGatesNotReady",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if m := condition(s, corev1.PodReady).Message; m != `corresponding condition of pod readiness gate "example.com/lb" does not exist.` {
+				t.Errorf("Ready message %q", m)
+			}
+		},
+	}, {
+		name: "readiness gates: one False, one missing",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a")
+			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}, {ConditionType: "example.com/dns"}}
+			p.Status.Conditions = []corev1.PodCondition{{Type: "example.com/lb", Status: corev1.ConditionFalse}}
+			return p
+		}(),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "a")}}
+		},
+		phase: corev1.PodRunning, ready: "False/ReadinessGatesNotReady",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			want := `the status of pod readiness gate "example.com/lb" is not "True", but False, corresponding condition of pod readiness gate "example.com/dns" does not exist.`
+			if m := condition(s, corev1.PodReady).Message; m != want {
+				t.Errorf("Ready message %q, want %q", m, want)
+			}
+		},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
