@@ -87,6 +87,12 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	}
 	if len(ips) > 0 {
 		s.PodIP = ips[0]
+	} else if !anySandboxReady(st) {
+		// A stopped sandbox has no address any more (the runtime
+		// reports none once its network namespace is gone): the pod
+		// keeps the one it had, as the kubelet keeps it for pods whose
+		// sandboxes have all exited.
+		s.PodIP, s.PodIPs = old.PodIP, old.PodIPs
 	}
 	def := ReasonContainerCreating
 	if len(pod.Spec.InitContainers) > 0 {
@@ -118,6 +124,15 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 		s.Reason, s.Message = old.Reason, old.Message
 	}
 	return s
+}
+
+func anySandboxReady(st *PodState) bool {
+	for _, sb := range st.Sandboxes {
+		if sb.Ready() {
+			return true
+		}
+	}
+	return false
 }
 
 // ephemeralSpecs returns the pod's ephemeral containers as Containers.

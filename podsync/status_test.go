@@ -205,6 +205,26 @@ func TestGeneratePodStatus(t *testing.T) {
 			}
 		},
 	}, {
+		name: "finished on the pod network, sandbox stopped: the pod IP is kept",
+		pod: func() *corev1.Pod {
+			p := testPod(never, "a")
+			p.Spec.HostNetwork = false
+			p.Status.PodIP, p.Status.PodIPs = "10.0.0.7", []corev1.PodIP{{IP: "10.0.0.7"}}
+			return p
+		}(),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			sb := readySandbox()
+			sb.HostNetwork, sb.State = false, runtimeapi.PodSandboxState_SANDBOX_NOTREADY
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{sb}, Containers: []*podsync.ContainerState{exited(p, "a", 0)}}
+		},
+		term:  true,
+		phase: corev1.PodSucceeded, ready: "False/PodCompleted",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if s.PodIP != "10.0.0.7" || len(s.PodIPs) != 1 || s.PodIPs[0].IP != "10.0.0.7" {
+				t.Errorf("podIP %q, podIPs %v: want the one it had", s.PodIP, s.PodIPs)
+			}
+		},
+	}, {
 		name: "terminal phase is kept",
 		pod: func() *corev1.Pod {
 			p := testPod(always, "a")
