@@ -63,7 +63,9 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	if st == nil {
 		st = &PodState{}
 	}
-	s := corev1.PodStatus{QOSClass: admission.QOSClass(pod), StartTime: old.StartTime}
+	// The generation seen, on the status and on each condition the node
+	// owns, as the kubelet writes it (PodObservedGenerationTracking, GA).
+	s := corev1.PodStatus{QOSClass: admission.QOSClass(pod), StartTime: old.StartTime, ObservedGeneration: pod.Generation}
 	if s.StartTime == nil {
 		t := metav1.NewTime(in.Now)
 		s.StartTime = &t
@@ -445,7 +447,7 @@ func conditions(in StatusInput, s *corev1.PodStatus, st *PodState) []corev1.PodC
 	// add adds condition t, True when ok; reason and message are kept as
 	// given either way.
 	add := func(t corev1.PodConditionType, ok bool, reason, msg string) {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: pod.Generation}
 		if ok {
 			c.Status = corev1.ConditionTrue
 		}

@@ -225,6 +225,27 @@ func TestGeneratePodStatus(t *testing.T) {
 			}
 		},
 	}, {
+		name: "observed generation: on the status and on each condition the node writes",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a")
+			p.Generation = 3
+			return p
+		}(),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "a")}}
+		},
+		phase: corev1.PodRunning, ready: "True/",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			if s.ObservedGeneration != 3 {
+				t.Errorf("observedGeneration %d, want 3", s.ObservedGeneration)
+			}
+			for _, c := range s.Conditions {
+				if c.ObservedGeneration != 3 {
+					t.Errorf("condition %s: observedGeneration %d, want 3", c.Type, c.ObservedGeneration)
+				}
+			}
+		},
+	}, {
 		name: "terminal phase is kept",
 		pod: func() *corev1.Pod {
 			p := testPod(always, "a")
