@@ -156,8 +156,10 @@ func TestSideBySide(t *testing.T) {
 	fmt.Print(b.table(kinds, results))
 }
 
-// setUp starts the control plane (with the audit log) and containerd and
-// builds the agent. Everything is stopped in t's clean-ups.
+// setUp starts the control plane (with the audit log) and containerd (of
+// major version b.major, with a bridge network when b.bridge) and builds
+// the agent unless b.agentBin is set. Everything is stopped in t's
+// clean-ups.
 func (b *bench) setUp() {
 	t := b.t
 	b.host = recordHost()
