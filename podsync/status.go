@@ -272,6 +272,7 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 		spec := &specs[i]
 		cs := &out[i]
 		cs.Name, cs.Image = spec.Name, spec.Image
+		cs.VolumeMounts = volumeMountStatuses(spec)
 		w, hasW := in.Waiting[spec.Name]
 		c := st.Latest(spec.Name)
 		if c == nil {
@@ -282,6 +283,11 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 			continue
 		}
 		cs.ContainerID, cs.ImageID, cs.RestartCount = in.containerID(c), c.ImageRef, int32(c.RestartCount)
+		// A container the runtime has: the resources it was given (the
+		// spec's; nodekit does no in-place resize) and its requests as
+		// allocated, as the kubelet reports them.
+		cs.Resources = spec.Resources.DeepCopy()
+		cs.AllocatedResources = spec.Resources.Requests.DeepCopy()
 		if c.Image != "" {
 			cs.Image = c.Image
 		}
@@ -312,6 +318,26 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 				w.Reason = ReasonContainerCreating
 			}
 			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		}
+	}
+	return out
+}
+
+// volumeMountStatuses reports a container's volume mounts as the kubelet
+// does (RecursiveReadOnlyMounts, GA): name, path and read-only, and for a
+// read-only mount whether it is recursive, which nodekit's never are
+// (podsync/cri refuses recursiveReadOnly Enabled and mounts IfPossible
+// read-only alone).
+func volumeMountStatuses(spec *corev1.Container) []corev1.VolumeMountStatus {
+	if len(spec.VolumeMounts) == 0 {
+		return nil
+	}
+	out := make([]corev1.VolumeMountStatus, len(spec.VolumeMounts))
+	for i, m := range spec.VolumeMounts {
+		out[i] = corev1.VolumeMountStatus{Name: m.Name, MountPath: m.MountPath, ReadOnly: m.ReadOnly}
+		if m.ReadOnly {
+			rro := corev1.RecursiveReadOnlyDisabled
+			out[i].RecursiveReadOnly = &rro
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsync"
@@ -243,6 +244,38 @@ func TestGeneratePodStatus(t *testing.T) {
 				if c.ObservedGeneration != 3 {
 					t.Errorf("condition %s: observedGeneration %d, want 3", c.Type, c.ObservedGeneration)
 				}
+			}
+		},
+	}, {
+		name: "volume mounts, resources and allocated resources in container statuses",
+		pod: func() *corev1.Pod {
+			p := testPod(always, "a", "b")
+			for i := range p.Spec.Containers {
+				p.Spec.Containers[i].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "cfg", MountPath: "/cfg", ReadOnly: true}}
+				p.Spec.Containers[i].Resources = corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
+			}
+			return p
+		}(),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{running(p, "a")}}
+		},
+		phase: corev1.PodPending, ready: "False/ContainersNotReady",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			for _, cs := range s.ContainerStatuses {
+				vm := cs.VolumeMounts
+				if len(vm) != 2 || vm[0].Name != "data" || vm[0].MountPath != "/data" || vm[0].ReadOnly || vm[0].RecursiveReadOnly != nil ||
+					!vm[1].ReadOnly || vm[1].RecursiveReadOnly == nil || *vm[1].RecursiveReadOnly != corev1.RecursiveReadOnlyDisabled {
+					t.Errorf("%s: volume mounts %+v", cs.Name, vm)
+				}
+			}
+			a, b := s.ContainerStatuses[0], s.ContainerStatuses[1]
+			if a.Resources == nil || a.Resources.Limits.Memory().String() != "64Mi" || a.AllocatedResources.Cpu().String() != "10m" {
+				t.Errorf("running container: resources %+v, allocated %v", a.Resources, a.AllocatedResources)
+			}
+			if b.Resources != nil || b.AllocatedResources != nil {
+				t.Errorf("container not created yet: resources %+v, allocated %v, want none", b.Resources, b.AllocatedResources)
 			}
 		},
 	}, {
