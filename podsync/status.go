@@ -288,6 +288,7 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 		// allocated, as the kubelet reports them.
 		cs.Resources = spec.Resources.DeepCopy()
 		cs.AllocatedResources = spec.Resources.Requests.DeepCopy()
+		cs.User = c.User.DeepCopy()
 		if c.Image != "" {
 			cs.Image = c.Image
 		}

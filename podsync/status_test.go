@@ -279,6 +279,21 @@ func TestGeneratePodStatus(t *testing.T) {
 			}
 		},
 	}, {
+		name: "the user the runtime reports",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			c := running(p, "a")
+			c.User = &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: []int64{1000, 2000}}}
+			return &podsync.PodState{Sandboxes: sb, Containers: []*podsync.ContainerState{c}}
+		},
+		phase: corev1.PodRunning, ready: "True/",
+		check: func(t *testing.T, s corev1.PodStatus) {
+			u := s.ContainerStatuses[0].User
+			if u == nil || u.Linux == nil || u.Linux.UID != 1000 || len(u.Linux.SupplementalGroups) != 2 {
+				t.Errorf("user %+v", u)
+			}
+		},
+	}, {
 		name: "terminal phase is kept",
 		pod: func() *corev1.Pod {
 			p := testPod(always, "a")

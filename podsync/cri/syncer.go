@@ -455,6 +455,9 @@ func (c *Syncer) containerState(ctx context.Context, ct *runtimeapi.Container) (
 		s.FinishedAt = time.Unix(0, t)
 	}
 	s.CutShort = c.cutShort(st)
+	if u := st.GetUser().GetLinux(); u != nil {
+		s.User = &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: u.GetUid(), GID: u.GetGid(), SupplementalGroups: u.GetSupplementalGroups()}}
+	}
 	c.mu.Lock()
 	c.ctrs[ct.Id] = s
 	c.mu.Unlock()
