@@ -94,13 +94,44 @@ func TestEngineImagePull(t *testing.T) {
 	h.Clock.Step(5 * time.Second)
 	h.Eng.Trigger(pod.UID)
 	h.Steps(1)
-	if w := h.Writer.Last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonImagePullBackOff {
+	// The back-off says why the last pull failed: the runtime's message
+	// alone, as the kubelet shows it.
+	if w := h.Writer.Last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonImagePullBackOff ||
+		w.Message != `Back-off pulling image "example.com/app:2": ErrImagePull: registry unavailable` {
 		t.Fatalf("during back-off: %+v", w)
 	}
 	h.Clock.Step(5 * time.Second)
 	h.Steps(2)
 	if s := h.Writer.Last(pod.UID); s.ContainerStatuses[0].State.Running == nil {
 		t.Fatalf("after back-off: %+v", s.ContainerStatuses[0])
+	}
+}
+
+// An image already there (pulled by no one, or before): a Pulled event in
+// the kubelet's words, for each container started.
+func TestEnginePulledEventForPresentImage(t *testing.T) {
+	h := newHarness(t)
+	rec := record.NewFakeRecorder(100)
+	dir := t.TempDir()
+	var err error
+	if h.Syncer, err = cri.New(cri.Options{Runtime: h.RT, Clock: h.Clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Recorder: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock}); err != nil {
+		t.Fatal(err)
+	}
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.Add(pod)
+	want := fmt.Sprintf("Normal Pulled Container image %q already present on machine and can be accessed by the pod", pod.Spec.Containers[0].Image)
+	for {
+		select {
+		case e := <-rec.Events:
+			if e == want {
+				return
+			}
+		default:
+			t.Fatalf("no event %q", want)
+		}
 	}
 }
 

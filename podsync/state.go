@@ -105,6 +105,19 @@ func (s *PodState) previous(name string) *ContainerState {
 	return nil
 }
 
+// newestExited returns the newest exited container named name, or nil.
+func (s *PodState) newestExited(name string) *ContainerState {
+	if s == nil {
+		return nil
+	}
+	for _, c := range s.Containers {
+		if c.Name == name && c.Exited() {
+			return c
+		}
+	}
+	return nil
+}
+
 // NewestSandbox returns the newest sandbox (Sandboxes are newest first), or
 // nil when there is none or s is nil.
 func (s *PodState) NewestSandbox() *SandboxState {
