@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsync/admission"
@@ -66,6 +67,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	// The generation seen, on the status and on each condition the node
 	// owns, as the kubelet writes it (PodObservedGenerationTracking, GA).
 	s := corev1.PodStatus{QOSClass: admission.QOSClass(pod), StartTime: old.StartTime, ObservedGeneration: pod.Generation}
+	s.Resources, s.AllocatedResources = podResources(pod)
 	if s.StartTime == nil {
 		t := metav1.NewTime(in.Now)
 		s.StartTime = &t
@@ -126,6 +128,20 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 		s.Reason, s.Message = old.Reason, old.Message
 	}
 	return s
+}
+
+// podResources returns the pod-level resources the kubelet reports
+// (InPlacePodLevelResourcesVerticalScaling): the pod's effective requests
+// and limits (its containers' and its own), and its requests as allocated.
+func podResources(pod *corev1.Pod) (*corev1.ResourceRequirements, corev1.ResourceList) {
+	opts := resourcehelper.PodResourcesOptions{}
+	res := pod.Spec.Resources.DeepCopy()
+	if res == nil {
+		res = &corev1.ResourceRequirements{}
+	}
+	res.Requests = resourcehelper.PodRequests(pod, opts)
+	res.Limits = resourcehelper.PodLimits(pod, opts)
+	return res, resourcehelper.PodRequests(pod, opts)
 }
 
 func anySandboxReady(st *PodState) bool {
@@ -560,18 +576,14 @@ func conditions(in StatusInput, s *corev1.PodStatus, st *PodState) []corev1.PodC
 	default:
 		add(corev1.PodReady, true, "", "")
 	}
-	// Keep conditions others own (PodScheduled, readiness gates, …); a pod
-	// that never had PodScheduled (a static pod) gets it True.
-	scheduled := false
-	for _, c := range pod.Status.Conditions {
-		scheduled = scheduled || c.Type == corev1.PodScheduled
-	}
-	if !scheduled {
-		add(corev1.PodScheduled, true, "", "")
-	}
+	// PodScheduled is True on a pod the node runs, written with the
+	// generation seen as the kubelet writes it (the scheduler's own, or
+	// none for a static pod, is replaced); conditions others own (readiness
+	// gates, DisruptionTarget, …) are kept.
+	add(corev1.PodScheduled, true, "", "")
 	for _, c := range pod.Status.Conditions {
 		switch c.Type {
-		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady:
+		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled:
 		default:
 			conds = append(conds, c)
 		}

@@ -229,7 +229,8 @@ func TestGeneratePodStatus(t *testing.T) {
 		name: "observed generation: on the status and on each condition the node writes",
 		pod: func() *corev1.Pod {
 			p := testPod(always, "a")
-			p.Generation = 3
+			p.Generation = 3 // a deletion or an update moved it past the scheduler's write
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, ObservedGeneration: 1}}
 			return p
 		}(),
 		state: func(p *corev1.Pod) *podsync.PodState {
@@ -239,6 +240,9 @@ func TestGeneratePodStatus(t *testing.T) {
 		check: func(t *testing.T, s corev1.PodStatus) {
 			if s.ObservedGeneration != 3 {
 				t.Errorf("observedGeneration %d, want 3", s.ObservedGeneration)
+			}
+			if got := cond(s, corev1.PodScheduled); got != "True/" {
+				t.Errorf("PodScheduled %s", got)
 			}
 			for _, c := range s.Conditions {
 				if c.ObservedGeneration != 3 {
@@ -276,6 +280,11 @@ func TestGeneratePodStatus(t *testing.T) {
 			}
 			if b.Resources != nil || b.AllocatedResources != nil {
 				t.Errorf("container not created yet: resources %+v, allocated %v, want none", b.Resources, b.AllocatedResources)
+			}
+			// The pod's: the sums.
+			if s.Resources == nil || s.Resources.Requests.Cpu().String() != "20m" || s.Resources.Limits.Memory().String() != "128Mi" ||
+				s.AllocatedResources.Cpu().String() != "20m" {
+				t.Errorf("pod resources %+v, allocated %v", s.Resources, s.AllocatedResources)
 			}
 		},
 	}, {
