@@ -414,14 +414,26 @@ func normalisedJSON(s corev1.PodStatus, nodeIP string, subnet *net.IPNet) string
 type acceptedDiff struct {
 	scenario *regexp.Regexp // nil: every scenario
 	path     *regexp.Regexp
+	kubelet  *regexp.Regexp // nil: whatever the kubelet's value
 	why      string
 }
 
 // acceptedDiffs lists the differences nodekit makes on purpose.
-var acceptedDiffs = []acceptedDiff{}
+var acceptedDiffs = []acceptedDiff{{
+	scenario: regexp.MustCompile(`^(always-exit[01]|onfailure-exit1|init-fail-(always|onfailure))$`),
+	path:     regexp.MustCompile(`^status\.(initC|c)ontainerStatuses\[name=[^]]+\]\.state\.`),
+	why: "crash-loop back-off: nodekit shows the container waiting (CrashLoopBackOff) from its exit on, the kubelet shows the exit " +
+		"until a sync of the pod falls within the back-off (podsync)",
+}, {
+	path:    regexp.MustCompile(`^status\.resources\.limits\.memory$`),
+	kubelet: regexp.MustCompile(`^9007199254740988Ki$`),
+	why: "pod-level resources: nodekit reports the pod's effective limits, the kubelet a running pod's cgroup, " +
+		"where no memory limit reads as the cgroup's maximum (podsync)",
+}}
 
-func (a acceptedDiff) matches(scenario, path string) bool {
-	return (a.scenario == nil || a.scenario.MatchString(scenario)) && a.path.MatchString(path)
+func (a acceptedDiff) matches(scenario, path, kubeletValue string) bool {
+	return (a.scenario == nil || a.scenario.MatchString(scenario)) && a.path.MatchString(path) &&
+		(a.kubelet == nil || a.kubelet.MatchString(kubeletValue))
 }
 
 // fieldDiff is one path whose values differ.
@@ -490,7 +502,7 @@ func compareRecords(runtime, scenario string, k, n *podRecord) diffRow {
 		}
 		d := fieldDiff{path: p, kubelet: av, nodekit: bv}
 		for _, acc := range acceptedDiffs {
-			if acc.matches(scenario, p) {
+			if acc.matches(scenario, p, av) {
 				d.accepted = acc.why
 				break
 			}

@@ -147,12 +147,12 @@ func waiting(name, reason string) func(*corev1.Pod) bool {
 	}
 }
 
-// crashLooping: container name restarted at least twice and waits in
-// back-off.
+// crashLooping: container name restarted at least twice and is not
+// running (in back-off: waiting, or showing its exit).
 func crashLooping(name string) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
 		cs := statusOf(p, name)
-		return cs != nil && cs.RestartCount >= 2 && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff"
+		return cs != nil && cs.RestartCount >= 2 && cs.State.Running == nil
 	}
 }
 
@@ -234,7 +234,11 @@ func scenarios() []scenario {
 			done: terminal, steady: terminalTo},
 
 		// Graceful deletion: the container takes a second after TERM.
-		{name: "graceful-delete", command: trapTerm, mod: app(func(c *corev1.Container) { c.ReadinessProbe = execProbe("test -f /tmp/trapped", 3) }),
+		{name: "graceful-delete", command: trapTerm, mod: app(func(c *corev1.Container) {
+			// Probed once at the start: none runs while it stops.
+			c.ReadinessProbe = execProbe("test -f /tmp/trapped", 3)
+			c.ReadinessProbe.PeriodSeconds = 60
+		}),
 			deleteWhen: runningReady, deleteGrace: 10},
 
 		// Security.
