@@ -128,7 +128,7 @@ func TestComputePodActions(t *testing.T) {
 		},
 		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://c-a", Result: probe.Failure}},
 		wait:   10 * time.Second, now: t0.Add(5 * time.Second),
-		want:   want{kill: []string{"a"}, backOff: []string{"a"}},
+		want: want{kill: []string{"a"}, backOff: []string{"a"}},
 	}, {
 		name: "liveness failure with an earlier exit whose back-off is over: kill and restart",
 		pod:  testPod(always, "a"),
@@ -139,7 +139,7 @@ func TestComputePodActions(t *testing.T) {
 		},
 		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://c-a", Result: probe.Failure}},
 		wait:   10 * time.Second, now: t0.Add(12 * time.Second),
-		want:   want{kill: []string{"a"}, start: refs(false, 0)},
+		want: want{kill: []string{"a"}, start: refs(false, 0)},
 	}, {
 		name: "liveness failure of an older container ID is ignored",
 		pod:  testPod(always, "a"),

@@ -141,7 +141,7 @@ type Syncer struct {
 	pull      backoff.Map[string]
 	pullErr   map[string]string // the last failed pull's message, by pull key
 	name      string            // runtime name, for container IDs
-	netReady  bool   // NetworkReady at the last relist
+	netReady  bool              // NetworkReady at the last relist
 	status    observedStatus
 	sandboxes map[string]*sandboxCache
 	ctrs      map[string]*podsync.ContainerState
