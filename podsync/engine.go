@@ -951,8 +951,17 @@ func (e *Engine) run(ctx context.Context, j job) {
 				} else {
 					e.cache[j.pod.UID] = st
 				}
+				j.evict = j.w.evict
 				e.mu.Unlock()
 				j.life, j.state = Terminated, st
+				if !j.w.orphan {
+					// What stopped shows at once, as the kubelet writes
+					// the status of a pod whose containers it stopped
+					// before cleaning it up (which may take a while).
+					s := e.status(j, true)
+					e.publish(j, s)
+					j.status = &s
+				}
 				e.terminated(ctx, j)
 				return
 			}

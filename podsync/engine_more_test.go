@@ -405,3 +405,24 @@ func TestCleanupRetriedAfterFailure(t *testing.T) {
 		t.Errorf("CleanupPod called again after it succeeded: %d calls", fc.calls)
 	}
 }
+
+// A finished pod's status shows what stopped (its sandbox not ready) as
+// soon as its containers and sandbox are stopped, before and whatever the
+// clean-up after it: here the removal of the sandbox keeps failing.
+func TestEngineFinishedPodStatusBeforeCleanup(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyNever, "a")
+	h.Add(pod)
+	h.RT.SetHooks(runtimetest.Hooks{RemovePodSandbox: func(context.Context, string) error { return errors.New("busy") }})
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		if err := h.RT.Exit(c.Id, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Eng.RelistNow()
+	h.Steps(6)
+	s := h.Writer.Last(pod.UID)
+	if s.Phase != corev1.PodSucceeded || cond(s, corev1.PodReadyToStartContainers) != "False/PodSandboxNotReady" {
+		t.Errorf("phase %s, PodReadyToStartContainers %s: want Succeeded, False/PodSandboxNotReady", s.Phase, cond(s, corev1.PodReadyToStartContainers))
+	}
+}
