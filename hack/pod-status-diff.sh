@@ -10,7 +10,7 @@
 # "Differences from the kubelet" section says why). The scenarios are in
 # internal/sidebyside/scenarios_test.go; FIDELITY.md has the last run.
 #
-#   hack/pod-status-diff.sh                          # both runtimes: about 15 minutes
+#   hack/pod-status-diff.sh                          # both runtimes: about 6 minutes
 #   STATUS_DIFF_RUNTIMES=2 hack/pod-status-diff.sh   # containerd 2 only
 #   STATUS_DIFF_ONLY='^init-' hack/pod-status-diff.sh  # some scenarios (a regexp)
 #

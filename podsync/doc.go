@@ -81,6 +81,6 @@
 //     short.
 //   - Pod-level status.resources are the pod's effective requests and
 //     limits; the kubelet reads a running pod's back from its cgroup (no
-//     memory limit reads as the cgroup's maximum).
+//     memory limit reads as the cgroup's maximum, a cgroup gone as none).
 //   - The CRI backend's differences are in podsync/cri's documentation.
 package podsync

@@ -426,9 +426,9 @@ var acceptedDiffs = []acceptedDiff{{
 		"until a sync of the pod falls within the back-off (podsync)",
 }, {
 	path:    regexp.MustCompile(`^status\.resources\.limits\.memory$`),
-	kubelet: regexp.MustCompile(`^9007199254740988Ki$`),
-	why: "pod-level resources: nodekit reports the pod's effective limits, the kubelet a running pod's cgroup, " +
-		"where no memory limit reads as the cgroup's maximum (podsync)",
+	kubelet: regexp.MustCompile(`^(9007199254740988Ki|\(absent\))$`),
+	why: "pod-level resources: nodekit reports the pod's effective limits, the kubelet reads a pod Running in the API back " +
+		"from its cgroup, where no memory limit reads as the cgroup's maximum and a cgroup already gone as none (podsync)",
 }}
 
 func (a acceptedDiff) matches(scenario, path, kubeletValue string) bool {
