@@ -33,7 +33,7 @@ type scenario struct {
 // Container commands.
 const (
 	sleeper    = "trap 'exit 0' TERM; sleep 3600 & wait"
-	terminalTo = 5 * time.Second // steady period for finished pods
+	terminalTo = 3 * time.Second // steady period for finished pods
 )
 
 func policy(r corev1.RestartPolicy) func(*corev1.Pod) {
@@ -101,8 +101,11 @@ func security(f func(s *corev1.SecurityContext)) func(*corev1.Container) {
 
 // Settle conditions.
 
+// terminal: the pod finished and the node is done stopping it (its
+// sandbox no longer ready to start containers).
 func terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	return (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) &&
+		!condTrue(p, corev1.PodReadyToStartContainers)
 }
 
 func condTrue(p *corev1.Pod, t corev1.PodConditionType) bool {
