@@ -55,6 +55,7 @@ func (e *Engine) admitLocked(pod *corev1.Pod, now time.Time) (bool, admission.Re
 		return true, r
 	}
 	s := r.Status(admission.QOSClass(pod))
+	s.ObservedGeneration = pod.Generation // as the kubelet's status manager sets it
 	w := &worker{uid: pod.UID, pod: pod, life: Done, rejected: true, status: &s, firstSeen: now}
 	if st := e.cache[pod.UID]; st != nil && len(st.Sandboxes)+len(st.Containers) > 0 {
 		// Something of it runs already (an engine restarted on a node that

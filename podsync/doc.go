@@ -76,5 +76,12 @@
 //   - Container events are used by default where the backend has them (the
 //     kubelet's EventedPLEG is alpha), and a failed stream is retried (1s
 //     doubling to 1m) for as long as Run runs.
+//   - In crash-loop back-off a container shows waiting (CrashLoopBackOff)
+//     from its exit on; the kubelet shows the exit until a sync of the pod
+//     falls within the back-off, so mostly the exit while back-offs are
+//     short.
+//   - Pod-level status.resources are the pod's effective requests and
+//     limits; the kubelet reads a running pod's back from its cgroup (no
+//     memory limit reads as the cgroup's maximum, a cgroup gone as none).
 //   - The CRI backend's differences are in podsync/cri's documentation.
 package podsync

@@ -191,6 +191,12 @@ type worker struct {
 	started   bool
 	synced    bool
 	rejected  bool // refused by Options.Admit; never runs
+	// stale: the last sync changed what runs and no observation since
+	// shows it; the next sync waits for one (the kubelet's pod worker
+	// waits for a status newer than its last sync), or it would act on
+	// what was there before (a second sandbox of the same attempt).
+	stale    bool
+	staleSeq uint64 // Engine.changes when it turned stale
 	// evict is laid over every status generated from an eviction on
 	// (Evict). Never changed in place: jobs share it.
 	evict *corev1.PodStatus
@@ -232,7 +238,9 @@ type Engine struct {
 	evDownLogged bool      // the stream's failure was logged since the last change to evented
 	evRetryAt    time.Time // when a failed stream is tried again
 	evPods       map[types.UID]struct{}
-	nextCheck    time.Time // the next health check while evented
+	changes      uint64 // syncs that changed what runs, counted
+
+	nextCheck time.Time // the next health check while evented
 }
 
 // New returns an Engine with no pods.
@@ -577,9 +585,10 @@ func (e *Engine) relist(ctx context.Context) error {
 	// before are covered by it.
 	e.evPods = nil
 	was := e.evented
+	seen := e.changes // the changes this relist is sure to see
 	e.mu.Unlock()
 	pods, err := e.o.Relister.Relist(ctx)
-	changed, err := e.observe(pods, err)
+	changed, err := e.observe(pods, err, seen)
 	e.mu.Lock()
 	is := e.evented
 	if is {
@@ -597,7 +606,9 @@ func (e *Engine) relist(ctx context.Context) error {
 	return err
 }
 
-func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error) {
+// observe takes a relist's answer in; seen is Engine.changes when it
+// began: workers stale from a change until then are not any more.
+func (e *Engine) observe(pods map[types.UID]*PodState, err error, seen uint64) ([]job, error) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -609,6 +620,11 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error) ([]job, error)
 	e.nextRelist, e.nextCheck, e.relistNow, e.relistErr = now.Add(period), now.Add(e.o.RelistPeriod), false, err
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range e.workers {
+		if w.stale && w.staleSeq <= seen {
+			w.stale = false
+		}
 	}
 	var changed []job
 	for uid, st := range pods {
@@ -725,6 +741,13 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 		// on a state that could not be observed.
 		return
 	}
+	var stale []types.UID
+	defer func() {
+		// Due again once the relist its last sync asked for has run.
+		for _, uid := range stale {
+			e.scheduleLocked(uid, now)
+		}
+	}()
 	for {
 		uid, ok := e.due.PopDue(now)
 		if !ok {
@@ -736,6 +759,10 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		if w.busy {
 			w.pending = true
+			continue
+		}
+		if w.stale && w.life == Syncing {
+			stale = append(stale, uid)
 			continue
 		}
 		if w.life == Syncing && e.preemptionWaitLocked(w, now) {
@@ -893,6 +920,8 @@ func (e *Engine) run(ctx context.Context, j job) {
 		e.mu.Lock()
 		j.w.waiting, j.w.synced = res.Waiting, true
 		if res.Changed {
+			e.changes++
+			j.w.stale, j.w.staleSeq = true, e.changes
 			if _, ok := e.o.Relister.(PodRelister); ok && e.evented {
 				// Events are in use: look at this pod alone.
 				if e.evPods == nil {
@@ -951,8 +980,17 @@ func (e *Engine) run(ctx context.Context, j job) {
 				} else {
 					e.cache[j.pod.UID] = st
 				}
+				j.evict = j.w.evict
 				e.mu.Unlock()
 				j.life, j.state = Terminated, st
+				if !j.w.orphan {
+					// What stopped shows at once, as the kubelet writes
+					// the status of a pod whose containers it stopped
+					// before cleaning it up (which may take a while).
+					s := e.status(j, true)
+					e.publish(j, s)
+					j.status = &s
+				}
 				e.terminated(ctx, j)
 				return
 			}

@@ -94,13 +94,44 @@ func TestEngineImagePull(t *testing.T) {
 	h.Clock.Step(5 * time.Second)
 	h.Eng.Trigger(pod.UID)
 	h.Steps(1)
-	if w := h.Writer.Last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonImagePullBackOff {
+	// The back-off says why the last pull failed: the runtime's message
+	// alone, as the kubelet shows it.
+	if w := h.Writer.Last(pod.UID).ContainerStatuses[0].State.Waiting; w == nil || w.Reason != podsync.ReasonImagePullBackOff ||
+		w.Message != `Back-off pulling image "example.com/app:2": ErrImagePull: registry unavailable` {
 		t.Fatalf("during back-off: %+v", w)
 	}
 	h.Clock.Step(5 * time.Second)
 	h.Steps(2)
 	if s := h.Writer.Last(pod.UID); s.ContainerStatuses[0].State.Running == nil {
 		t.Fatalf("after back-off: %+v", s.ContainerStatuses[0])
+	}
+}
+
+// An image already there (pulled by no one, or before): a Pulled event in
+// the kubelet's words, for each container started.
+func TestEnginePulledEventForPresentImage(t *testing.T) {
+	h := newHarness(t)
+	rec := record.NewFakeRecorder(100)
+	dir := t.TempDir()
+	var err error
+	if h.Syncer, err = cri.New(cri.Options{Runtime: h.RT, Clock: h.Clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Recorder: rec}); err != nil {
+		t.Fatal(err)
+	}
+	if h.Eng, err = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock}); err != nil {
+		t.Fatal(err)
+	}
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.Add(pod)
+	want := fmt.Sprintf("Normal Pulled Container image %q already present on machine and can be accessed by the pod", pod.Spec.Containers[0].Image)
+	for {
+		select {
+		case e := <-rec.Events:
+			if e == want {
+				return
+			}
+		default:
+			t.Fatalf("no event %q", want)
+		}
 	}
 }
 
@@ -372,5 +403,26 @@ func TestCleanupRetriedAfterFailure(t *testing.T) {
 	h.Steps(1)
 	if fc.calls != 2 {
 		t.Errorf("CleanupPod called again after it succeeded: %d calls", fc.calls)
+	}
+}
+
+// A finished pod's status shows what stopped (its sandbox not ready) as
+// soon as its containers and sandbox are stopped, before and whatever the
+// clean-up after it: here the removal of the sandbox keeps failing.
+func TestEngineFinishedPodStatusBeforeCleanup(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyNever, "a")
+	h.Add(pod)
+	h.RT.SetHooks(runtimetest.Hooks{RemovePodSandbox: func(context.Context, string) error { return errors.New("busy") }})
+	for _, c := range h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING) {
+		if err := h.RT.Exit(c.Id, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Eng.RelistNow()
+	h.Steps(6)
+	s := h.Writer.Last(pod.UID)
+	if s.Phase != corev1.PodSucceeded || cond(s, corev1.PodReadyToStartContainers) != "False/PodSandboxNotReady" {
+		t.Errorf("phase %s, PodReadyToStartContainers %s: want Succeeded, False/PodSandboxNotReady", s.Phase, cond(s, corev1.PodReadyToStartContainers))
 	}
 }

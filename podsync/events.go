@@ -178,6 +178,9 @@ func (e *Engine) eventedLocked(now time.Time) bool {
 // the rest to a full relist at once.
 func (e *Engine) relistPods(ctx context.Context, pr PodRelister, uids []types.UID) {
 	for _, uid := range uids {
+		e.mu.Lock()
+		seen := e.changes
+		e.mu.Unlock()
 		st, err := pr.RelistPod(ctx, uid)
 		if err != nil {
 			e.mu.Lock()
@@ -186,6 +189,9 @@ func (e *Engine) relistPods(ctx context.Context, pr PodRelister, uids []types.UI
 			return
 		}
 		e.mu.Lock()
+		if w := e.workers[uid]; w != nil && w.stale && w.staleSeq <= seen {
+			w.stale = false
+		}
 		j, changed := e.observePodLocked(uid, st, e.o.Clock.Now())
 		e.mu.Unlock()
 		if changed {

@@ -284,19 +284,31 @@ func (p *planner) started(spec *corev1.Container, c *ContainerState) bool {
 	return ok && u.Result == probe.Success && bareID(u.ContainerID) == c.ID
 }
 
+// heldBack reports whether crash-loop back-off holds a start of spec whose
+// last exit was exited (nil if none), and adds the BackOff action if so.
+func (p *planner) heldBack(spec *corev1.Container, exited *ContainerState) bool {
+	if exited == nil || !exited.Exited() || p.in.CrashLoopWait == nil {
+		return false
+	}
+	w := p.in.CrashLoopWait(CrashLoopKey(p.in.Pod, spec), exited.FinishedAt)
+	if w <= 0 {
+		return false
+	}
+	until := exited.FinishedAt.Add(w)
+	if !p.in.Now.Before(until) {
+		return false
+	}
+	p.a.BackOff = append(p.a.BackOff, BackOffAction{Name: spec.Name, Until: until,
+		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", w, spec.Name, p.in.Pod.Name, p.in.Pod.Namespace, p.in.Pod.UID)})
+	return true
+}
+
 // restart plans a start of ref whose newest instance is c (nil if it never
 // ran), unless crash-loop back-off holds it.
 func (p *planner) restart(ref ContainerRef, c *ContainerState) {
 	spec := ref.Spec(p.in.Pod)
-	if c != nil && c.Exited() && p.in.CrashLoopWait != nil {
-		if w := p.in.CrashLoopWait(CrashLoopKey(p.in.Pod, spec), c.FinishedAt); w > 0 {
-			until := c.FinishedAt.Add(w)
-			if p.in.Now.Before(until) {
-				p.a.BackOff = append(p.a.BackOff, BackOffAction{Name: spec.Name, Until: until,
-					Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", w, spec.Name, p.in.Pod.Name, p.in.Pod.Namespace, p.in.Pod.UID)})
-				return
-			}
-		}
+	if p.heldBack(spec, c) {
+		return
 	}
 	if c != nil && (c.State == runtimeapi.ContainerState_CONTAINER_UNKNOWN || c.Running()) {
 		p.a.Kill = append(p.a.Kill, KillAction{ID: c.ID, Name: c.Name, Reason: "Container is in unknown state, will be restarted"})
@@ -311,18 +323,23 @@ func failed(c *ContainerState) bool {
 
 // keepOrRecreate handles a running container: recreate it on a hash change
 // or a liveness/startup failure, else keep it. It reports whether the
-// container is kept running.
+// container is kept running. The replacement waits out the crash-loop
+// back-off of the container's previous exit, as the kubelet's start does:
+// a container killed again and again by its probe backs off as one that
+// exits.
 func (p *planner) keepOrRecreate(ref ContainerRef, c *ContainerState, restartable bool) bool {
 	spec := ref.Spec(p.in.Pod)
 	if c.Hash != HashContainer(spec) {
 		p.a.Kill = append(p.a.Kill, KillAction{ID: c.ID, Name: c.Name,
 			Reason: fmt.Sprintf("Container %s definition changed, will be restarted", spec.Name)})
-		p.a.Start = append(p.a.Start, ref)
+		if !p.heldBack(spec, p.st.newestExited(spec.Name)) {
+			p.a.Start = append(p.a.Start, ref)
+		}
 		return false
 	}
 	if pr, msg := p.probeFailed(spec, c); msg != "" {
 		p.a.Kill = append(p.a.Kill, KillAction{ID: c.ID, Name: c.Name, Reason: msg, Probe: pr})
-		if restartable {
+		if restartable && !p.heldBack(spec, p.st.newestExited(spec.Name)) {
 			p.a.Start = append(p.a.Start, ref)
 		}
 		return false

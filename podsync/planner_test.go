@@ -119,6 +119,28 @@ func TestComputePodActions(t *testing.T) {
 		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://c-a", Result: probe.Failure}},
 		want:   want{kill: []string{"a"}, start: refs(false, 0)},
 	}, {
+		name: "liveness failure with an earlier exit in back-off: kill, the restart held back",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			old := exited(p, "a", 0)
+			old.ID = "c-a-0"
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a"), old}}
+		},
+		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://c-a", Result: probe.Failure}},
+		wait:   10 * time.Second, now: t0.Add(5 * time.Second),
+		want: want{kill: []string{"a"}, backOff: []string{"a"}},
+	}, {
+		name: "liveness failure with an earlier exit whose back-off is over: kill and restart",
+		pod:  testPod(always, "a"),
+		state: func(p *corev1.Pod) *podsync.PodState {
+			old := exited(p, "a", 0)
+			old.ID = "c-a-0"
+			return &podsync.PodState{Sandboxes: []*podsync.SandboxState{readySandbox()}, Containers: []*podsync.ContainerState{running(p, "a"), old}}
+		},
+		probes: fakeProbes{"a/Liveness": {ContainerID: "containerd://c-a", Result: probe.Failure}},
+		wait:   10 * time.Second, now: t0.Add(12 * time.Second),
+		want: want{kill: []string{"a"}, start: refs(false, 0)},
+	}, {
 		name: "liveness failure of an older container ID is ignored",
 		pod:  testPod(always, "a"),
 		state: func(p *corev1.Pod) *podsync.PodState {

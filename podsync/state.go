@@ -3,6 +3,7 @@ package podsync
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -57,6 +58,9 @@ type ContainerState struct {
 	// the termination message.
 	Reason  string
 	Message string
+	// User is the identity the container's process runs with, as the
+	// runtime reports it (containerd 2 does; nil when it does not).
+	User *corev1.ContainerUser
 	// CutShort: the container exited without ever starting and was
 	// created before the syncer that observed it started. It is the start
 	// of an agent that went away mid-call, which the runtime aborted
@@ -96,6 +100,19 @@ func (s *PodState) previous(name string) *ContainerState {
 				return c
 			}
 			seen = true
+		}
+	}
+	return nil
+}
+
+// newestExited returns the newest exited container named name, or nil.
+func (s *PodState) newestExited(name string) *ContainerState {
+	if s == nil {
+		return nil
+	}
+	for _, c := range s.Containers {
+		if c.Name == name && c.Exited() {
+			return c
 		}
 	}
 	return nil

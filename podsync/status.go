@@ -2,12 +2,12 @@ package podsync
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/podsync/admission"
@@ -64,7 +64,10 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	if st == nil {
 		st = &PodState{}
 	}
-	s := corev1.PodStatus{QOSClass: admission.QOSClass(pod), StartTime: old.StartTime}
+	// The generation seen, on the status and on each condition the node
+	// owns, as the kubelet writes it (PodObservedGenerationTracking, GA).
+	s := corev1.PodStatus{QOSClass: admission.QOSClass(pod), StartTime: old.StartTime, ObservedGeneration: pod.Generation}
+	s.Resources, s.AllocatedResources = podResources(pod)
 	if s.StartTime == nil {
 		t := metav1.NewTime(in.Now)
 		s.StartTime = &t
@@ -88,6 +91,12 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	}
 	if len(ips) > 0 {
 		s.PodIP = ips[0]
+	} else if !anySandboxReady(st) {
+		// A stopped sandbox has no address any more (the runtime
+		// reports none once its network namespace is gone): the pod
+		// keeps the one it had, as the kubelet keeps it for pods whose
+		// sandboxes have all exited.
+		s.PodIP, s.PodIPs = old.PodIP, old.PodIPs
 	}
 	def := ReasonContainerCreating
 	if len(pod.Spec.InitContainers) > 0 {
@@ -103,9 +112,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 		defaultStartedReady(pod, &s)
 	}
 	if in.Terminated {
-		markUnknown(s.InitContainerStatuses)
-		markUnknown(s.ContainerStatuses)
-		markUnknown(s.EphemeralContainerStatuses)
+		markTerminated(pod, &s)
 	}
 	s.Phase = podPhase(pod, &s, in.Terminated)
 	if isTerminal(old.Phase) {
@@ -116,11 +123,34 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 			s.ContainerStatuses[i].Ready = false
 		}
 	}
-	s.Conditions = conditions(in, &s, sb)
+	s.Conditions = conditions(in, &s, st)
 	if s.Phase == corev1.PodFailed && old.Reason != "" {
 		s.Reason, s.Message = old.Reason, old.Message
 	}
 	return s
+}
+
+// podResources returns the pod-level resources the kubelet reports
+// (InPlacePodLevelResourcesVerticalScaling): the pod's effective requests
+// and limits (its containers' and its own), and its requests as allocated.
+func podResources(pod *corev1.Pod) (*corev1.ResourceRequirements, corev1.ResourceList) {
+	opts := resourcehelper.PodResourcesOptions{}
+	res := pod.Spec.Resources.DeepCopy()
+	if res == nil {
+		res = &corev1.ResourceRequirements{}
+	}
+	res.Requests = resourcehelper.PodRequests(pod, opts)
+	res.Limits = resourcehelper.PodLimits(pod, opts)
+	return res, resourcehelper.PodRequests(pod, opts)
+}
+
+func anySandboxReady(st *PodState) bool {
+	for _, sb := range st.Sandboxes {
+		if sb.Ready() {
+			return true
+		}
+	}
+	return false
 }
 
 // ephemeralSpecs returns the pod's ephemeral containers as Containers.
@@ -151,6 +181,62 @@ func defaultStartedReady(pod *corev1.Pod, s *corev1.PodStatus) {
 			cs.Ready = cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 		}
 	}
+}
+
+// markTerminated defaults the statuses of a pod that is done, as the
+// kubelet's status manager does when it terminates a pod: once the pod has
+// initialized, every regular container that does not show an exit is
+// ContainerStatusUnknown; of the init containers, all but the trailing ones
+// that never started (the first one always) are. A pod whose init
+// containers never completed keeps its regular containers waiting
+// (PodInitializing).
+func markTerminated(pod *corev1.Pod, s *corev1.PodStatus) {
+	if podInitialized(pod, s) {
+		markUnknown(s.ContainerStatuses)
+	}
+	markUnknown(s.InitContainerStatuses[:initStarted(s.InitContainerStatuses)])
+	markUnknown(s.EphemeralContainerStatuses)
+}
+
+// podInitialized reports whether the status shows that the pod got past
+// its init containers: it has none, a regular container left waiting or
+// exited before, or the last init container completed (a sidecar: runs and
+// has started).
+func podInitialized(pod *corev1.Pod, s *corev1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, cs := range s.ContainerStatuses {
+		if cs.State.Waiting == nil || cs.LastTerminationState.Terminated != nil {
+			return true
+		}
+	}
+	n := len(s.InitContainerStatuses)
+	if n == 0 || n > len(pod.Spec.InitContainers) {
+		return false
+	}
+	cs := s.InitContainerStatuses[n-1]
+	if IsSidecar(&pod.Spec.InitContainers[n-1]) {
+		return cs.State.Running != nil && cs.Started != nil && *cs.Started
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t != nil && t.ExitCode == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// initStarted returns how many of the init container statuses, from the
+// first, precede the trailing ones that never left waiting; at least one
+// when there are any.
+func initStarted(css []corev1.ContainerStatus) int {
+	for i := len(css) - 1; i >= 0; i-- {
+		if css[i].State.Waiting == nil || css[i].LastTerminationState.Terminated != nil {
+			return i + 1
+		}
+	}
+	return min(1, len(css))
 }
 
 // markUnknown turns containers that still look alive in a pod that is done
@@ -202,6 +288,7 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 		spec := &specs[i]
 		cs := &out[i]
 		cs.Name, cs.Image = spec.Name, spec.Image
+		cs.VolumeMounts = volumeMountStatuses(spec)
 		w, hasW := in.Waiting[spec.Name]
 		c := st.Latest(spec.Name)
 		if c == nil {
@@ -212,6 +299,12 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 			continue
 		}
 		cs.ContainerID, cs.ImageID, cs.RestartCount = in.containerID(c), c.ImageRef, int32(c.RestartCount)
+		// A container the runtime has: the resources it was given (the
+		// spec's; nodekit does no in-place resize) and its requests as
+		// allocated, as the kubelet reports them.
+		cs.Resources = spec.Resources.DeepCopy()
+		cs.AllocatedResources = spec.Resources.Requests.DeepCopy()
+		cs.User = c.User.DeepCopy()
 		if c.Image != "" {
 			cs.Image = c.Image
 		}
@@ -242,6 +335,26 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 				w.Reason = ReasonContainerCreating
 			}
 			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		}
+	}
+	return out
+}
+
+// volumeMountStatuses reports a container's volume mounts as the kubelet
+// does (RecursiveReadOnlyMounts, GA): name, path and read-only, and for a
+// read-only mount whether it is recursive, which nodekit's never are
+// (podsync/cri refuses recursiveReadOnly Enabled and mounts IfPossible
+// read-only alone).
+func volumeMountStatuses(spec *corev1.Container) []corev1.VolumeMountStatus {
+	if len(spec.VolumeMounts) == 0 {
+		return nil
+	}
+	out := make([]corev1.VolumeMountStatus, len(spec.VolumeMounts))
+	for i, m := range spec.VolumeMounts {
+		out[i] = corev1.VolumeMountStatus{Name: m.Name, MountPath: m.MountPath, ReadOnly: m.ReadOnly}
+		if m.ReadOnly {
+			rro := corev1.RecursiveReadOnlyDisabled
+			out[i].RecursiveReadOnly = &rro
 		}
 	}
 	return out
@@ -324,13 +437,62 @@ func anyRegularStarted(s *corev1.PodStatus) bool {
 	return false
 }
 
-func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.PodCondition {
+// Condition reasons and messages the kubelet writes.
+const (
+	ReasonPodSandboxNotReady       = "PodSandboxNotReady"
+	ReasonContainersNotInitialized = "ContainersNotInitialized"
+	ReasonContainersNotReady       = "ContainersNotReady"
+	ReasonPodCompleted             = "PodCompleted"
+	ReasonPodFailed                = "PodFailed"
+	ReasonReadinessGatesNotReady   = "ReadinessGatesNotReady"
+)
+
+// sandboxNotReady says why the pod is not ready to start containers (the
+// PodReadyToStartContainers message), "" when it is: the reasons the
+// planner makes a new sandbox for.
+func sandboxNotReady(pod *corev1.Pod, st *PodState, terminated bool) string {
+	sb := st.NewestSandbox()
+	if sb == nil {
+		return "no pod sandbox exists"
+	}
+	ready := 0
+	for _, s := range st.Sandboxes {
+		if s.Ready() {
+			ready++
+		}
+	}
+	switch {
+	case ready > 1:
+		return "multiple pod sandboxes are ready and need to be reconciled"
+	case !sb.Ready() || terminated:
+		return "pod sandbox is not ready"
+	case sb.HostNetwork != pod.Spec.HostNetwork:
+		return "network namespace mode changed and sandbox needs to be recreated"
+	case !pod.Spec.HostNetwork && len(sb.IPs) == 0:
+		return "pod sandbox has no IP address"
+	}
+	return ""
+}
+
+// regularStarted reports whether a regular container runs or shows an exit.
+func regularStarted(s *corev1.PodStatus) bool {
+	for _, cs := range s.ContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func conditions(in StatusInput, s *corev1.PodStatus, st *PodState) []corev1.PodCondition {
 	pod := in.Pod
 	var conds []corev1.PodCondition
+	// add adds condition t, True when ok; reason and message are kept as
+	// given either way.
 	add := func(t corev1.PodConditionType, ok bool, reason, msg string) {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: pod.Generation}
 		if ok {
-			c.Status, c.Reason, c.Message = corev1.ConditionTrue, "", ""
+			c.Status = corev1.ConditionTrue
 		}
 		c.LastTransitionTime = metav1.NewTime(in.Now)
 		for _, o := range pod.Status.Conditions {
@@ -340,8 +502,11 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 		}
 		conds = append(conds, c)
 	}
-	sbReady := sb != nil && sb.Ready() && (pod.Spec.HostNetwork || len(sb.IPs) > 0) && !in.Terminated
-	add(corev1.PodReadyToStartContainers, sbReady, "", "")
+	if msg := sandboxNotReady(pod, st, in.Terminated); msg != "" {
+		add(corev1.PodReadyToStartContainers, false, ReasonPodSandboxNotReady, msg)
+	} else {
+		add(corev1.PodReadyToStartContainers, true, "", "")
+	}
 
 	var notInit []string
 	for i, cs := range s.InitContainerStatuses {
@@ -353,10 +518,14 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 			notInit = append(notInit, cs.Name)
 		}
 	}
-	if anyRegularStarted(s) || s.Phase == corev1.PodSucceeded {
-		notInit = nil
+	switch {
+	case s.Phase == corev1.PodSucceeded:
+		add(corev1.PodInitialized, true, ReasonPodCompleted, "")
+	case regularStarted(s) || len(notInit) == 0:
+		add(corev1.PodInitialized, true, "", "")
+	default:
+		add(corev1.PodInitialized, false, ReasonContainersNotInitialized, unreadyMessage("containers with incomplete status", notInit))
 	}
-	add(corev1.PodInitialized, len(notInit) == 0, "ContainersNotInitialized", unreadyMessage("containers with incomplete status", notInit))
 
 	var notReady []string
 	for i, cs := range s.InitContainerStatuses {
@@ -369,48 +538,52 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 			notReady = append(notReady, cs.Name)
 		}
 	}
-	reason, msg := "ContainersNotReady", unreadyMessage("containers with unready status", notReady)
+	reason, msg := ReasonContainersNotReady, unreadyMessage("containers with unready status", notReady)
 	switch s.Phase {
 	case corev1.PodSucceeded:
-		reason, msg = "PodCompleted", ""
+		reason, msg = ReasonPodCompleted, ""
 	case corev1.PodFailed:
-		reason, msg = "PodFailed", ""
+		reason, msg = ReasonPodFailed, ""
 	}
 	ready := len(notReady) == 0 && !isTerminal(s.Phase)
+	if ready {
+		reason, msg = "", ""
+	}
 	add(corev1.ContainersReady, ready, reason, msg)
 
+	// Each gate not True, in the kubelet's words.
 	var gates []string
 	for _, g := range pod.Spec.ReadinessGates {
-		ok := false
-		for _, c := range pod.Status.Conditions {
-			if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
-				ok = true
+		var found *corev1.PodCondition
+		for i := range pod.Status.Conditions {
+			if pod.Status.Conditions[i].Type == g.ConditionType {
+				found = &pod.Status.Conditions[i]
+				break
 			}
 		}
-		if !ok {
-			gates = append(gates, string(g.ConditionType))
+		switch {
+		case found == nil:
+			gates = append(gates, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case found.Status != corev1.ConditionTrue:
+			gates = append(gates, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), found.Status))
 		}
 	}
 	switch {
 	case !ready:
 		add(corev1.PodReady, false, reason, msg)
 	case len(gates) > 0:
-		add(corev1.PodReady, false, "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist or is not True", gates))
+		add(corev1.PodReady, false, ReasonReadinessGatesNotReady, strings.Join(gates, ", "))
 	default:
 		add(corev1.PodReady, true, "", "")
 	}
-	// Keep conditions others own (PodScheduled, readiness gates, …); a pod
-	// that never had PodScheduled (a static pod) gets it True.
-	scheduled := false
-	for _, c := range pod.Status.Conditions {
-		scheduled = scheduled || c.Type == corev1.PodScheduled
-	}
-	if !scheduled {
-		add(corev1.PodScheduled, true, "", "")
-	}
+	// PodScheduled is True on a pod the node runs, written with the
+	// generation seen as the kubelet writes it (the scheduler's own, or
+	// none for a static pod, is replaced); conditions others own (readiness
+	// gates, DisruptionTarget, …) are kept.
+	add(corev1.PodScheduled, true, "", "")
 	for _, c := range pod.Status.Conditions {
 		switch c.Type {
-		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady:
+		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled:
 		default:
 			conds = append(conds, c)
 		}
@@ -418,10 +591,11 @@ func conditions(in StatusInput, s *corev1.PodStatus, sb *SandboxState) []corev1.
 	return conds
 }
 
+// unreadyMessage lists names in the pod spec's order (sidecars first), as
+// the kubelet does.
 func unreadyMessage(prefix string, names []string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	sort.Strings(names)
 	return prefix + ": [" + strings.Join(names, " ") + "]"
 }

@@ -26,7 +26,8 @@
 //	func TestPod(t *testing.T)  { containerdtest.OnBoth(t, ctrd, ctrd2, testPod) }
 //
 // Pod sandboxes use the host network (no CNI; EnableNetwork adds a
-// loopback-only one so the runtime reports NetworkReady). SandboxConfig and
+// loopback-only one so the runtime reports NetworkReady); EnableBridge
+// gives pods their own addresses on a bridge of the instance's own. SandboxConfig and
 // BusyboxContainer return configs with the kubelet's labels, a log
 // directory under PodLogRoot and a cgroup parent under CgroupRoot.
 //

@@ -81,6 +81,24 @@
 // 10 updates of that identity's Lease, protobuf, as both nodes renew) ×
 // the renewals an hour.
 //
+// # The pod status differential
+//
+// TestPodStatusDiff (NODEKIT_STATUS_DIFF=1; hack/pod-status-diff.sh) uses
+// the same set-up and node code with a bridge CNI network
+// (containerdtest's EnableBridge), once per containerd asked for
+// (STATUS_DIFF_RUNTIMES, "1,2"): the scenario pods (scenarios_test.go: the
+// restart policies × exit codes, init containers, a sidecar, probes,
+// termination messages, env expansion, QoS classes, OOM, a missing image,
+// host network, an active deadline, a graceful deletion, security
+// contexts) are created at once on a kubelet node, each recorded with its
+// event reasons once its own condition has held with the status steady
+// (or at its deadline), deleted, and the node stopped and cleaned up; then
+// the same on an agent node. It prints the fields that differ after
+// normalising what timing decides and a table scenario/runtime/result;
+// differences nodekit makes on purpose (acceptedDiffs, each named in a
+// "Differences from the kubelet" section) are "accepted". FIDELITY.md at
+// the repository root has the last run.
+//
 // # Clean-up and limits
 //
 // After each node is stopped (SIGTERM to its process group, SIGKILL after

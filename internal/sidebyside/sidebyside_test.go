@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,6 +49,10 @@ type bench struct {
 	agentExtra                  []string // BENCH_AGENT_ARGS: more agent flags
 	maxPods                     int      // both nodes'
 	floor                       *floors  // measured before the first node
+
+	major  int  // containerd's major version (containerdtest.Options.Major); 0: 1
+	bridge bool // give containerd a bridge CNI network (pods with their own IPs)
+	subnet *net.IPNet
 }
 
 // result holds one node's figures.
@@ -161,8 +166,10 @@ func TestSideBySide(t *testing.T) {
 	fmt.Print(b.table(kinds, results))
 }
 
-// setUp starts the control plane (with the audit log) and containerd and
-// builds the agent. Everything is stopped in t's clean-ups.
+// setUp starts the control plane (with the audit log) and containerd (of
+// major version b.major, with a bridge network when b.bridge) and builds
+// the agent unless b.agentBin is set. Everything is stopped in t's
+// clean-ups.
 func (b *bench) setUp() {
 	t := b.t
 	b.host = recordHost()
@@ -191,11 +198,8 @@ func (b *bench) setUp() {
 		t.Fatalf("no default-route address for the node IP: %v", err)
 	}
 
-	b.agentBin = filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", b.agentBin, "github.com/nodekit/nodekit/examples/agent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
+	if b.agentBin == "" {
+		b.agentBin = buildAgent(t, dir)
 	}
 
 	cp, err := controlplane.Start(b.ctx, controlplane.Options{AssetsDir: assets, Aggregator: true, ExtraAPIServerArgs: map[string]string{
@@ -214,7 +218,7 @@ func (b *bench) setUp() {
 	})
 	b.cp, b.admin = cp, cp.AdminClient()
 
-	c, err := containerdtest.Start(b.ctx, containerdtest.Options{})
+	c, err := containerdtest.Start(b.ctx, containerdtest.Options{Major: b.major})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,9 +236,35 @@ func (b *bench) setUp() {
 	if err := c.EnableNetwork(nctx); err != nil {
 		t.Fatal(err)
 	}
+	if b.bridge {
+		br, err := c.EnableBridge(nctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Registered after the containerd's clean-up, so it runs first;
+		// the nodes' clean-ups, registered later, have removed the pods.
+		t.Cleanup(func() {
+			if err := br.Remove(context.Background()); err != nil {
+				t.Errorf("removing the bridge network: %v", err)
+			}
+		})
+		b.subnet = br.Subnet
+	}
 	if err := c.MakeCgroupRoot(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// buildAgent builds examples/agent into dir and returns the binary's path.
+func buildAgent(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "agent")
+	build := exec.Command("go", "build", "-tags", "grpcnotrace", "-o", bin, "github.com/nodekit/nodekit/examples/agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // phase logs the start of a phase with the wall-clock time.

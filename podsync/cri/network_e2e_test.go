@@ -2,82 +2,34 @@ package cri
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
+	"errors"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/internal/containerdtest"
-	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsource"
 )
 
-// bridgeNetwork gives the test's containerd a bridge CNI network (the
-// plugins from /usr/lib/cni, a bridge of its own, host-local addresses in
-// 10.251.<n>.0/24) until the test ends; then the configuration, the plugin
-// links and the bridge are removed and containerd is back on its
-// loopback-only configuration. It returns the subnet.
+// bridgeNetwork gives the test's containerd a bridge CNI network
+// (containerdtest's EnableBridge) until the test ends, and returns its
+// subnet.
 func bridgeNetwork(t *testing.T, c *containerdtest.Containerd) *net.IPNet {
 	t.Helper()
-	const plugins = "/usr/lib/cni"
-	for _, p := range []string{"bridge", "host-local", "loopback"} {
-		if _, err := os.Stat(filepath.Join(plugins, p)); err != nil {
-			t.Skipf("CNI plugin %s: %v", p, err)
-		}
+	b, err := c.EnableBridge(context.Background())
+	if errors.Is(err, containerdtest.ErrNoCNIPlugins) {
+		t.Skip(err)
 	}
-	ctx := context.Background()
-	if err := c.EnableNetwork(ctx); err != nil {
+	if err != nil {
 		t.Fatal(err)
-	}
-	binDir, confDir := filepath.Join(c.Dir, "cni", "bin"), filepath.Join(c.Dir, "cni", "conf")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{"bridge", "host-local", "loopback"} {
-		link := filepath.Join(binDir, p)
-		if err := os.Symlink(filepath.Join(plugins, p), link); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.Remove(link) })
-	}
-	n := rand.IntN(200) + 20
-	bridge := fmt.Sprintf("nkbr%d", n)
-	_, subnet, _ := net.ParseCIDR(fmt.Sprintf("10.251.%d.0/24", n))
-	conf := fmt.Sprintf(`{"cniVersion": "0.4.0", "name": %q, "plugins": [{"type": "bridge", "bridge": %q,
-  "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "subnet": %q, "dataDir": %q}}]}`,
-		bridge, bridge, subnet.String(), t.TempDir())
-	file := filepath.Join(confDir, "05-"+bridge+".conflist")
-	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	loaded := func() string {
-		st, err := c.RuntimeClient().Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
-		if err != nil {
-			return ""
-		}
-		return st.GetInfo()["cniconfig"]
 	}
 	t.Cleanup(func() {
-		_ = os.Remove(file)
-		testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "containerd back on its own CNI config", func() bool {
-			return !strings.Contains(loaded(), bridge)
-		})
-		if out, err := exec.Command("ip", "link", "del", bridge).CombinedOutput(); err != nil {
-			t.Errorf("removing bridge %s: %v: %s", bridge, err, out)
+		if err := b.Remove(context.Background()); err != nil {
+			t.Error(err)
 		}
 	})
-	testenv.Eventually(t, 30*time.Second, 50*time.Millisecond, "containerd loads the bridge config", func() bool {
-		return strings.Contains(loaded(), bridge)
-	})
-	return subnet
+	return b.Subnet
 }
 
 // A pod on the pod network gets its own address from the bridge network;

@@ -151,8 +151,9 @@ type Syncer struct {
 	mu        sync.Mutex
 	crashLoop backoff.Map[string]
 	pull      backoff.Map[string]
-	name      string // runtime name, for container IDs
-	netReady  bool   // NetworkReady at the last relist
+	pullErr   map[string]string // the last failed pull's message, by pull key
+	name      string            // runtime name, for container IDs
+	netReady  bool              // NetworkReady at the last relist
 	status    observedStatus
 	sandboxes map[string]*sandboxCache
 	ctrs      map[string]*podsync.ContainerState
@@ -258,7 +259,7 @@ func New(o Options) (*Syncer, error) {
 			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, seccompRoot: o.SeccompProfileRoot, appArmor: admission.HostAppArmorEnabled(), data: o.PodData},
 		crashLoop: backoff.Map[string]{Initial: o.CrashLoopInitial, Max: o.CrashLoopMax},
 		pull:      backoff.Map[string]{Initial: o.ImagePullInitial, Max: o.ImagePullMax},
-		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*podsync.ContainerState{}, netReady: true,
+		sandboxes: map[string]*sandboxCache{}, ctrs: map[string]*podsync.ContainerState{}, netReady: true, pullErr: map[string]string{},
 	}
 	return c, nil
 }
@@ -477,6 +478,9 @@ func (c *Syncer) containerState(ctx context.Context, ct *runtimeapi.Container) (
 		s.FinishedAt = time.Unix(0, t)
 	}
 	s.CutShort = c.cutShort(st)
+	if u := st.GetUser().GetLinux(); u != nil {
+		s.User = &corev1.ContainerUser{Linux: &corev1.LinuxContainerUser{UID: u.GetUid(), GID: u.GetGid(), SupplementalGroups: u.GetSupplementalGroups()}}
+	}
 	c.mu.Lock()
 	c.ctrs[ct.Id] = s
 	c.mu.Unlock()
@@ -751,7 +755,10 @@ func (c *Syncer) startContainer(ctx context.Context, pod *corev1.Pod, spec *core
 	default:
 		restartCount = nextLogIndex(filepath.Join(sbConfig.LogDirectory, spec.Name))
 	}
-	if prev != nil && prev.Exited() && !cutShort {
+	if lastExited(observed, spec.Name) != nil && !cutShort {
+		// A restart after an exit, or of a container killed to be
+		// replaced that had exited before: the back-off grows, as the
+		// kubelet's does whenever the container has an exit on record.
 		c.mu.Lock()
 		c.crashLoop.Next(podsync.CrashLoopKey(pod, spec), now)
 		c.mu.Unlock()
@@ -774,8 +781,9 @@ func (c *Syncer) startContainer(ctx context.Context, pod *corev1.Pod, spec *core
 	setUserns(cfg, sbConfig.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions())
 	id, err := c.rt.CreateContainer(ctx, sandboxID, cfg, sbConfig)
 	if err != nil {
-		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		return podsync.ReasonCreateContainerError, err.Error(), c.opError("create_container", err)
+		msg := runtimeMessage(err)
+		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %s", msg)
+		return podsync.ReasonCreateContainerError, msg, c.opError("create_container", err)
 	}
 	c.event(pod, corev1.EventTypeNormal, "Created", "Created container %s", spec.Name)
 	return c.runContainer(ctx, pod, spec, id, ips)
@@ -804,8 +812,9 @@ func (c *Syncer) runContainer(ctx context.Context, pod *corev1.Pod, spec *corev1
 			klog.FromContext(ctx).V(2).Info("Start of an earlier agent may be in flight", "containerID", id, "err", err)
 			return "", "", nil
 		}
-		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %v", err)
-		return podsync.ReasonRunContainerError, err.Error(), c.opError("start_container", err)
+		msg := runtimeMessage(err)
+		c.event(pod, corev1.EventTypeWarning, "Failed", "Error: %s", msg)
+		return podsync.ReasonRunContainerError, msg, c.opError("start_container", err)
 	}
 	c.event(pod, corev1.EventTypeNormal, "Started", "Started container %s", spec.Name)
 	if spec.Lifecycle != nil && spec.Lifecycle.PostStart != nil {
@@ -887,6 +896,9 @@ func (c *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.
 			return podsync.ReasonErrImagePull, err.Error(), c.opError("image_status", err)
 		}
 		if st.GetImage() != nil {
+			// The kubelet's words for an image it did not pull itself
+			// (no credentials to verify).
+			c.event(pod, corev1.EventTypeNormal, "Pulled", "Container image %q already present on machine and can be accessed by the pod", spec.Image)
 			return "", "", nil
 		}
 		if policy == corev1.PullNever {
@@ -903,8 +915,19 @@ func (c *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	if backingOff {
 		msg := fmt.Sprintf("Back-off pulling image %q", spec.Image)
 		c.event(pod, corev1.EventTypeNormal, "BackOff", "%s", msg)
+		c.mu.Lock()
+		last, ok := c.pullErr[key]
+		c.mu.Unlock()
+		if ok {
+			// The waiting message says why the last pull failed, as the
+			// kubelet's does.
+			msg += ": " + last
+		}
 		return podsync.ReasonImagePullBackOff, msg, errors.New(msg)
 	}
+	c.mu.Lock()
+	delete(c.pullErr, key)
+	c.mu.Unlock()
 	select {
 	case c.pulls <- struct{}{}:
 	case <-ctx.Done():
@@ -926,17 +949,42 @@ func (c *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	}
 	<-c.pulls
 	if err != nil {
+		msg := runtimeMessage(err)
 		c.mu.Lock()
 		c.pull.Next(key, c.clock.Now())
+		c.pullErr[key] = podsync.ReasonErrImagePull + ": " + msg
 		c.mu.Unlock()
-		c.event(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", spec.Image, err)
-		return podsync.ReasonErrImagePull, err.Error(), c.opError("pull_image", err)
+		c.event(pod, corev1.EventTypeWarning, "Failed", "Failed to pull image %q: %s", spec.Image, msg)
+		return podsync.ReasonErrImagePull, msg, c.opError("pull_image", err)
 	}
 	c.mu.Lock()
 	c.pull.Forget(key)
 	c.mu.Unlock()
 	c.event(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v", spec.Image, c.clock.Since(start))
 	return "", "", nil
+}
+
+// lastExited returns the newest exited container named name, or nil.
+func lastExited(st *podsync.PodState, name string) *podsync.ContainerState {
+	if st == nil {
+		return nil
+	}
+	for _, c := range st.Containers {
+		if c.Name == name && c.Exited() {
+			return c
+		}
+	}
+	return nil
+}
+
+// runtimeMessage is what the runtime said about a failed call (its gRPC
+// status message), as the kubelet reports it in waiting messages and
+// events, without the endpoint, method and code runtime.Error adds.
+func runtimeMessage(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return s.Message()
+	}
+	return err.Error()
 }
 
 // runHook runs a lifecycle handler (exec or httpGet) and reports its
@@ -1246,6 +1294,11 @@ func (c *Syncer) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, observe
 	}
 	c.crashLoop.GC(c.clock.Now())
 	c.pull.GC(c.clock.Now())
+	for key := range c.pullErr {
+		if _, backingOff := c.pull.Until(key, c.clock.Now()); !backingOff {
+			delete(c.pullErr, key)
+		}
+	}
 	c.mu.Unlock()
 	return nil
 }
