@@ -303,6 +303,9 @@ func TestEngineEventsStreamFailure(t *testing.T) {
 	if n := h.logs.Count("Container events stream failed;"); n != 1 {
 		t.Errorf("%d logs of the failure, want 1: %v", n, h.logs.Lines())
 	}
+	// The relist that finds the stream proven logs after it has set the
+	// state read above: wait for the line.
+	h.eventually("events in use logged again", func() bool { return h.logs.Count("Container events in use") >= 2 })
 	if n := h.logs.Count("Container events in use"); n != 2 {
 		t.Errorf("%d logs of events in use, want 2: %v", n, h.logs.Lines())
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -66,6 +67,10 @@ func TestPodStatusDiff(t *testing.T) {
 		t.Run(fmt.Sprintf("containerd%d", major), func(t *testing.T) {
 			b := &bench{t: t, ctx: ctx, major: major, bridge: true, maxPods: 110, agentBin: agentBin}
 			b.setUp()
+			rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: diffRuntimeClass}, Handler: "nosuch"}
+			if _, err := b.admin.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			rec := map[string]map[string]*podRecord{}
 			for _, kind := range []string{kubelet, nodekit} {
 				rec[kind] = b.runScenarios(kind, fmt.Sprintf("diff-%s-c%d", kind, major), sel)

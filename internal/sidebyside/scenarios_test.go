@@ -30,6 +30,10 @@ type scenario struct {
 	deleteGrace int64
 }
 
+// diffRuntimeClass is the RuntimeClass TestPodStatusDiff creates, with a
+// handler no runtime here has.
+const diffRuntimeClass = "nodekit-diff-no-handler"
+
 // Container commands.
 const (
 	sleeper    = "trap 'exit 0' TERM; sleep 3600 & wait"
@@ -261,6 +265,13 @@ func scenarios() []scenario {
 			f := "nodekit-missing.json"
 			s.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &f}
 		}), done: waiting("app", "")},
+		// A RuntimeClass whose handler the runtime lacks (diffRuntimeClass),
+		// and a user namespace on a handler without them (containerd 1.6,
+		// and containerd 2's default runc): the sandbox is never created.
+		{name: "runtimeclass-unknown-handler", command: sleeper, mod: func(p *corev1.Pod) { c := diffRuntimeClass; p.Spec.RuntimeClassName = &c },
+			done: waiting("app", "ContainerCreating"), steady: 10 * time.Second},
+		{name: "hostusers-false", command: sleeper, mod: func(p *corev1.Pod) { no := false; p.Spec.HostUsers = &no },
+			done: waiting("app", "ContainerCreating"), steady: 10 * time.Second},
 		{name: "readonly-root-write", mod: both(policy(never), app(fallback), app(security(func(s *corev1.SecurityContext) {
 			yes := true
 			s.ReadOnlyRootFilesystem = &yes
