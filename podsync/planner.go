@@ -332,14 +332,14 @@ func (p *planner) keepOrRecreate(ref ContainerRef, c *ContainerState, restartabl
 	if c.Hash != HashContainer(spec) {
 		p.a.Kill = append(p.a.Kill, KillAction{ID: c.ID, Name: c.Name,
 			Reason: fmt.Sprintf("Container %s definition changed, will be restarted", spec.Name)})
-		if !p.heldBack(spec, p.st.newestExited(spec.Name)) {
+		if !p.heldBack(spec, p.st.NewestExited(spec.Name)) {
 			p.a.Start = append(p.a.Start, ref)
 		}
 		return false
 	}
 	if pr, msg := p.probeFailed(spec, c); msg != "" {
 		p.a.Kill = append(p.a.Kill, KillAction{ID: c.ID, Name: c.Name, Reason: msg, Probe: pr})
-		if restartable && !p.heldBack(spec, p.st.newestExited(spec.Name)) {
+		if restartable && !p.heldBack(spec, p.st.NewestExited(spec.Name)) {
 			p.a.Start = append(p.a.Start, ref)
 		}
 		return false

@@ -105,8 +105,9 @@ func (s *PodState) previous(name string) *ContainerState {
 	return nil
 }
 
-// newestExited returns the newest exited container named name, or nil.
-func (s *PodState) newestExited(name string) *ContainerState {
+// NewestExited returns the newest exited container named name (Containers
+// are newest first), or nil; s may be nil.
+func (s *PodState) NewestExited(name string) *ContainerState {
 	if s == nil {
 		return nil
 	}

@@ -755,7 +755,7 @@ func (c *Syncer) startContainer(ctx context.Context, pod *corev1.Pod, spec *core
 	default:
 		restartCount = nextLogIndex(filepath.Join(sbConfig.LogDirectory, spec.Name))
 	}
-	if lastExited(observed, spec.Name) != nil && !cutShort {
+	if observed.NewestExited(spec.Name) != nil && !cutShort {
 		// A restart after an exit, or of a container killed to be
 		// replaced that had exited before: the back-off grows, as the
 		// kubelet's does whenever the container has an exit on record.
@@ -962,19 +962,6 @@ func (c *Syncer) ensureImage(ctx context.Context, pod *corev1.Pod, spec *corev1.
 	c.mu.Unlock()
 	c.event(pod, corev1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v", spec.Image, c.clock.Since(start))
 	return "", "", nil
-}
-
-// lastExited returns the newest exited container named name, or nil.
-func lastExited(st *podsync.PodState, name string) *podsync.ContainerState {
-	if st == nil {
-		return nil
-	}
-	for _, c := range st.Containers {
-		if c.Name == name && c.Exited() {
-			return c
-		}
-	}
-	return nil
 }
 
 // runtimeMessage is what the runtime said about a failed call (its gRPC
