@@ -272,6 +272,35 @@ func scenarios() []scenario {
 			done: waiting("app", "ContainerCreating"), steady: 10 * time.Second},
 		{name: "hostusers-false", command: sleeper, mod: func(p *corev1.Pod) { no := false; p.Spec.HostUsers = &no },
 			done: waiting("app", "ContainerCreating"), steady: 10 * time.Second},
+		{name: "nonroot-runasuser-0", command: sleeper, mod: podSecurity(func(s *corev1.PodSecurityContext) {
+			yes, root := true, int64(0)
+			s.RunAsNonRoot, s.RunAsUser = &yes, &root
+		}), done: waiting("app", "")},
+		{name: "fsgroup", mod: both(policy(never), app(fallback), podSecurity(func(s *corev1.PodSecurityContext) {
+			u, g := int64(1000), int64(2000)
+			s.RunAsUser, s.FSGroup = &u, &g
+		})), command: "id; exit 1", done: terminal, steady: terminalTo},
+		// Strict needs the runtime to report the feature (containerd 2
+		// does, 1.6 does not: rejected at admission there).
+		{name: "supplemental-groups-strict", mod: both(policy(never), app(fallback), podSecurity(func(s *corev1.PodSecurityContext) {
+			u, strict := int64(1000), corev1.SupplementalGroupsPolicyStrict
+			s.RunAsUser, s.SupplementalGroupsPolicy = &u, &strict
+		})), command: "id; exit 1", done: terminal, steady: terminalTo},
+		{name: "privileged", mod: both(policy(never), app(fallback), app(security(func(s *corev1.SecurityContext) {
+			yes := true
+			s.Privileged = &yes
+		}))), command: "grep CapEff /proc/self/status; exit 1", done: terminal, steady: terminalTo},
+		{name: "no-privilege-escalation", mod: both(policy(never), app(fallback), app(security(func(s *corev1.SecurityContext) {
+			no := false
+			s.AllowPrivilegeEscalation = &no
+		}))), command: "grep NoNewPrivs /proc/self/status; exit 1", done: terminal, steady: terminalTo},
+		{name: "seccomp-runtime-default", mod: both(policy(never), app(fallback), podSecurity(func(s *corev1.PodSecurityContext) {
+			s.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+		})), command: "grep Seccomp: /proc/self/status; exit 1", done: terminal, steady: terminalTo},
+		// This host has no AppArmor: the kubelet rejects the pod.
+		{name: "apparmor-runtime-default", command: sleeper, mod: app(security(func(s *corev1.SecurityContext) {
+			s.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}
+		})), done: rejected, steady: terminalTo},
 		{name: "readonly-root-write", mod: both(policy(never), app(fallback), app(security(func(s *corev1.SecurityContext) {
 			yes := true
 			s.ReadOnlyRootFilesystem = &yes
