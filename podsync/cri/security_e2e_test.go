@@ -201,3 +201,36 @@ func testE2ERunAsNonRoot(t *testing.T, c *containerdtest.Containerd) {
 		e.remove(tc.pod)
 	}
 }
+
+func TestE2ESeccompRuntimeDefault(t *testing.T) {
+	containerdtest.OnBoth(t, ctrd, ctrd2, testE2ESeccompRuntimeDefault)
+}
+
+// testE2ESeccompRuntimeDefault: a RuntimeDefault container runs filtered
+// and cannot make a system call the runtime's profile blocks for a
+// container without CAP_SYS_ADMIN (unshare: a new user namespace needs no
+// capability, so only the filter stops it), which an Unconfined one beside
+// it makes.
+func testE2ESeccompRuntimeDefault(t *testing.T, c *containerdtest.Containerd) {
+	e := e2eSetup(t, c)
+	const try = "if unshare -U true 2>/dev/null; then r=allowed; else r=blocked; fi; " +
+		"{ grep -E '^Seccomp:' /proc/self/status; echo unshare: $r; } > /dev/termination-log"
+	pod := e2ePod(c, "seccomp-default", corev1.RestartPolicyNever, "sh", "-c", try)
+	base := pod.Spec.Containers[0]
+	withProfile := func(name string, typ corev1.SeccompProfileType) corev1.Container {
+		ct := base
+		ct.Name, ct.SecurityContext = name, &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: typ}}
+		return ct
+	}
+	pod.Spec.Containers = []corev1.Container{
+		withProfile("unconfined", corev1.SeccompProfileTypeUnconfined),
+		withProfile("default", corev1.SeccompProfileTypeRuntimeDefault),
+	}
+	got := e.terminatedMessages(pod)
+	if r := got["unconfined"]; statusField(r, "Seccomp") != "0" || statusField(r, "unshare") != "allowed" {
+		t.Errorf("Unconfined: %q, want Seccomp 0 and unshare allowed", r)
+	}
+	if r := got["default"]; statusField(r, "Seccomp") != "2" || statusField(r, "unshare") != "blocked" {
+		t.Errorf("RuntimeDefault: %q, want Seccomp 2 (filtered) and unshare blocked", r)
+	}
+}
