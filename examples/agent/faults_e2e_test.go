@@ -995,7 +995,11 @@ func apiServerDown(t *testing.T, cp *controlplane.ControlPlane, c *containerdtes
 	}
 	// The watch lists again after its own back-off: wait until it saw
 	// the new mirror pod, so that it has seen the pods as they are now.
-	testenv.Eventually(t, time.Minute, 200*time.Millisecond, "the pod watch seeing the new mirror pod", func() bool {
+	// client-go's reflector backs off up to 30s with a jitter of as much
+	// again after a minute of failures, so its next list may come a
+	// minute after the API server is back, and the list itself takes
+	// longer on a loaded machine: a minute was not always enough.
+	testenv.Eventually(t, 150*time.Second, 200*time.Millisecond, "the pod watch seeing the new mirror pod", func() bool {
 		return len(rec.uidsOf("default/"+newMirror)) > 0
 	})
 	rec.check(t)
