@@ -104,9 +104,12 @@ func testE2EPodCgroups(t *testing.T, c *containerdtest.Containerd) {
 	if v2 {
 		want = "1"
 	}
-	if got := readCgroup(t, burstable, "cpu", map[bool]string{false: "cpu.shares", true: "cpu.weight"}[v2]); got != want {
-		t.Errorf("burstable CPU after the pod left = %q, want %q", got, want)
-	}
+	// Remove lowers the burstable cgroup's CPU after the pod's
+	// directories are gone, so a moment after the wait above sees them go.
+	file := map[bool]string{false: "cpu.shares", true: "cpu.weight"}[v2]
+	testenv.Eventually(t, 10*time.Second, 20*time.Millisecond, "burstable CPU lowered to "+want+" after the pod left", func() bool {
+		return readCgroup(t, burstable, "cpu", file) == want
+	})
 }
 
 // A process left in a pod's cgroup once the runtime has removed the pod is
