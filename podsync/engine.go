@@ -191,12 +191,12 @@ type worker struct {
 	started   bool
 	synced    bool
 	rejected  bool // refused by Options.Admit; never runs
-	// stale: the last sync changed what runs and no observation since
-	// shows it; the next sync waits for one (the kubelet's pod worker
-	// waits for a status newer than its last sync), or it would act on
-	// what was there before (a second sandbox of the same attempt).
-	stale    bool
-	staleSeq uint64 // Engine.changes when it turned stale
+	// staleSince, when not 0: the last sync changed what runs (it was
+	// Engine.changes then) and no observation since shows it; the next
+	// sync waits for one (the kubelet's pod worker waits for a status
+	// newer than its last sync), or it would act on what was there
+	// before (a second sandbox of the same attempt).
+	staleSince uint64
 	// evict is laid over every status generated from an eviction on
 	// (Evict). Never changed in place: jobs share it.
 	evict *corev1.PodStatus
@@ -241,6 +241,14 @@ type Engine struct {
 	changes      uint64 // syncs that changed what runs, counted
 
 	nextCheck time.Time // the next health check while evented
+}
+
+// observed is told that an observation began when Engine.changes was
+// seen: a worker stale from a change until then is not any more.
+func (w *worker) observed(seen uint64) {
+	if w.staleSince <= seen {
+		w.staleSince = 0
+	}
 }
 
 // New returns an Engine with no pods.
@@ -622,9 +630,7 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error, seen uint64) (
 		return nil, err
 	}
 	for _, w := range e.workers {
-		if w.stale && w.staleSeq <= seen {
-			w.stale = false
-		}
+		w.observed(seen)
 	}
 	var changed []job
 	for uid, st := range pods {
@@ -761,7 +767,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 			w.pending = true
 			continue
 		}
-		if w.stale && w.life == Syncing {
+		if w.staleSince != 0 && w.life == Syncing {
 			stale = append(stale, uid)
 			continue
 		}
@@ -921,7 +927,7 @@ func (e *Engine) run(ctx context.Context, j job) {
 		j.w.waiting, j.w.synced = res.Waiting, true
 		if res.Changed {
 			e.changes++
-			j.w.stale, j.w.staleSeq = true, e.changes
+			j.w.staleSince = e.changes
 			if _, ok := e.o.Relister.(PodRelister); ok && e.evented {
 				// Events are in use: look at this pod alone.
 				if e.evPods == nil {

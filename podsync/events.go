@@ -189,8 +189,8 @@ func (e *Engine) relistPods(ctx context.Context, pr PodRelister, uids []types.UI
 			return
 		}
 		e.mu.Lock()
-		if w := e.workers[uid]; w != nil && w.stale && w.staleSeq <= seen {
-			w.stale = false
+		if w := e.workers[uid]; w != nil {
+			w.observed(seen)
 		}
 		j, changed := e.observePodLocked(uid, st, e.o.Clock.Now())
 		e.mu.Unlock()

@@ -141,7 +141,7 @@ func podResources(pod *corev1.Pod) (*corev1.ResourceRequirements, corev1.Resourc
 	}
 	res.Requests = resourcehelper.PodRequests(pod, opts)
 	res.Limits = resourcehelper.PodLimits(pod, opts)
-	return res, resourcehelper.PodRequests(pod, opts)
+	return res, res.Requests.DeepCopy()
 }
 
 func anySandboxReady(st *PodState) bool {
@@ -199,17 +199,12 @@ func markTerminated(pod *corev1.Pod, s *corev1.PodStatus) {
 }
 
 // podInitialized reports whether the status shows that the pod got past
-// its init containers: it has none, a regular container left waiting or
-// exited before, or the last init container completed (a sidecar: runs and
-// has started).
+// its init containers: it has none, a regular container has run
+// (anyRegularStarted), or the last init container completed (a sidecar:
+// runs and has started).
 func podInitialized(pod *corev1.Pod, s *corev1.PodStatus) bool {
-	if len(pod.Spec.InitContainers) == 0 {
+	if len(pod.Spec.InitContainers) == 0 || anyRegularStarted(s) {
 		return true
-	}
-	for _, cs := range s.ContainerStatuses {
-		if cs.State.Waiting == nil || cs.LastTerminationState.Terminated != nil {
-			return true
-		}
 	}
 	n := len(s.InitContainerStatuses)
 	if n == 0 || n > len(pod.Spec.InitContainers) {
@@ -232,7 +227,7 @@ func podInitialized(pod *corev1.Pod, s *corev1.PodStatus) bool {
 // when there are any.
 func initStarted(css []corev1.ContainerStatus) int {
 	for i := len(css) - 1; i >= 0; i-- {
-		if css[i].State.Waiting == nil || css[i].LastTerminationState.Terminated != nil {
+		if hasRun(&css[i]) {
 			return i + 1
 		}
 	}
@@ -428,13 +423,22 @@ func podPhase(pod *corev1.Pod, s *corev1.PodStatus, terminated bool) corev1.PodP
 	return corev1.PodPending
 }
 
+// anyRegularStarted reports whether a regular container has run: it runs,
+// shows an exit, or waits to restart after one (regularStarted leaves out
+// the last).
 func anyRegularStarted(s *corev1.PodStatus) bool {
-	for _, cs := range s.ContainerStatuses {
-		if cs.State.Waiting == nil || cs.LastTerminationState.Terminated != nil {
+	for i := range s.ContainerStatuses {
+		if hasRun(&s.ContainerStatuses[i]) {
 			return true
 		}
 	}
 	return false
+}
+
+// hasRun reports whether a container has run: it is not waiting, or it
+// waits after an exit.
+func hasRun(cs *corev1.ContainerStatus) bool {
+	return cs.State.Waiting == nil || cs.LastTerminationState.Terminated != nil
 }
 
 // Condition reasons and messages the kubelet writes.

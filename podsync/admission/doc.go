@@ -79,8 +79,8 @@
 //     kubelet lets through to a runtime that drops the profile on a host
 //     without AppArmor.
 //   - Unsupported refuses fields the kubelet implements (the list above):
-//     nodekit has no user namespaces, RuntimeClass resolution, dynamic
-//     resource allocation, block, persistent or network volumes, hugetlbfs,
+//     nodekit has no dynamic resource allocation, block, persistent or
+//     network volumes, hugetlbfs,
 //     recursive read-only mounts or the alpha features named, so such pods
 //     fail at once, naming the field, instead of running without it.
 package admission

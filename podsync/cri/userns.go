@@ -111,7 +111,7 @@ func newUsernsAllocator(o UserNamespaceOptions, podRoot string) (*usernsAllocato
 		if !d.IsDir() {
 			continue
 		}
-		if _, err := a.load(types.UID(d.Name())); err != nil {
+		if err := a.load(types.UID(d.Name())); err != nil {
 			return nil, fmt.Errorf("cri: user namespaces of pod %s: %w", d.Name(), err)
 		}
 	}
@@ -171,29 +171,28 @@ func parseSubIDs(out string) (first, length uint32, err error) {
 	return uint32(a), uint32(b), nil
 }
 
-// load records the range in uid's mapping file, if it has one; it returns
-// the first host ID and whether there was one.
-func (a *usernsAllocator) load(uid types.UID) (bool, error) {
+// load records the range in uid's mapping file, if it has one.
+func (a *usernsAllocator) load(uid types.UID) error {
 	data, err := os.ReadFile(filepath.Join(a.podDir(uid), usernsFile))
 	if errors.Is(err, os.ErrNotExist) || err == nil && len(data) == 0 {
-		return false, nil
+		return nil
 	}
 	if err != nil {
-		return false, err
+		return err
 	}
 	var m usernsMapping
 	if err := json.Unmarshal(data, &m); err != nil {
-		return false, fmt.Errorf("invalid user namespace mappings file: %w", err)
+		return fmt.Errorf("invalid user namespace mappings file: %w", err)
 	}
 	switch {
 	case len(m.UIDMappings) != 1 || len(m.GIDMappings) != 1:
-		return false, errors.New("invalid user namespace configuration: one UID and one GID mapping expected")
+		return errors.New("invalid user namespace configuration: one UID and one GID mapping expected")
 	case m.UIDMappings[0] != m.GIDMappings[0]:
-		return false, errors.New("invalid user namespace configuration: GID and UID mapping should be identical")
+		return errors.New("invalid user namespace configuration: GID and UID mapping should be identical")
 	case m.UIDMappings[0].ContainerID != 0:
-		return false, errors.New("invalid user namespace configuration: UID 0 must be mapped")
+		return errors.New("invalid user namespace configuration: UID 0 must be mapped")
 	}
-	return true, a.record(uid, m.UIDMappings[0].HostID, m.UIDMappings[0].Length)
+	return a.record(uid, m.UIDMappings[0].HostID, m.UIDMappings[0].Length)
 }
 
 // record takes the range at host ID from for uid.
@@ -243,7 +242,7 @@ func (a *usernsAllocator) namespace(pod *corev1.Pod, handler string, supported f
 	defer a.mu.Unlock()
 	slot, ok := a.byPod[pod.UID]
 	if !ok {
-		if _, err := a.load(pod.UID); err != nil {
+		if err := a.load(pod.UID); err != nil {
 			return nil, fmt.Errorf("user namespace: %w", err)
 		}
 		if slot, ok = a.byPod[pod.UID]; !ok {

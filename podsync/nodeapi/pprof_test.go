@@ -10,6 +10,7 @@ import (
 
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 )
 
@@ -61,13 +62,7 @@ func TestCPUProfileRunsOnTheClock(t *testing.T) {
 	h := newHandler(t, nodeapi.Options{Clock: clk})
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- get(h, "/debug/pprof/profile?seconds=5") }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the CPU profile never waited on the clock")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "the CPU profile waiting on the clock", clk.HasWaiters)
 	if w := get(h, "/debug/pprof/profile?seconds=1"); w.Code != http.StatusConflict {
 		t.Errorf("a second CPU profile: %d, want 409 (%q)", w.Code, w.Body.String())
 	}
