@@ -8,10 +8,13 @@
 // is scheduled, so only a wake or the context's end ends the wait. A wait
 // of 0 calls the step again at once.
 //
-// Run handles, once for every loop, a clock that moves between the step's
-// return and the arming of the timer (a fake clock stepped by a test at that
-// moment): a timer armed after its deadline has passed would wait a whole
-// wait too long, so Run calls the step at once instead.
+// Run handles, once for every loop, a clock that moves while the step runs
+// or before the timer is armed (a fake clock stepped by a test at that
+// moment). A step that took longer than a millisecond may have measured its
+// wait from any instant within it, so the wait is measured from its start:
+// the step may be called a little early (it then asks for what is left),
+// never late. A timer armed after its deadline has passed would wait a
+// whole wait too long, so Run calls the step at once instead.
 package loop
 
 import (
@@ -26,6 +29,10 @@ import (
 // waits for a wake, or for its context to end. Every negative wait means
 // the same.
 const Never time.Duration = -1
+
+// slowStep is how long a step may take before its wait is measured from its
+// start rather than its return.
+const slowStep = time.Millisecond
 
 // Step is a component's synchronous step: it does what is due and returns
 // how long to wait before it is called again (Never: nothing is scheduled).
@@ -62,8 +69,12 @@ func On[T any](ch <-chan T, fn func(T)) Wake {
 func Run(ctx context.Context, clk clock.Clock, step Step, wakes ...Wake) error {
 	w := newWaiter(ctx, wakes)
 	for {
+		before := clk.Now()
 		d, err := step(ctx)
 		from := clk.Now()
+		if from.Sub(before) > slowStep {
+			from = before
+		}
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -211,6 +211,35 @@ func TestRunClockSteppedBeforeTheTimerIsArmed(t *testing.T) {
 	}
 }
 
+// A step that reads the clock, sees it stepped (by a test) before it
+// returns, and asks for the wait left from its read: the step is called
+// again when that wait has passed, not a whole wait later.
+func TestRunClockSteppedDuringTheStep(t *testing.T) {
+	defer leakcheck.Check(t)()
+	fc := testingclock.NewFakeClock(t0)
+	calls := make(chan time.Time, 10)
+	var n atomic.Int32
+	stop := start(t, fc, func(ctx context.Context) (time.Duration, error) {
+		now := fc.Now()
+		calls <- now
+		if n.Add(1) == 1 {
+			fc.Step(time.Second) // the test moves the clock under the step
+		}
+		return time.Second - now.Sub(now.Truncate(time.Second)), nil
+	})
+	for i, want := range []time.Time{t0, t0.Add(time.Second)} {
+		select {
+		case got := <-calls:
+			if !got.Equal(want) {
+				t.Fatalf("call %d at %v, want %v", i+1, got.Sub(t0), want.Sub(t0))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no call %d: the wait was measured from the step's return", i+1)
+		}
+	}
+	_ = stop()
+}
+
 // Wait and Sleep, each as a func(ctx, clk, d).
 var waits = map[string]func(context.Context, clock.Clock, time.Duration) bool{
 	"Wait":  func(ctx context.Context, clk clock.Clock, d time.Duration) bool { return Wait(ctx, clk, d) },
