@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +63,11 @@ type PodHalfOptions struct {
 	HTTPCheckFrequency time.Duration
 	// Sources are more pod sources, merged with the others. Default none.
 	Sources []podsource.PodSource
+	// SharedPods, with API, is where the API's pods bound to the node are
+	// taken from: one watch for many nodes (a fleet's), run by its owner,
+	// instead of a watch of the pod half's own. Default nil: the pod half
+	// watches its node's pods itself.
+	SharedPods *SharedPods
 
 	// Node is the Node as the node half publishes it. Default: a new
 	// heartbeat.NodeView (View), which NewNodeHalf publishes into when
@@ -127,6 +133,14 @@ type PodHalf struct {
 	clock         clock.WithTicker
 	group         Group
 	relay         chan podsource.Update
+
+	// The step (SyncOnce) and its state.
+	stepMu    sync.Mutex
+	shared    *SharedPods
+	sharedGen uint64
+	merged    bool // the shared pods were merged once
+	probeSubs <-chan probe.Update
+	unstepped []string // parts with loops of their own: no SyncOnce
 }
 
 // NewPodHalf builds the pod half. It makes no request and starts nothing.
@@ -140,11 +154,13 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 		return nil, optcheck.Required("nodekit: PodHalfOptions.API.Pods")
 	case o.API != nil && o.API.Nodes == nil && (o.ManifestPath != "" || o.ManifestURL != ""):
 		return nil, errors.New("nodekit: PodHalfOptions.API.Nodes is required for mirror pods")
+	case o.SharedPods != nil && o.API == nil:
+		return nil, errors.New("nodekit: PodHalfOptions.SharedPods needs PodHalfOptions.API (the pods' status is written there)")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	p := &PodHalf{name: o.NodeName, clock: o.Clock, relay: make(chan podsource.Update)}
+	p := &PodHalf{name: o.NodeName, clock: o.Clock, relay: make(chan podsource.Update), shared: o.SharedPods}
 	if o.Node == nil {
 		p.view = heartbeat.NewNodeView()
 		o.Node = p.view
@@ -272,6 +288,25 @@ func NewPodHalf(o PodHalfOptions) (*PodHalf, error) {
 	// The runnables, in start order: sources, RuntimeClasses, the
 	// backend's own loops, the writer, probes, the engine, eviction, the
 	// relay and mirror pods.
+	// What SyncOnce cannot drive: loops of their own.
+	for _, s := range sources {
+		if s.Name() != podsource.APISource || o.SharedPods == nil {
+			p.unstepped = append(p.unstepped, "pod source "+s.Name())
+		}
+	}
+	for _, r := range b.Runnables {
+		p.unstepped = append(p.unstepped, "backend loop "+r.Name)
+	}
+	if rco.Client != nil {
+		p.unstepped = append(p.unstepped, "RuntimeClass watch")
+	}
+	if p.evictions != nil {
+		p.unstepped = append(p.unstepped, "eviction manager")
+	}
+	if p.recorder != o.Recorder {
+		p.unstepped = append(p.unstepped, "event recorder (set PodHalfOptions.Recorder)")
+	}
+
 	_ = p.group.Add("pod sources", p.merger)
 	if rco.Client != nil {
 		_ = p.group.Add("runtime classes", p.classes)
@@ -310,7 +345,10 @@ func (p *PodHalf) sources(o PodHalfOptions) ([]podsource.PodSource, error) {
 		}
 		sources = append(sources, h)
 	}
-	if o.API != nil {
+	switch {
+	case o.SharedPods != nil:
+		sources = append(sources, podsource.SourceFunc(podsource.APISource, p.runShared))
+	case o.API != nil:
 		api, err := podsource.NewAPI(podsource.APIOptions{Pods: o.API.Pods(corev1.NamespaceAll), NodeName: o.NodeName, Clock: o.Clock})
 		if err != nil {
 			return nil, err

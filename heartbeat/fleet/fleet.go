@@ -139,6 +139,33 @@ type Options struct {
 	// Registerer registers the heartbeat and lease metrics, shared by all
 	// nodes. Nil: no metrics.
 	Registerer prometheus.Registerer
+	// Pods, when set, gives each node pods to run: it is called once per
+	// node in New, and the PodStep it returns is run by the fleet's
+	// workers whenever it asked to be (its SyncOnce's wait) or its
+	// PodNode.Trigger was called, as the node's third step beside its
+	// lease renewals and status rounds. nodekit.FleetPods builds them from
+	// nodekit's pod half. Default nil: the nodes run no pods.
+	Pods func(PodNode) (PodStep, error)
+}
+
+// PodNode is what a node's pods get from their fleet.
+type PodNode struct {
+	// Index and Name are the node's.
+	Index int
+	Name  string
+	// Node returns the Node as the node's heartbeat last read or wrote it
+	// (nil before registration): what pods are admitted against.
+	Node func() *corev1.Node
+	// Trigger makes the node's pod step due now (it runs on the fleet's
+	// next SyncOnce, or at once under Run).
+	Trigger func()
+}
+
+// PodStep is a node's pods as the fleet drives them: SyncOnce does what is
+// due and returns how long to wait before it is due again (negative: not
+// until PodNode.Trigger). *nodekit.PodHalf is one.
+type PodStep interface {
+	SyncOnce(ctx context.Context) (time.Duration, error)
 }
 
 // DefaultTemplate is the node template used when Options.Template is nil:
@@ -194,6 +221,7 @@ type Fleet struct {
 	notify chan struct{} // closed when steps completed; nil: nobody waits
 
 	renewals, leaseErrors, statusRounds, statusErrors, registrations, registerErrors atomic.Uint64
+	podSteps, podErrors                                                              atomic.Uint64
 }
 
 // New checks opts and builds the fleet's nodes. It makes no request: Run or
@@ -299,6 +327,12 @@ func New(opts Options) (*Fleet, error) {
 		n := &f.nodes[i]
 		n.flags |= queued(kindStatus)
 		f.push(task{due: f.epoch, node: int32(i), kind: kindStatus})
+		if n.pods != nil {
+			n.flags |= queued(kindPods)
+			f.push(task{due: f.epoch, node: int32(i), kind: kindPods})
+		} else {
+			n.flags |= stopped(kindPods)
+		}
 		if !f.opts.Strategy.UsesLease() {
 			n.flags |= stopped(kindLease) // no lease to renew
 			continue
@@ -345,6 +379,15 @@ func (f *Fleet) initNode(i int) error {
 		return err
 	}
 	n.hb.Store(hb)
+	if f.opts.Pods != nil {
+		pn := PodNode{Index: i, Name: n.name, Node: func() *corev1.Node { return n.hb.Load().View().Node() }, Trigger: n.TriggerPods}
+		if n.pods, err = f.opts.Pods(pn); err != nil {
+			return fmt.Errorf("fleet: node %q: pods: %w", n.name, err)
+		}
+		if n.pods == nil {
+			return fmt.Errorf("fleet: node %q: Options.Pods returned no PodStep", n.name)
+		}
+	}
 	return nil
 }
 
@@ -468,12 +511,16 @@ func (f *Fleet) LeaseClient() LeaseClient { return f.leaseClient }
 
 // ---- scheduling ----
 
-func queued(k kind) uint16  { return 1 << (0 + k) }
-func running(k kind) uint16 { return 1 << (2 + k) }
-func stopped(k kind) uint16 { return 1 << (4 + k) }
-func rerun(k kind) uint16   { return 1 << (6 + k) }
+func queued(k kind) uint16  { return 1 << (0*nKinds + k) }
+func running(k kind) uint16 { return 1 << (1*nKinds + k) }
+func stopped(k kind) uint16 { return 1 << (2*nKinds + k) }
+func rerun(k kind) uint16   { return 1 << (3*nKinds + k) }
 
-const flagDeleted uint16 = 1 << 8
+const flagDeleted uint16 = 1 << (4 * nKinds)
+
+// never is the due time of a step that asked for no wake-up: it is not
+// put back in the heap, only scheduled again by a trigger.
+const never = math.MaxInt64
 
 // push puts t in the timer heap (internal/timerheap); under f.mu.
 func (f *Fleet) push(t task) {
@@ -557,6 +604,10 @@ func (f *Fleet) complete(t task, next int64) {
 			n.flags &^= rerun(k)
 			next = min(next, f.clock.Now().UnixNano())
 		}
+		if next == never {
+			n.flags &^= queued(k)
+			break
+		}
 		if next <= f.syncStart {
 			if f.reruns == nil {
 				f.reruns = map[taskKey]int{}
@@ -577,10 +628,13 @@ func (f *Fleet) complete(t task, next int64) {
 func (f *Fleet) exec(ctx context.Context, t task) {
 	n := &f.nodes[t.node]
 	var next int64
-	if t.kind == kindLease {
+	switch t.kind {
+	case kindLease:
 		next = f.execLease(ctx, n)
-	} else {
+	case kindStatus:
 		next = f.execStatus(ctx, n, t.due)
+	default:
+		next = f.execPods(ctx, n)
 	}
 	f.complete(t, next)
 	f.signal()
@@ -640,6 +694,22 @@ func (f *Fleet) execStatus(ctx context.Context, n *Node, due int64) int64 {
 		next = min(next, nextSlot(now, f.epoch, ph, f.statusPeriod))
 	}
 	return next
+}
+
+// execPods runs the node's pod step (Options.Pods) and returns when it
+// asked to run next (never: not until a trigger).
+func (f *Fleet) execPods(ctx context.Context, n *Node) int64 {
+	wait, err := n.pods.SyncOnce(ctx)
+	f.podSteps.Add(1)
+	if err != nil && ctx.Err() == nil {
+		f.podErrors.Add(1)
+		n.setLastErr(kindPods, err)
+		klog.FromContext(ctx).V(5).Info("Pod step failed", "node", n.name, "err", err)
+	}
+	if wait < 0 {
+		return never
+	}
+	return f.clock.Now().UnixNano() + int64(wait)
 }
 
 // signal wakes the waiters of Wait* helpers.
@@ -836,6 +906,9 @@ type Stats struct {
 	StatusRounds, StatusErrors uint64
 	// Registrations and RegisterErrors count registrations.
 	Registrations, RegisterErrors uint64
+	// PodSteps and PodErrors count pod steps (Options.Pods) and those that
+	// returned an error.
+	PodSteps, PodErrors uint64
 }
 
 // Stats returns the fleet's counters.
@@ -848,6 +921,8 @@ func (f *Fleet) Stats() Stats {
 		StatusErrors:   f.statusErrors.Load(),
 		Registrations:  f.registrations.Load(),
 		RegisterErrors: f.registerErrors.Load(),
+		PodSteps:       f.podSteps.Load(),
+		PodErrors:      f.podErrors.Load(),
 	}
 	for i := range f.nodes {
 		if f.nodes[i].registered.Load() {

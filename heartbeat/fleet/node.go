@@ -33,6 +33,7 @@ type Node struct {
 	host    *nodestatustest.Host
 	setter  nodestatus.StatusSetter
 	hb      atomic.Pointer[heartbeat.Heartbeat]
+	pods    PodStep // nil: no pods
 	over    atomic.Pointer[overrides]
 	faults  atomic.Pointer[faults]
 	lastErr atomic.Pointer[lastErrors]
@@ -220,6 +221,12 @@ func (n *Node) Trigger() {
 	n.resume2(kindStatus)
 }
 
+// TriggerPods makes the node's pod step (Options.Pods) due now.
+func (n *Node) TriggerPods() { n.resume2(kindPods) }
+
+// Pods returns the node's pod step (Options.Pods), nil without one.
+func (n *Node) Pods() PodStep { return n.pods }
+
 // RenewNow makes the node's next lease renewal due now, unless renewals are
 // stopped.
 func (n *Node) RenewNow() { n.resume2(kindLease) }
@@ -348,8 +355,10 @@ func (s *nodeSetter) SetStatus(ctx context.Context, node *corev1.Node) error {
 	return err
 }
 
-// Delete stops the node (as Stop), waits for its running steps to end, and
-// deletes its Node and its Lease (a missing one is no error).
+// Delete stops the node (as Stop, and its pod step), waits for its running
+// steps to end, and deletes its Node and its Lease (a missing one is no
+// error). Its pods are left as they are, as a stopped kubelet leaves them;
+// Recreate runs its pod step again.
 func (n *Node) Delete(ctx context.Context) error {
 	f := n.f
 	f.mu.Lock()
@@ -361,7 +370,7 @@ func (n *Node) Delete(ctx context.Context) error {
 		}
 	}
 	n.waiters++
-	for n.flags&(running(kindLease)|running(kindStatus)) != 0 {
+	for n.flags&(running(kindLease)|running(kindStatus)|running(kindPods)) != 0 {
 		f.cond.Wait()
 	}
 	n.waiters--
@@ -400,6 +409,9 @@ func (n *Node) Recreate() error {
 	now := f.clock.Now().UnixNano()
 	f.scheduleLocked(n, kindStatus, now)
 	f.scheduleLocked(n, kindLease, now)
+	if n.pods != nil {
+		f.scheduleLocked(n, kindPods, now)
+	}
 	return nil
 }
 

@@ -2,20 +2,24 @@ package fleet
 
 import "math/bits"
 
-// kind is one of a node's two loops.
+// kind is one of a node's loops.
 type kind uint8
 
 const (
 	kindLease  kind = 0
 	kindStatus kind = 1
-	nKinds          = 2
+	kindPods   kind = 2
+	nKinds          = 3
 )
 
 func (k kind) String() string {
-	if k == kindLease {
+	switch k {
+	case kindLease:
 		return "lease"
+	case kindStatus:
+		return "status"
 	}
-	return "status"
+	return "pods"
 }
 
 // task is one scheduled step of one node.

@@ -1,0 +1,190 @@
+package nodekit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/heartbeat/fleet"
+	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/probe"
+)
+
+// FleetPodsOptions configure NewFleetPods.
+type FleetPodsOptions struct {
+	// API is the API server the pods are read from and their status
+	// written to: API.Pods is required, its client's rate limit is the
+	// budget all nodes' writes share. API.Events, when set, is not used:
+	// give Recorder instead.
+	API *API
+	// Backend returns what runs node n's pods: podsync/podsynctest's
+	// simulated backend, with PodIP for the pods' addresses. Its Backend
+	// may have no Runnables (nothing runs a hollow node's loops but the
+	// fleet). Required.
+	Backend func(n fleet.PodNode, podIP func(*corev1.Pod) string) podsync.BackendFunc
+	// Prober runs every node's probes. Default: every probe succeeds at
+	// once (nothing listens on a hollow node's pod IPs).
+	Prober probe.Prober
+	// PodCIDR returns the range node n's pod IPs come from, used when its
+	// Node has no spec.podCIDR. Default: 10.<i/256>.<i%256>.0/24 for node
+	// index i (up to 65,536 nodes).
+	PodCIDR func(n fleet.PodNode) netip.Prefix
+	// Engine and Status hold the pod workers' and the status writer's
+	// other options, as PodHalfOptions' do.
+	Engine podsync.Options
+	Status status.Options
+	// Recorder receives every node's pod events. Default nil: none.
+	Recorder record.EventRecorder
+	// Clock drives every node's pods; the fleet's clock. Default the real
+	// clock.
+	Clock clock.WithTicker
+	// Registerer receives the pod halves' metrics, shared by all nodes.
+	// Default nil: none (a registry cannot take the same metrics twice:
+	// give one only with a single node).
+	Registerer prometheus.Registerer
+}
+
+// FleetPods runs API pods on a fleet's hollow nodes (heartbeat/fleet) with
+// the pod half: each node gets a PodHalf stepped by the fleet's workers
+// (PodHalf.SyncOnce, no goroutine of its own), and all of them share one
+// watch of the pods bound to nodes (SharedPods) and one client, so one
+// write budget. Give its Node method as fleet.Options.Pods and run it (the
+// shared watch) beside the fleet.
+type FleetPods struct {
+	o      FleetPodsOptions
+	shared *SharedPods
+
+	mu    sync.Mutex
+	halfs map[string]*PodHalf
+}
+
+// NewFleetPods checks o; it makes no request.
+func NewFleetPods(o FleetPodsOptions) (*FleetPods, error) {
+	switch {
+	case o.API == nil || o.API.Pods == nil:
+		return nil, optcheck.Required("nodekit: FleetPodsOptions.API.Pods")
+	case o.Backend == nil:
+		return nil, optcheck.Required("nodekit: FleetPodsOptions.Backend")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Prober == nil {
+		o.Prober = probe.ProberFunc(func(context.Context, *corev1.Probe, probe.Target) probe.Outcome {
+			return probe.Outcome{Result: probe.Success}
+		})
+	}
+	if o.PodCIDR == nil {
+		o.PodCIDR = defaultPodCIDR
+	}
+	shared, err := NewSharedPods(SharedPodsOptions{Pods: o.API.Pods(corev1.NamespaceAll), Clock: o.Clock})
+	if err != nil {
+		return nil, err
+	}
+	return &FleetPods{o: o, shared: shared, halfs: map[string]*PodHalf{}}, nil
+}
+
+func defaultPodCIDR(n fleet.PodNode) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(n.Index >> 8), byte(n.Index), 0}), 24)
+}
+
+// Run runs the shared watch until ctx ends.
+func (p *FleetPods) Run(ctx context.Context) error { return p.shared.Run(ctx) }
+
+// Shared returns the shared watch.
+func (p *FleetPods) Shared() *SharedPods { return p.shared }
+
+// PodHalf returns node's pod half, nil for a node Node was not called for.
+func (p *FleetPods) PodHalf(node string) *PodHalf {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.halfs[node]
+}
+
+// Node builds node n's pod half: fleet.Options.Pods.
+func (p *FleetPods) Node(n fleet.PodNode) (fleet.PodStep, error) {
+	if n.Node == nil || n.Trigger == nil {
+		return nil, errors.New("nodekit: FleetPods.Node: the PodNode has no Node or Trigger")
+	}
+	ips := &podIPs{node: n, cidr: p.o.PodCIDR}
+	api := &API{Pods: p.o.API.Pods}
+	half, err := NewPodHalf(PodHalfOptions{
+		NodeName:   n.Name,
+		API:        api,
+		SharedPods: p.shared,
+		Backend:    p.o.Backend(n, ips.podIP),
+		Node:       fleetNode{n},
+		HostIPs:    []string{ips.hostIP()},
+		Prober:     p.o.Prober,
+		Engine:     p.o.Engine,
+		Status:     p.o.Status,
+		Clock:      p.o.Clock,
+		Registerer: p.o.Registerer,
+		Recorder:   p.o.Recorder,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodekit: fleet node %q: %w", n.Name, err)
+	}
+	if err := half.steppable(); err != nil {
+		return nil, fmt.Errorf("nodekit: fleet node %q: %w", n.Name, err)
+	}
+	p.shared.OnChange(n.Name, n.Trigger)
+	p.mu.Lock()
+	p.halfs[n.Name] = half
+	p.mu.Unlock()
+	return half, nil
+}
+
+// fleetNode is a fleet node's Node as a podsync.NodeSource that tells
+// whether it is registered.
+type fleetNode struct{ n fleet.PodNode }
+
+func (f fleetNode) Node() *corev1.Node { return f.n.Node() }
+func (f fleetNode) Registered() bool   { return f.n.Node() != nil }
+
+// podIPs hands out a node's pod IPs from its Node's spec.podCIDR (or the
+// default range) in turn, skipping the range's first address (the host's).
+type podIPs struct {
+	node fleet.PodNode
+	cidr func(fleet.PodNode) netip.Prefix
+
+	mu  sync.Mutex
+	seq uint32
+}
+
+func (ip *podIPs) prefix() netip.Prefix {
+	if node := ip.node.Node(); node != nil && node.Spec.PodCIDR != "" {
+		if pfx, err := netip.ParsePrefix(node.Spec.PodCIDR); err == nil && pfx.Addr().Is4() {
+			return pfx.Masked()
+		}
+	}
+	return ip.cidr(ip.node).Masked()
+}
+
+func (ip *podIPs) hostIP() string {
+	return ip.prefix().Addr().Next().String()
+}
+
+func (ip *podIPs) podIP(*corev1.Pod) string {
+	pfx := ip.prefix()
+	size := uint32(1) << (32 - pfx.Bits())
+	ip.mu.Lock()
+	ip.seq++
+	// Addresses 2 .. size-2 in turn: not the network, the host or the
+	// broadcast address.
+	off := 2 + (ip.seq-1)%max(size-3, 1)
+	ip.mu.Unlock()
+	b := pfx.Addr().As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v += off
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String()
+}
