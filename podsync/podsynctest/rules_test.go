@@ -679,3 +679,29 @@ func podReady(s corev1.PodStatus) bool {
 	}
 	return false
 }
+
+// The cost of choosing a container's behaviour: the rules are matched in
+// order on every call.
+func BenchmarkRulesStages(b *testing.B) {
+	for _, n := range []int{1, 100, 10000} {
+		var sb strings.Builder
+		sb.WriteString("rules:\n")
+		for i := range n - 1 {
+			fmt.Fprintf(&sb, "- selector: {matchLabels: {app: web-%d}}\n  startDelay: 1s\n", i)
+		}
+		sb.WriteString("- selector: {matchLabels: {app: web}}\n  startDelay: 2s\n")
+		r, err := podsynctest.ParseRules(strings.NewReader(sb.String()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pod := newPod("web-1", labelled("app", "web"), annotated(podsynctest.AnnotationReadinessDelay, "1s"))
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r.Stages(pod, "app").StartDelay != 2*time.Second {
+					b.Fatal("wrong rule")
+				}
+			}
+		})
+	}
+}
