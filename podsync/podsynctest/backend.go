@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/backoff"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/probe"
 )
 
 // Stages is how one simulated container behaves: it is created, starts
@@ -43,6 +45,11 @@ type Options struct {
 	PodIP func(pod *corev1.Pod) string
 	// RuntimeName prefixes container IDs. Default "sim".
 	RuntimeName string
+	// Probes gives the planner the pods' liveness and startup results, so
+	// that a container failing its liveness or startup probe is restarted
+	// as the kubelet restarts it: pass the pod half's probe manager
+	// (podsync.BackendParts.Probes). Default nil: no probe ever fails.
+	Probes *probe.Manager
 }
 
 type simSandbox struct {
@@ -199,8 +206,12 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.
 		p = &simPod{name: pod.Name, namespace: pod.Namespace}
 		b.pods[pod.UID] = p
 	}
-	a := podsync.ComputePodActions(podsync.PlanInput{Pod: pod, State: p.snapshot(pod.UID), Now: now,
-		CrashLoopWait: func(key string, at time.Time) time.Duration { return b.crashLoop.Wait(key, at) }})
+	in := podsync.PlanInput{Pod: pod, State: p.snapshot(pod.UID), Now: now,
+		CrashLoopWait: func(key string, at time.Time) time.Duration { return b.crashLoop.Wait(key, at) }}
+	if b.o.Probes != nil {
+		in.Probes = b.o.Probes
+	}
+	a := podsync.ComputePodActions(in)
 	res := a.BackOffResult(now)
 	if a.Empty() {
 		return res, nil
@@ -315,6 +326,37 @@ func (b *Backend) SyncTerminatedPod(_ context.Context, pod *corev1.Pod, _ *podsy
 	defer b.mu.Unlock()
 	delete(b.pods, pod.UID)
 	return nil
+}
+
+// StartedAt returns when the pod's container with the runtime ID
+// containerID (bare, or "<runtime>://<id>" as in a ContainerStatus)
+// started, and false when the simulation holds no such container that has
+// started. Rules.Prober measures probe outcomes from it
+// (ProberOptions.StartedAt). A nil Backend holds no containers.
+func (b *Backend) StartedAt(uid types.UID, containerID string) (time.Time, bool) {
+	if b == nil {
+		return time.Time{}, false
+	}
+	if i := strings.Index(containerID, "://"); i >= 0 {
+		containerID = containerID[i+3:]
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pods[uid]
+	if p == nil {
+		return time.Time{}, false
+	}
+	for _, c := range p.containers {
+		if c.ID == containerID {
+			return c.StartedAt, !c.StartedAt.IsZero()
+		}
+	}
+	for _, c := range p.starting {
+		if c.ID == containerID && !b.o.Clock.Now().Before(c.startAt) {
+			return c.startAt, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Pods lists the UIDs of the pods the simulation holds, sorted.
