@@ -40,6 +40,9 @@ import (
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/lease"
+	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/podsynctest"
+	"github.com/nodekit/nodekit/probe"
 )
 
 // prefixLabel holds the name prefix of the fleet that registered a node, so
@@ -63,7 +66,8 @@ type config struct {
 	printEvery     time.Duration
 	verifyEvery    time.Duration
 	cpu, memory    string
-	pods           int
+	maxPods        int
+	podRules       string
 	protobuf       bool
 	requestTimeout time.Duration
 	cpuProfile     string
@@ -92,7 +96,8 @@ func main() {
 	flag.DurationVar(&c.verifyEvery, "verify-every", 30*time.Second, "list the leases from the API server this often to check their renewTimes (0: never)")
 	flag.StringVar(&c.cpu, "cpu", "32", "cpu capacity of each node")
 	flag.StringVar(&c.memory, "memory", "256Gi", "memory capacity of each node")
-	flag.IntVar(&c.pods, "pods", 110, "pods capacity of each node")
+	flag.IntVar(&c.maxPods, "max-pods", 110, "pods capacity of each node")
+	flag.StringVar(&c.podRules, "pods", "", `run the API pods bound to the fleet's nodes: "default" (kwok's default stages: Running and Ready at once, deleted when asked) or a rules file (podsync/podsynctest.Rules); "" runs none`)
 	flag.BoolVar(&c.protobuf, "protobuf", true, "talk protobuf to the API server where it can")
 	flag.DurationVar(&c.requestTimeout, "request-timeout", 0, "per-request timeout (0: the heartbeat's default, min(status frequency, lease duration))")
 	flag.BoolVar(&c.http1, "http1", false, "use HTTP/1.1 connections instead of one HTTP/2 connection")
@@ -211,14 +216,59 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	return simulate(ctx, client.Nodes(), leases, monitor, cnt, c)
+	var pods *kubeclient.FleetPods
+	if c.podRules != "" {
+		if pods, err = fleetPods(client, c.podRules); err != nil {
+			return err
+		}
+	}
+	return simulate(ctx, client.Nodes(), leases, pods, monitor, cnt, c)
 }
 
-func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseClient, monitor *kubeclient.Client, cnt *counter, c config) error {
+// fleetPods runs the API pods bound to the fleet's nodes on simulated
+// containers, as rules (a file, or kwok's default stages) say, through the
+// fleet's client: one watch of the bound pods and one write budget.
+func fleetPods(client *kubeclient.Client, rulesPath string) (*kubeclient.FleetPods, error) {
+	var rules *podsynctest.Rules // nil: kwok's default stages
+	if rulesPath != "default" {
+		var err error
+		if rules, err = podsynctest.LoadRules(rulesPath); err != nil {
+			return nil, fmt.Errorf("--pods: %w", err)
+		}
+	}
+	// Each node's prober is made with its backend, whose containers'
+	// start times it reads; one prober hands each probe to its node's.
+	var probers sync.Map // node name -> probe.Prober
+	prober := probe.ProberFunc(func(ctx context.Context, spec *corev1.Probe, t probe.Target) probe.Outcome {
+		if t.Pod != nil {
+			if p, ok := probers.Load(t.Pod.Spec.NodeName); ok {
+				return p.(probe.Prober).Probe(ctx, spec, t)
+			}
+		}
+		return probe.Outcome{Result: probe.Unknown, Message: "no simulated node for the pod"}
+	})
+	return kubeclient.NewFleetPods(kubeclient.FleetPodsOptions{
+		API:    client.API(),
+		Prober: prober,
+		Backend: func(n fleet.PodNode, podIP func(*corev1.Pod) string) podsync.BackendFunc {
+			return func(parts podsync.BackendParts) (podsync.Backend, error) {
+				sim := podsynctest.New(podsynctest.Options{Stages: rules.Stages, PodIP: podIP, Probes: parts.Probes})
+				p, err := rules.Prober(podsynctest.ProberOptions{StartedAt: sim.StartedAt})
+				if err != nil {
+					return podsync.Backend{}, err
+				}
+				probers.Store(n.Name, p)
+				return podsync.Backend{Syncer: sim}, nil
+			}
+		},
+	})
+}
+
+func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseClient, pods *kubeclient.FleetPods, monitor *kubeclient.Client, cnt *counter, c config) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(c.cpu),
 		corev1.ResourceMemory: resource.MustParse(c.memory),
-		corev1.ResourcePods:   *resource.NewQuantity(int64(c.pods), resource.DecimalSI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(c.maxPods), resource.DecimalSI),
 	}
 	prefixValue := strings.TrimSuffix(c.prefix, "-")
 	started := time.Now()
@@ -249,6 +299,7 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 				o.RequestTimeout = c.requestTimeout
 			}
 		},
+		Pods: podStep(pods),
 	})
 	if err != nil {
 		return err
@@ -269,6 +320,13 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 		defer wg.Done()
 		_ = fl.Run(runCtx)
 	}()
+	if pods != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = pods.Run(runCtx)
+		}()
+	}
 	defer func() { stopRun(); wg.Wait() }()
 
 	var (
@@ -341,6 +399,14 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 		last, lastReq, lastFail, lastCPU = now, req, fail, cpu
 		_ = lastFail
 	}
+}
+
+// podStep is fleet.Options.Pods for pods, nil without.
+func podStep(pods *kubeclient.FleetPods) func(fleet.PodNode) (fleet.PodStep, error) {
+	if pods == nil {
+		return nil
+	}
+	return pods.Node
 }
 
 func cmpDur(a, b time.Duration) time.Duration {

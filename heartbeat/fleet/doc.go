@@ -29,6 +29,19 @@
 // WaitLease wait, with a deadline, for counts or states (ConditionIs,
 // ConditionAbsent, NodeGone).
 //
+// # Pods
+//
+// Options.Pods gives every node pods to run: a PodStep per node, run on
+// the fleet's workers as the node's third step whenever its SyncOnce
+// asked to be (its wait) or PodNode.Trigger was called. The fleet itself
+// links no pod code: nodekit.FleetPods builds each node's step from
+// nodekit's pod half (the pod workers with the kubelet's planner, probes,
+// the status writer) on simulated containers (podsync/podsynctest, whose
+// Rules choose each pod's behaviour), with one watch of all the fleet's
+// bound pods and one client for every node's writes (ExampleFleetPods in
+// the nodekit package). Delete stops a node's pod step with its other
+// steps; Recreate runs it again.
+//
 // # Timing
 //
 // One scheduler serves the whole fleet: a heap of the nodes' next steps on
