@@ -86,11 +86,15 @@ func NewFleetPods(o FleetPodsOptions) (*FleetPods, error) {
 	if o.PodCIDR == nil {
 		o.PodCIDR = defaultPodCIDR
 	}
-	shared, err := NewSharedPods(SharedPodsOptions{Pods: o.API.Pods(corev1.NamespaceAll), Clock: o.Clock})
+	p := &FleetPods{o: o, halfs: map[string]*PodHalf{}}
+	// Only the pods of this fleet's nodes (a shard's) are kept.
+	shared, err := NewSharedPods(SharedPodsOptions{Pods: o.API.Pods(corev1.NamespaceAll), Clock: o.Clock,
+		Nodes: func(name string) bool { return p.PodHalf(name) != nil }})
 	if err != nil {
 		return nil, err
 	}
-	return &FleetPods{o: o, shared: shared, halfs: map[string]*PodHalf{}}, nil
+	p.shared = shared
+	return p, nil
 }
 
 func defaultPodCIDR(n fleet.PodNode) netip.Prefix {

@@ -31,6 +31,9 @@ type SharedPodsOptions struct {
 	Pods podsource.APIPodClient
 	// FieldSelector selects the pods watched. Default BoundPodsSelector.
 	FieldSelector string
+	// Nodes, when set, says which nodes' pods to keep (a fleet shard's);
+	// the others' are dropped as they arrive. Default: every node's.
+	Nodes func(name string) bool
 	// MaxRetryWait bounds the wait between two lists after a failure.
 	// Default podsource.DefaultMaxRetryWait (10s); 1s to 10m.
 	MaxRetryWait time.Duration
@@ -150,7 +153,7 @@ func (s *SharedPods) applyLocked(key string, pod *corev1.Pod, calls map[string]f
 		calls[old] = b.onChange
 		delete(s.where, key)
 	}
-	if pod == nil || pod.Spec.NodeName == "" {
+	if pod == nil || pod.Spec.NodeName == "" || s.o.Nodes != nil && !s.o.Nodes(pod.Spec.NodeName) {
 		return
 	}
 	b := s.nodeLocked(pod.Spec.NodeName)

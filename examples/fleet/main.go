@@ -68,6 +68,7 @@ type config struct {
 	cpu, memory    string
 	maxPods        int
 	podRules       string
+	shard          string
 	protobuf       bool
 	requestTimeout time.Duration
 	cpuProfile     string
@@ -83,6 +84,7 @@ func main() {
 	flag.IntVar(&c.nodes, "nodes", 100, "number of simulated nodes")
 	flag.Float64Var(&c.qps, "qps", 0, "client-side requests per second for the whole fleet (0: no client-side limit; --workers bounds the requests in flight)")
 	flag.IntVar(&c.burst, "burst", 0, "client-side burst for the whole fleet (0: twice --qps)")
+	flag.StringVar(&c.shard, "shard", "", "i/n: run only the nodes whose name hashes to share i of n (n processes with the same --nodes and --prefix share the cluster without overlap)")
 	flag.StringVar(&c.prefix, "prefix", "fleet-", "node name prefix: nodes are <prefix>0 ... <prefix>N-1")
 	flag.BoolVar(&c.cleanup, "cleanup", false, "delete the nodes and leases with this prefix, and exit")
 	flag.DurationVar(&c.leaseDuration, "lease-duration", 40*time.Second, "lease duration written to each lease")
@@ -270,6 +272,13 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 		corev1.ResourceMemory: resource.MustParse(c.memory),
 		corev1.ResourcePods:   *resource.NewQuantity(int64(c.maxPods), resource.DecimalSI),
 	}
+	var shard fleet.Shard
+	if c.shard != "" {
+		var err error
+		if shard, err = fleet.ParseShard(c.shard); err != nil {
+			return fmt.Errorf("--shard: %w", err)
+		}
+	}
 	prefixValue := strings.TrimSuffix(c.prefix, "-")
 	started := time.Now()
 	fl, err := fleet.New(fleet.Options{
@@ -299,7 +308,8 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 				o.RequestTimeout = c.requestTimeout
 			}
 		},
-		Pods: podStep(pods),
+		Pods:  podStep(pods),
+		Shard: shard,
 	})
 	if err != nil {
 		return err

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,6 +141,14 @@ type Options struct {
 	// Registerer registers the heartbeat and lease metrics, shared by all
 	// nodes. Nil: no metrics.
 	Registerer prometheus.Registerer
+	// Shard, when its Count is more than 1, keeps only this process's share
+	// of the Count nodes: those whose name's stable hash (FNV-1a) modulo
+	// Shard.Count is Shard.Index, so that Shard.Count fleet processes with
+	// the same Count and NamePrefix share one cluster without overlap.
+	// Node i of Template, Facts, Heartbeat, Lease and PodNode.Index stays
+	// the number in the node's name; Fleet.Node and Node.Index count this
+	// shard's nodes only. Default: no sharding.
+	Shard Shard
 	// Pods, when set, gives each node pods to run: it is called once per
 	// node in New, and the PodStep it returns is run by the fleet's
 	// workers whenever it asked to be (its SyncOnce's wait) or its
@@ -146,6 +156,34 @@ type Options struct {
 	// lease renewals and status rounds. nodekit.FleetPods builds them from
 	// nodekit's pod half. Default nil: the nodes run no pods.
 	Pods func(PodNode) (PodStep, error)
+}
+
+// Shard is one of Count shares of a fleet's nodes (Options.Shard).
+type Shard struct{ Index, Count int }
+
+// ParseShard parses "i/n" (0 <= i < n).
+func ParseShard(s string) (Shard, error) {
+	var sh Shard
+	i, n, ok := strings.Cut(s, "/")
+	var err1, err2 error
+	if ok {
+		sh.Index, err1 = strconv.Atoi(i)
+		sh.Count, err2 = strconv.Atoi(n)
+	}
+	if !ok || err1 != nil || err2 != nil || sh.Count < 1 || sh.Index < 0 || sh.Index >= sh.Count {
+		return Shard{}, fmt.Errorf("fleet: shard %q: want i/n with 0 <= i < n", s)
+	}
+	return sh, nil
+}
+
+// Has reports whether the node named name is in the shard.
+func (s Shard) Has(name string) bool {
+	if s.Count <= 1 {
+		return true
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return h.Sum64()%uint64(s.Count) == uint64(s.Index)
 }
 
 // PodNode is what a node's pods get from their fleet.
@@ -296,6 +334,18 @@ func New(opts Options) (*Fleet, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if sh := opts.Shard; sh.Count != 0 && (sh.Count < 0 || sh.Index < 0 || sh.Index >= sh.Count) {
+		return nil, fmt.Errorf("fleet: Options.Shard %d/%d: want 0 <= Index < Count", sh.Index, sh.Count)
+	}
+	var members []int // the node numbers of this shard
+	for i := range opts.Count {
+		if opts.Shard.Has(opts.NamePrefix + strconv.Itoa(i)) {
+			members = append(members, i)
+		}
+	}
+	if len(members) == 0 {
+		return nil, fmt.Errorf("fleet: shard %d/%d of %d nodes has none", opts.Shard.Index, opts.Shard.Count, opts.Count)
+	}
 	f := &Fleet{
 		nodeClient:   opts.Nodes,
 		leaseClient:  opts.Leases,
@@ -307,16 +357,16 @@ func New(opts Options) (*Fleet, error) {
 		statusPeriod: int64(opts.StatusUpdateFrequency),
 		gran:         int64(opts.Granularity),
 		workers:      opts.Workers,
-		nodes:        make([]Node, opts.Count),
-		byName:       make(map[string]int32, opts.Count),
+		nodes:        make([]Node, len(members)),
+		byName:       make(map[string]int32, len(members)),
 		wake:         math.MaxInt64,
 		kick:         make(chan struct{}, 1),
 		syncWake:     math.MinInt64,
 		syncKick:     make(chan struct{}, 1),
 	}
 	f.cond = sync.NewCond(&f.mu)
-	for i := range f.nodes {
-		if err := f.initNode(i); err != nil {
+	for i, num := range members {
+		if err := f.initNode(i, num); err != nil {
 			return nil, err
 		}
 	}
@@ -343,12 +393,14 @@ func New(opts Options) (*Fleet, error) {
 	return f, nil
 }
 
-func (f *Fleet) initNode(i int) error {
+// initNode builds slot i of the fleet, the node numbered num.
+func (f *Fleet) initNode(i, num int) error {
 	n := &f.nodes[i]
 	n.f = f
 	n.idx = int32(i)
-	n.name = f.opts.NamePrefix + strconv.Itoa(i)
-	n.rnd = f.opts.Seed ^ (uint64(i)+1)*0x9E3779B97F4A7C15
+	n.num = int32(num)
+	n.name = f.opts.NamePrefix + strconv.Itoa(num)
+	n.rnd = f.opts.Seed ^ (uint64(num)+1)*0x9E3779B97F4A7C15
 	if _, dup := f.byName[n.name]; dup {
 		return fmt.Errorf("fleet: two nodes named %q", n.name)
 	}
@@ -356,21 +408,21 @@ func (f *Fleet) initNode(i int) error {
 	n.nodes = nodeClient{NodeClient: f.nodeClient, n: n}
 	n.leases = leaseClient{LeaseClient: f.leaseClient, n: n}
 
-	tmpl := f.opts.Template(i, n.name)
-	facts := f.opts.Facts(i, n.name)
+	tmpl := f.opts.Template(num, n.name)
+	facts := f.opts.Facts(num, n.name)
 	so := nodestatus.Options{Runtime: f.opts.Runtime, Clock: f.clock}
 	applyTemplate(tmpl, &facts, &so)
 	n.host = nodestatustest.NewHost(facts)
 	so.Host = n.host
 	if f.opts.StatusOptions != nil {
-		f.opts.StatusOptions(i, &so)
+		f.opts.StatusOptions(num, &so)
 	}
 	setters, err := nodestatus.DefaultSetters(so)
 	if err != nil {
 		return fmt.Errorf("fleet: node %q: %w", n.name, err)
 	}
 	if f.opts.Setters != nil {
-		setters = f.opts.Setters(i, setters)
+		setters = f.opts.Setters(num, setters)
 	}
 	n.setter = setters
 
@@ -380,7 +432,7 @@ func (f *Fleet) initNode(i int) error {
 	}
 	n.hb.Store(hb)
 	if f.opts.Pods != nil {
-		pn := PodNode{Index: i, Name: n.name, Node: func() *corev1.Node { return n.hb.Load().View().Node() }, Trigger: n.TriggerPods}
+		pn := PodNode{Index: num, Name: n.name, Node: func() *corev1.Node { return n.hb.Load().View().Node() }, Trigger: n.TriggerPods}
 		if n.pods, err = f.opts.Pods(pn); err != nil {
 			return fmt.Errorf("fleet: node %q: pods: %w", n.name, err)
 		}
@@ -423,11 +475,11 @@ func (f *Fleet) newHeartbeat(n *Node, tmpl *corev1.Node) (*heartbeat.Heartbeat, 
 			Rand: rand.Float64,
 		}
 		if f.opts.Lease != nil {
-			f.opts.Lease(int(n.idx), &ho.LeaseOptions)
+			f.opts.Lease(int(n.num), &ho.LeaseOptions)
 		}
 	}
 	if f.opts.Heartbeat != nil {
-		f.opts.Heartbeat(int(n.idx), &ho)
+		f.opts.Heartbeat(int(n.num), &ho)
 	}
 	hb, err := heartbeat.New(ho)
 	if err != nil {

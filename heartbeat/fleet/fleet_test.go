@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -629,5 +630,47 @@ func TestStatusOnlyStrategy(t *testing.T) {
 	}
 	if _, err := f.LeaseClient().Get(ctx, f.Node(0).Name(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("lease exists: %v", err)
+	}
+}
+
+// Three shards of one fleet hold every node once, by a stable hash of its
+// name, and keep the numbers in the names.
+func TestShards(t *testing.T) {
+	const count = 300
+	seen := map[string]int{}
+	for i := range 3 {
+		sh, err := fleet.ParseShard(fmt.Sprintf("%d/3", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := heartbeattest.UIDClientset(fake.NewClientset())
+		f, err := fleet.New(fleet.Options{Count: count, Shard: sh, Nodes: cs.CoreV1().Nodes(),
+			Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Len() < count/3-40 || f.Len() > count/3+40 {
+			t.Errorf("shard %d holds %d of %d nodes", i, f.Len(), count)
+		}
+		for j := range f.Len() {
+			n := f.Node(j)
+			if n.Index() != j || n.Name() != fmt.Sprint("node-", n.Number()) || !sh.Has(n.Name()) {
+				t.Errorf("shard %d node %d: index %d name %s number %d", i, j, n.Index(), n.Name(), n.Number())
+			}
+			seen[n.Name()]++
+		}
+	}
+	if len(seen) != count {
+		t.Errorf("%d nodes in all shards, want %d", len(seen), count)
+	}
+	for name, k := range seen {
+		if k != 1 {
+			t.Errorf("%s in %d shards", name, k)
+		}
+	}
+	for _, bad := range []string{"3/3", "-1/2", "1", "a/b", "0/0"} {
+		if _, err := fleet.ParseShard(bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("ParseShard(%q): %v", bad, err)
+		}
 	}
 }

@@ -23,7 +23,8 @@ import (
 type Node struct {
 	f       *Fleet
 	name    string
-	idx     int32
+	idx     int32  // slot in Fleet.nodes
+	num     int32  // the number in the name
 	flags   uint16 // queued/running/stopped/rerun bits per kind, deleted; under f.mu
 	waiters int32  // goroutines waiting for this node's steps to end; under f.mu
 	rnd     uint64 // state of the heartbeat's Rand; used under the heartbeat's lock
@@ -63,8 +64,13 @@ type overrides struct {
 // Name returns the node's name (also its lease's).
 func (n *Node) Name() string { return n.name }
 
-// Index returns the node's index in its fleet.
+// Index returns the node's index in its fleet (Fleet.Node's; with
+// Options.Shard, among this shard's nodes).
 func (n *Node) Index() int { return int(n.idx) }
+
+// Number returns the number in the node's name (its index without
+// Options.Shard).
+func (n *Node) Number() int { return int(n.num) }
 
 // Heartbeat returns the node's heartbeat (a new one after Recreate).
 func (n *Node) Heartbeat() *heartbeat.Heartbeat { return n.hb.Load() }
@@ -398,7 +404,7 @@ func (n *Node) Recreate() error {
 	if !deleted {
 		return nil
 	}
-	hb, err := f.newHeartbeat(n, f.opts.Template(int(n.idx), n.name))
+	hb, err := f.newHeartbeat(n, f.opts.Template(int(n.num), n.name))
 	if err != nil {
 		return err
 	}
