@@ -9,7 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat/fleet"
@@ -38,6 +41,14 @@ type FleetPodsOptions struct {
 	// Node has no spec.podCIDR. Default: 10.<i/256>.<i%256>.0/24 for node
 	// index i (up to 65,536 nodes).
 	PodCIDR func(n fleet.PodNode) netip.Prefix
+	// WriteQPS and WriteBurst, when WriteQPS is set, are the budget of the
+	// pods' writes (status patches, the final deletes, and their reads on
+	// conflicts) that all nodes share: a write waits for its token in
+	// turn, so nodes are served in the order they ask. Default 0: the
+	// API client's own rate limit is the budget. WriteBurst defaults to
+	// twice WriteQPS.
+	WriteQPS   float32
+	WriteBurst int
 	// Engine and Status hold the pod workers' and the status writer's
 	// other options, as PodHalfOptions' do.
 	Engine podsync.Options
@@ -62,6 +73,7 @@ type FleetPodsOptions struct {
 type FleetPods struct {
 	o      FleetPodsOptions
 	shared *SharedPods
+	writes func(ns string) PodClient // API.Pods behind the write budget
 
 	mu    sync.Mutex
 	halfs map[string]*PodHalf
@@ -86,7 +98,19 @@ func NewFleetPods(o FleetPodsOptions) (*FleetPods, error) {
 	if o.PodCIDR == nil {
 		o.PodCIDR = defaultPodCIDR
 	}
-	p := &FleetPods{o: o, halfs: map[string]*PodHalf{}}
+	if o.WriteQPS < 0 || o.WriteBurst < 0 {
+		return nil, fmt.Errorf("nodekit: FleetPodsOptions.WriteQPS %v and WriteBurst %d must not be negative", o.WriteQPS, o.WriteBurst)
+	}
+	p := &FleetPods{o: o, halfs: map[string]*PodHalf{}, writes: o.API.Pods}
+	if o.WriteQPS > 0 {
+		if o.WriteBurst == 0 {
+			o.WriteBurst = max(1, int(2*o.WriteQPS))
+		}
+		// Wall time: the budget is the API server's, whatever the clock.
+		limiter := flowcontrol.NewTokenBucketRateLimiter(o.WriteQPS, o.WriteBurst)
+		pods := o.API.Pods
+		p.writes = func(ns string) PodClient { return budgetedPods{PodClient: pods(ns), limiter: limiter} }
+	}
 	// Only the pods of this fleet's nodes (a shard's) are kept.
 	shared, err := NewSharedPods(SharedPodsOptions{Pods: o.API.Pods(corev1.NamespaceAll), Clock: o.Clock,
 		Nodes: func(name string) bool { return p.PodHalf(name) != nil }})
@@ -120,7 +144,7 @@ func (p *FleetPods) Node(n fleet.PodNode) (fleet.PodStep, error) {
 		return nil, errors.New("nodekit: FleetPods.Node: the PodNode has no Node or Trigger")
 	}
 	ips := &podIPs{node: n, cidr: p.o.PodCIDR}
-	api := &API{Pods: p.o.API.Pods}
+	api := &API{Pods: p.writes}
 	half, err := NewPodHalf(PodHalfOptions{
 		NodeName:   n.Name,
 		API:        api,
@@ -191,4 +215,32 @@ func (ip *podIPs) podIP(*corev1.Pod) string {
 	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 	v += off
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String()
+}
+
+// budgetedPods takes a token of the shared budget before each request the
+// status writer makes.
+type budgetedPods struct {
+	PodClient
+	limiter flowcontrol.RateLimiter
+}
+
+func (b budgetedPods) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error) {
+	if err := b.limiter.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return b.PodClient.Get(ctx, name, opts)
+}
+
+func (b budgetedPods) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Pod, error) {
+	if err := b.limiter.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return b.PodClient.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+func (b budgetedPods) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if err := b.limiter.Wait(ctx); err != nil {
+		return err
+	}
+	return b.PodClient.Delete(ctx, name, opts)
 }

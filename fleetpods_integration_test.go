@@ -39,7 +39,7 @@ func TestIntegrationFleetPods(t *testing.T) {
 		}
 	})
 	cfg := cp.AdminConfig()
-	cfg.QPS, cfg.Burst = 100, 200 // the write budget all nodes share
+	cfg.QPS, cfg.Burst = 100, 200
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,9 @@ func TestIntegrationFleetPods(t *testing.T) {
 	}
 	api := client.API()
 	fp, err := nodekit.NewFleetPods(nodekit.FleetPodsOptions{
-		API: api,
+		API:      api,
+		WriteQPS: 50, // the pods' writes share this budget
+
 		Backend: func(n fleet.PodNode, podIP func(*corev1.Pod) string) podsync.BackendFunc {
 			sim := podsynctest.New(podsynctest.Options{PodIP: podIP, Stages: func(*corev1.Pod, string) podsynctest.Stages {
 				return podsynctest.Stages{StartDelay: 200 * time.Millisecond, StopExitCode: 137}

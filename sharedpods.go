@@ -196,6 +196,9 @@ func (st sharedStore) upsert(obj any, remove bool) error {
 	}
 	if remove {
 		pod = nil
+	} else if pod != nil {
+		// Nothing here reads them, and they are much of a pod's size.
+		pod.ManagedFields = nil
 	}
 	calls := map[string]func(){}
 	st.s.mu.Lock()
@@ -263,6 +266,9 @@ func (st sharedStore) Replace(objs []any, _ string) error {
 			return err
 		}
 		keep[key] = true
+		if pod != nil {
+			pod.ManagedFields = nil
+		}
 		if old := s.podLocked(key); old != pod {
 			s.applyLocked(key, pod, calls)
 		}

@@ -69,6 +69,7 @@ type config struct {
 	maxPods        int
 	podRules       string
 	shard          string
+	podWriteQPS    float64
 	protobuf       bool
 	requestTimeout time.Duration
 	cpuProfile     string
@@ -84,6 +85,7 @@ func main() {
 	flag.IntVar(&c.nodes, "nodes", 100, "number of simulated nodes")
 	flag.Float64Var(&c.qps, "qps", 0, "client-side requests per second for the whole fleet (0: no client-side limit; --workers bounds the requests in flight)")
 	flag.IntVar(&c.burst, "burst", 0, "client-side burst for the whole fleet (0: twice --qps)")
+	flag.Float64Var(&c.podWriteQPS, "pod-write-qps", 0, "budget of the pods' status writes and deletes, shared by every node (0: the client's --qps only)")
 	flag.StringVar(&c.shard, "shard", "", "i/n: run only the nodes whose name hashes to share i of n (n processes with the same --nodes and --prefix share the cluster without overlap)")
 	flag.StringVar(&c.prefix, "prefix", "fleet-", "node name prefix: nodes are <prefix>0 ... <prefix>N-1")
 	flag.BoolVar(&c.cleanup, "cleanup", false, "delete the nodes and leases with this prefix, and exit")
@@ -220,7 +222,7 @@ func run(ctx context.Context, c config) error {
 	}
 	var pods *kubeclient.FleetPods
 	if c.podRules != "" {
-		if pods, err = fleetPods(client, c.podRules); err != nil {
+		if pods, err = fleetPods(client, c.podRules, float32(c.podWriteQPS)); err != nil {
 			return err
 		}
 	}
@@ -230,7 +232,7 @@ func run(ctx context.Context, c config) error {
 // fleetPods runs the API pods bound to the fleet's nodes on simulated
 // containers, as rules (a file, or kwok's default stages) say, through the
 // fleet's client: one watch of the bound pods and one write budget.
-func fleetPods(client *kubeclient.Client, rulesPath string) (*kubeclient.FleetPods, error) {
+func fleetPods(client *kubeclient.Client, rulesPath string, writeQPS float32) (*kubeclient.FleetPods, error) {
 	var rules *podsynctest.Rules // nil: kwok's default stages
 	if rulesPath != "default" {
 		var err error
@@ -250,8 +252,9 @@ func fleetPods(client *kubeclient.Client, rulesPath string) (*kubeclient.FleetPo
 		return probe.Outcome{Result: probe.Unknown, Message: "no simulated node for the pod"}
 	})
 	return kubeclient.NewFleetPods(kubeclient.FleetPodsOptions{
-		API:    client.API(),
-		Prober: prober,
+		API:      client.API(),
+		Prober:   prober,
+		WriteQPS: writeQPS,
 		Backend: func(n fleet.PodNode, podIP func(*corev1.Pod) string) podsync.BackendFunc {
 			return func(parts podsync.BackendParts) (podsync.Backend, error) {
 				sim := podsynctest.New(podsynctest.Options{Stages: rules.Stages, PodIP: podIP, Probes: parts.Probes})
