@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,9 @@ import (
 	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/probe"
 )
+
+// FleetRelistPeriod is FleetPodsOptions.Engine.RelistPeriod's default.
+const FleetRelistPeriod = 30 * time.Second
 
 // FleetPodsOptions configure NewFleetPods.
 type FleetPodsOptions struct {
@@ -50,7 +54,10 @@ type FleetPodsOptions struct {
 	WriteQPS   float32
 	WriteBurst int
 	// Engine and Status hold the pod workers' and the status writer's
-	// other options, as PodHalfOptions' do.
+	// other options, as PodHalfOptions' do. Engine.RelistPeriod defaults
+	// to FleetRelistPeriod: a simulated backend tells the engine of its
+	// changes when it syncs a pod (podsynctest's does), so a hollow node's
+	// relist is a safety net, not how changes are seen.
 	Engine podsync.Options
 	Status status.Options
 	// Recorder receives every node's pod events. Default nil: none.
@@ -97,6 +104,9 @@ func NewFleetPods(o FleetPodsOptions) (*FleetPods, error) {
 	}
 	if o.PodCIDR == nil {
 		o.PodCIDR = defaultPodCIDR
+	}
+	if o.Engine.RelistPeriod == 0 {
+		o.Engine.RelistPeriod = FleetRelistPeriod
 	}
 	if o.WriteQPS < 0 || o.WriteBurst < 0 {
 		return nil, fmt.Errorf("nodekit: FleetPodsOptions.WriteQPS %v and WriteBurst %d must not be negative", o.WriteQPS, o.WriteBurst)

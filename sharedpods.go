@@ -196,9 +196,8 @@ func (st sharedStore) upsert(obj any, remove bool) error {
 	}
 	if remove {
 		pod = nil
-	} else if pod != nil {
-		// Nothing here reads them, and they are much of a pod's size.
-		pod.ManagedFields = nil
+	} else {
+		pod = withoutManagedFields(pod)
 	}
 	calls := map[string]func(){}
 	st.s.mu.Lock()
@@ -266,9 +265,7 @@ func (st sharedStore) Replace(objs []any, _ string) error {
 			return err
 		}
 		keep[key] = true
-		if pod != nil {
-			pod.ManagedFields = nil
-		}
+		pod = withoutManagedFields(pod)
 		if old := s.podLocked(key); old != pod {
 			s.applyLocked(key, pod, calls)
 		}
@@ -298,3 +295,15 @@ func (s *SharedPods) podLocked(key string) *corev1.Pod {
 }
 
 func (sharedStore) Resync() error { return nil }
+
+// withoutManagedFields returns pod without its managed fields (nothing here
+// reads them, and they are much of a pod's size): a shallow copy, as the
+// watch's object may be shared.
+func withoutManagedFields(pod *corev1.Pod) *corev1.Pod {
+	if pod == nil || len(pod.ManagedFields) == 0 {
+		return pod
+	}
+	cp := *pod
+	cp.ManagedFields = nil
+	return &cp
+}

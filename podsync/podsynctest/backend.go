@@ -71,6 +71,9 @@ type simPod struct {
 	// starting are containers still in their start delay: not in the
 	// runtime yet (the status shows ContainerCreating), and not started twice.
 	starting []*simContainer
+	// gen counts the pod's changes; seen is gen as the last relist saw it,
+	// so that a sync can tell the engine of changes it has not observed.
+	gen, seen uint64
 }
 
 // Backend is a simulated podsync.PodSyncer and podsync.Relister: pods go
@@ -120,6 +123,7 @@ func (b *Backend) advanceLocked(now time.Time) {
 		for _, s := range p.sandboxes {
 			if !s.stopped && s.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && !now.Before(s.readyAt) {
 				s.State = runtimeapi.PodSandboxState_SANDBOX_READY
+				p.gen++
 			}
 		}
 		kept := p.starting[:0]
@@ -130,16 +134,43 @@ func (b *Backend) advanceLocked(now time.Time) {
 			}
 			c.State, c.CreatedAt, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, c.startAt, c.startAt
 			p.containers = append(p.containers, c)
+			p.gen++
 		}
 		p.starting = kept
 		for _, c := range p.containers {
 			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && c.stages.RunFor > 0 {
 				if end := c.StartedAt.Add(c.stages.RunFor); !now.Before(end) {
 					exit(&c.ContainerState, end, c.stages.ExitCode)
+					p.gen++
 				}
 			}
 		}
 	}
+}
+
+// nextChange is how long after now the pod's stages next change it (a
+// sandbox ready, a container started or exiting), 0 when none is due.
+func (p *simPod) nextChange(now time.Time) time.Duration {
+	var next time.Duration
+	soonest := func(at time.Time) {
+		if d := at.Sub(now); d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	for _, s := range p.sandboxes {
+		if !s.stopped && s.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			soonest(s.readyAt)
+		}
+	}
+	for _, c := range p.starting {
+		soonest(c.startAt)
+	}
+	for _, c := range p.containers {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && c.stages.RunFor > 0 {
+			soonest(c.StartedAt.Add(c.stages.RunFor))
+		}
+	}
+	return next
 }
 
 func exit(c *podsync.ContainerState, at time.Time, code int32) {
@@ -157,6 +188,7 @@ func (b *Backend) Relist(context.Context) (map[types.UID]*podsync.PodState, erro
 	b.advanceLocked(b.o.Clock.Now())
 	out := make(map[types.UID]*podsync.PodState, len(b.pods))
 	for uid, p := range b.pods {
+		p.seen = p.gen
 		out[uid] = p.snapshot(uid)
 	}
 	return out, nil
@@ -188,6 +220,7 @@ func (b *Backend) Exit(uid types.UID, name string, code int32) bool {
 	for i := len(p.containers) - 1; i >= 0; i-- {
 		if c := p.containers[i]; c.Name == name && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			exit(&c.ContainerState, b.o.Clock.Now(), code)
+			p.gen++
 			return true
 		}
 	}
@@ -196,7 +229,12 @@ func (b *Backend) Exit(uid types.UID, name string, code int32) bool {
 
 // SyncPod plans with podsync.ComputePodActions and applies the actions to
 // the simulation.
-func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.PodState) (podsync.SyncResult, error) {
+//
+// The result asks for the pod's next sync when its stages next change it,
+// and tells the engine of changes its last relist did not see (Changed),
+// so that the engine relists when the simulation changed, not only at its
+// relist period.
+func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, _ *podsync.PodState) (podsync.SyncResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.o.Clock.Now()
@@ -206,6 +244,15 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.
 		p = &simPod{name: pod.Name, namespace: pod.Namespace}
 		b.pods[pod.UID] = p
 	}
+	res, err := b.syncPodLocked(pod, p, now)
+	res.RequeueWithin(p.nextChange(now))
+	if p.gen != p.seen {
+		res.Changed = true
+	}
+	return res, err
+}
+
+func (b *Backend) syncPodLocked(pod *corev1.Pod, p *simPod, now time.Time) (podsync.SyncResult, error) {
 	in := podsync.PlanInput{Pod: pod, State: p.snapshot(pod.UID), Now: now,
 		CrashLoopWait: func(key string, at time.Time) time.Duration { return b.crashLoop.Wait(key, at) }}
 	if b.o.Probes != nil {
@@ -216,7 +263,7 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.
 	if a.Empty() {
 		return res, nil
 	}
-	res.Changed = true
+	// What the actions change counts in p.gen: SyncPod reports it.
 	if a.KillPod {
 		p.stopAll(now)
 		if !a.CreateSandbox {
@@ -237,12 +284,14 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.
 			s.State = runtimeapi.PodSandboxState_SANDBOX_READY
 		}
 		p.sandboxes = append(p.sandboxes, s)
+		p.gen++
 		a.SandboxID = s.ID
 	}
 	for _, k := range a.Kill {
 		for _, c := range p.containers {
 			if c.ID == k.ID && c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 				exit(&c.ContainerState, now, c.stages.StopExitCode)
+				p.gen++
 			}
 		}
 	}
@@ -270,10 +319,10 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, observed *podsync.
 			ImageRef: "sim://" + spec.Image, State: runtimeapi.ContainerState_CONTAINER_CREATED, Hash: podsync.HashContainer(spec),
 			RestartCount: restarts, CreatedAt: now}
 		p.starting = append(p.starting, c)
+		p.gen++
 		res.RequeueWithin(stages.StartDelay)
 	}
 	b.advanceLocked(now)
-	_ = observed
 	return res, err
 }
 
@@ -296,6 +345,7 @@ func (p *simPod) isStarting(name string) bool {
 }
 
 func (p *simPod) stopAll(now time.Time) {
+	p.gen++
 	p.starting = nil
 	for _, c := range p.containers {
 		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {

@@ -77,3 +77,39 @@ func TestFailCreateAndRemove(t *testing.T) {
 		t.Fatalf("pod kept: %v", b.Pods())
 	}
 }
+
+// A sync asks for the next one when the pod's stages next change it, and
+// reports a change the last relist did not see, so that an engine with a
+// long relist period sees the simulation's changes when they happen.
+func TestSyncPodFollowsTheStages(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := podsynctest.New(podsynctest.Options{Clock: clock, Stages: func(*corev1.Pod, string) podsynctest.Stages {
+		return podsynctest.Stages{StartDelay: 2 * time.Second, RunFor: 5 * time.Second}
+	}})
+	pod := simPod(corev1.RestartPolicyNever)
+	relist := func() *podsync.PodState {
+		pods, err := b.Relist(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pods[pod.UID]
+	}
+	res, err := b.SyncPod(ctx, pod, nil)
+	if err != nil || !res.Changed || res.RequeueAfter != 2*time.Second {
+		t.Fatalf("first sync: %+v %v, want changed and the next sync at the start, 2s", res, err)
+	}
+	st := relist()
+	if res, _ = b.SyncPod(ctx, pod, st); res.Changed {
+		t.Fatalf("a sync with nothing new: %+v", res)
+	}
+	clock.Step(2 * time.Second)
+	if res, _ = b.SyncPod(ctx, pod, st); !res.Changed || res.RequeueAfter != 5*time.Second {
+		t.Fatalf("at the start: %+v, want changed (not relisted yet) and the next sync at the exit, 5s", res)
+	}
+	relist()
+	clock.Step(5 * time.Second)
+	if res, _ = b.SyncPod(ctx, pod, st); !res.Changed || res.RequeueAfter != 0 {
+		t.Fatalf("at the exit: %+v, want changed and nothing more due", res)
+	}
+}
