@@ -65,6 +65,11 @@ type FleetPodsOptions struct {
 	// Clock drives every node's pods; the fleet's clock. Default the real
 	// clock.
 	Clock clock.WithTicker
+	// NodeAPI, when set, has every node serve kubelet's node API at an
+	// address of its own (ServeNodeAPI; give Setters as
+	// fleet.Options.Setters so that the nodes report those addresses).
+	// Default nil: the nodes serve none.
+	NodeAPI *FleetNodeAPIOptions
 	// Registerer receives the pod halves' metrics, shared by all nodes.
 	// Default nil: none (a registry cannot take the same metrics twice:
 	// give one only with a single node).
@@ -84,6 +89,8 @@ type FleetPods struct {
 
 	mu    sync.Mutex
 	halfs map[string]*PodHalf
+	apis  map[netip.Addr]fleetAPI // by address, with NodeAPI
+	addrs map[int]netip.Addr      // node number -> address, with NodeAPI
 }
 
 // NewFleetPods checks o; it makes no request.
@@ -111,7 +118,15 @@ func NewFleetPods(o FleetPodsOptions) (*FleetPods, error) {
 	if o.WriteQPS < 0 || o.WriteBurst < 0 {
 		return nil, fmt.Errorf("nodekit: FleetPodsOptions.WriteQPS %v and WriteBurst %d must not be negative", o.WriteQPS, o.WriteBurst)
 	}
-	p := &FleetPods{o: o, halfs: map[string]*PodHalf{}, writes: o.API.Pods}
+	if o.NodeAPI != nil {
+		api := *o.NodeAPI
+		if err := api.withDefaults(); err != nil {
+			return nil, err
+		}
+		o.NodeAPI = &api
+	}
+	p := &FleetPods{o: o, halfs: map[string]*PodHalf{}, writes: o.API.Pods,
+		apis: map[netip.Addr]fleetAPI{}, addrs: map[int]netip.Addr{}}
 	if o.WriteQPS > 0 {
 		if o.WriteBurst == 0 {
 			o.WriteBurst = max(1, int(2*o.WriteQPS))
@@ -174,6 +189,11 @@ func (p *FleetPods) Node(n fleet.PodNode) (fleet.PodStep, error) {
 	}
 	if err := half.steppable(); err != nil {
 		return nil, fmt.Errorf("nodekit: fleet node %q: %w", n.Name, err)
+	}
+	if p.o.NodeAPI != nil {
+		if err := p.nodeAPI(n, half); err != nil {
+			return nil, fmt.Errorf("nodekit: fleet node %q: %w", n.Name, err)
+		}
 	}
 	p.shared.OnChange(n.Name, n.Trigger)
 	p.mu.Lock()

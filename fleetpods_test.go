@@ -57,13 +57,13 @@ func simStages(_ *corev1.Pod, c string) podsynctest.Stages {
 	return podsynctest.Stages{StartDelay: time.Second, StopExitCode: 137}
 }
 
-func newFleetPods(t *testing.T, nodes int) *fleetPods {
+func newFleetPods(t *testing.T, nodes int, mods ...func(*nodekit.FleetPodsOptions, *sync.Map)) *fleetPods {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var sims sync.Map
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	cs := heartbeattest.UIDClientset(fake.NewClientset())
-	fp, err := nodekit.NewFleetPods(nodekit.FleetPodsOptions{
+	o := nodekit.FleetPodsOptions{
 		API: &nodekit.API{Pods: func(ns string) nodekit.PodClient { return cs.CoreV1().Pods(ns) }},
 		Backend: func(n fleet.PodNode, podIP func(*corev1.Pod) string) podsync.BackendFunc {
 			sim := podsynctest.New(podsynctest.Options{Clock: clock, Stages: simStages, PodIP: podIP, RuntimeName: "sim-" + n.Name})
@@ -71,12 +71,16 @@ func newFleetPods(t *testing.T, nodes int) *fleetPods {
 			return func(podsync.BackendParts) (podsync.Backend, error) { return podsync.Backend{Syncer: sim}, nil }
 		},
 		Clock: clock,
-	})
+	}
+	for _, mod := range mods {
+		mod(&o, &sims)
+	}
+	fp, err := nodekit.NewFleetPods(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, err := fleet.New(fleet.Options{Count: nodes, Clock: clock, Nodes: cs.CoreV1().Nodes(),
-		Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), Pods: fp.Node})
+		Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), Pods: fp.Node, Setters: fp.Setters})
 	if err != nil {
 		t.Fatal(err)
 	}

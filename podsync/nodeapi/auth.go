@@ -80,8 +80,16 @@ const (
 // AlwaysAllow.
 type AuthOptions struct {
 	// NodeName is the name authorized requests are checked against
-	// (nodes/<subresource> named NodeName). Required.
+	// (nodes/<subresource> named NodeName). Required unless NodeNameFrom
+	// is set.
 	NodeName string
+	// NodeNameFrom, when set, names the node each request is for, for one
+	// server that serves several nodes (hollow nodes at addresses of their
+	// own): Wrap asks it first and answers 404 "no node at this address"
+	// when it finds none, before looking at credentials; Authorize checks
+	// the request against the node it named (NodeName is not used).
+	// Default nil: every request is for NodeName.
+	NodeNameFrom func(r *http.Request) (node string, ok bool)
 	// ClientCAFile is a PEM bundle client certificates are verified
 	// against (kubelet's authentication.x509.clientCAFile); the user is
 	// the certificate's CN and the groups its O. It is read again when it
@@ -150,7 +158,7 @@ type AuthOptions struct {
 }
 
 func (o AuthOptions) withDefaults() (AuthOptions, error) {
-	if o.NodeName == "" {
+	if o.NodeName == "" && o.NodeNameFrom == nil {
 		return o, optcheck.Required("AuthOptions.NodeName")
 	}
 	if o.ClientCAFile != "" && o.ClientCAs != nil {
@@ -349,7 +357,19 @@ type tokenResult struct {
 }
 
 type decisionKey struct {
-	user, verb, subresource string
+	node, user, verb, subresource string
+}
+
+// nodeNameKey holds the node a request is for (AuthOptions.NodeNameFrom).
+type nodeNameKey struct{}
+
+// nodeName is the node ctx's request is for: the one NodeNameFrom named,
+// else NodeName.
+func (a *Auth) nodeName(ctx context.Context) string {
+	if n, ok := ctx.Value(nodeNameKey{}).(string); ok {
+		return n
+	}
+	return a.opts.NodeName
 }
 
 // NewAuth returns an Auth.
@@ -594,7 +614,11 @@ func (a *Auth) Authorize(ctx context.Context, u *User, verb, subresource string)
 	if a.opts.AlwaysAllow {
 		return Allowed, nil
 	}
-	key := decisionKey{user: u.key, verb: verb, subresource: subresource}
+	node := a.nodeName(ctx)
+	if node == "" {
+		return Denied, errors.New("no node name: AuthOptions.NodeNameFrom is set and the context holds none (Authorize is called by Wrap)")
+	}
+	key := decisionKey{node: node, user: u.key, verb: verb, subresource: subresource}
 	now := a.opts.Clock.Now()
 	if allowed, ok := a.decisions.get(now, key); ok {
 		return decision(allowed), nil
@@ -607,7 +631,7 @@ func (a *Auth) Authorize(ctx context.Context, u *User, verb, subresource string)
 			Version:     "v1",
 			Resource:    "nodes",
 			Subresource: subresource,
-			Name:        a.opts.NodeName,
+			Name:        node,
 		},
 		User:   u.Name,
 		UID:    u.UID,
@@ -653,6 +677,14 @@ func decision(allowed bool) Decision {
 func (a *Auth) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger := klog.FromContext(r.Context())
+		if a.opts.NodeNameFrom != nil {
+			node, ok := a.opts.NodeNameFrom(r)
+			if !ok {
+				http.Error(w, "no node at this address", http.StatusNotFound)
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), nodeNameKey{}, node))
+		}
 		u, err := a.Authenticate(r)
 		if err != nil {
 			logger.V(4).Info("Unauthenticated node API request", "path", r.URL.Path, "err", err)

@@ -1,6 +1,7 @@
 package nodeapi_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -620,5 +621,53 @@ func TestAuthReviewRetries(t *testing.T) {
 	}
 	if tr, _ := f.rv.counts(); tr != 8 {
 		t.Fatalf("%d token reviews in all, want 8", tr)
+	}
+}
+
+// One Auth serving several nodes checks each request against its own node,
+// and answers 404 before any review for an address with no node.
+func TestAuthNodeNameFrom(t *testing.T) {
+	f := newAuthFixture(t, func(o *nodeapi.AuthOptions) {
+		o.NodeName = ""
+		o.NodeNameFrom = func(r *http.Request) (string, bool) {
+			node, ok := strings.CutSuffix(r.Host, ".test")
+			return node, ok
+		}
+	})
+	f.rv.tokens["stats"] = authenticationv1.UserInfo{Username: "metrics"}
+	f.rv.grants["metrics get stats"] = true // on node-1 only
+	do := func(host string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "https://"+host+"/stats/summary", nil)
+		r.Header.Set("Authorization", "Bearer stats")
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w
+	}
+	if w := do("elsewhere:10250"); w.Code != 404 || w.Body.String() != "no node at this address\n" {
+		t.Fatalf("no node: %d %q", w.Code, w.Body)
+	}
+	if tr, sar := f.rv.counts(); tr != 0 || sar != 0 {
+		t.Fatalf("reviews for a request to no node: %d token, %d access", tr, sar)
+	}
+	if w := do("node-1.test"); w.Code != 200 {
+		t.Fatalf("node-1: %d %q", w.Code, w.Body)
+	}
+	// node-1's cached decision does not let the same user into node-2.
+	if w := do("node-2.test"); w.Code != 403 {
+		t.Fatalf("node-2: %d %q", w.Code, w.Body)
+	}
+	var names []string
+	for _, s := range f.rv.sarSpec {
+		names = append(names, s.ResourceAttributes.Name)
+	}
+	if !slices.Equal(names, []string{"node-1", "node-2"}) {
+		t.Errorf("reviewed nodes %v, want [node-1 node-2]", names)
+	}
+	// Outside Wrap there is no node to ask about.
+	if _, err := f.auth.Authorize(context.Background(), &nodeapi.User{Name: "metrics"}, "get", "stats"); err == nil {
+		t.Error("Authorize without a node name: no error")
+	}
+	if _, err := nodeapi.NewAuth(nodeapi.AuthOptions{AlwaysAllow: true, Anonymous: true}); err == nil || !strings.Contains(err.Error(), "NodeName") {
+		t.Errorf("neither NodeName nor NodeNameFrom: %v", err)
 	}
 }

@@ -89,11 +89,27 @@ type Options struct {
 	// and for rotation. Default DefaultFollowInterval (1s); between
 	// MinFollowInterval and MaxFollowInterval.
 	FollowInterval time.Duration
+	// Logs, when set, serves /containerLogs instead of the files under
+	// PodLogRoot: a simulated node's lines (podsync/podsynctest's
+	// Backend.Logs). The handler applies the request's tailLines,
+	// sinceSeconds, sinceTime, timestamps and limitBytes to the lines it
+	// returns; follow ends with the last of them, and previous asks Logs
+	// for the container's run before its last. An error is a 404 with its
+	// message. Default nil: the log files.
+	Logs func(ctx context.Context, namespace, pod, container string, previous bool) ([]LogLine, error)
 	// DisableProfiling turns /debug/pprof/ off (404), as the kubelet's
 	// enableProfilingHandler: false does. Default false: served, as the
 	// kubelet's default, behind the same authorization as /exec
 	// (nodes/proxy).
 	DisableProfiling bool
+}
+
+// LogLine is one line of a container's log as Options.Logs returns it.
+type LogLine struct {
+	// Time is when the line was logged.
+	Time time.Time
+	// Message is the line without its newline.
+	Message string
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -120,6 +120,10 @@ func (h *Handler) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if h.opts.Logs != nil {
+		h.servedLogs(w, r, ns, name, ctr, opts)
+		return
+	}
 	dir, err := h.podLogDir(r.Context(), ns, name)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -406,4 +410,33 @@ func rotated(f *os.File, path string) bool {
 		return true
 	}
 	return !os.SameFile(st, fst)
+}
+
+// servedLogs answers /containerLogs from Options.Logs.
+func (h *Handler) servedLogs(w http.ResponseWriter, r *http.Request, ns, name, ctr string, opts LogOptions) {
+	lines, err := h.opts.Logs(r.Context(), ns, name, ctr, opts.Previous)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	if !opts.Since.IsZero() {
+		kept := lines[:0:0]
+		for _, l := range lines {
+			if !l.Time.Before(opts.Since) {
+				kept = append(kept, l)
+			}
+		}
+		lines = kept
+	}
+	if opts.TailLines >= 0 && int64(len(lines)) > opts.TailLines {
+		lines = lines[int64(len(lines))-opts.TailLines:]
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	lw := &logWriter{w: w, limit: opts.LimitBytes, timestamps: opts.Timestamps, newLine: true}
+	for _, l := range lines {
+		ts := []byte(l.Time.UTC().Format(time.RFC3339Nano))
+		if err := lw.entry(ts, []byte(l.Message), true); err != nil {
+			return
+		}
+	}
 }

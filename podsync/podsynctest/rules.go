@@ -166,6 +166,24 @@ func (r ramp) at(t time.Duration) uint64 {
 	}
 }
 
+// integral is the area under the ramp from 0 to t: for a CPU ramp in
+// nanocores, the CPU time in nanoseconds.
+func (r ramp) integral(t time.Duration) uint64 {
+	if t <= 0 {
+		return 0
+	}
+	sec := t.Seconds()
+	from, to := float64(r.from), float64(r.to)
+	if r.over <= 0 {
+		return uint64(from * sec)
+	}
+	over := r.over.Seconds()
+	if sec <= over {
+		return uint64(from*sec + (to-from)*sec*sec/(2*over))
+	}
+	return uint64((from+to)*over/2 + to*(sec-over))
+}
+
 // mulDiv returns a*b/c without overflow for b < c.
 func mulDiv(a, b, c uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
@@ -557,6 +575,18 @@ func (r *Rules) Usage(pod *corev1.Pod, container string, since time.Duration) (c
 		return 0, 0
 	}
 	return b.cpu.at(since), b.memory.at(since)
+}
+
+// CPUTime returns the CPU time, in nanoseconds, the pod's container has
+// used by since after it started: the integral of its CPU use (Usage) over
+// that time, so that it grows as a counter does. A container without a CPU
+// rule, or whose annotations do not parse, has used none.
+func (r *Rules) CPUTime(pod *corev1.Pod, container string, since time.Duration) uint64 {
+	b, err := r.resolve(pod, container)
+	if err != nil {
+		return 0
+	}
+	return b.cpu.integral(since)
 }
 
 // ProberOptions configure Rules.Prober. The zero value of each field means

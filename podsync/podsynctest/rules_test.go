@@ -705,3 +705,40 @@ func BenchmarkRulesStages(b *testing.B) {
 		})
 	}
 }
+
+func TestCPUTime(t *testing.T) {
+	r := parse(t, `
+rules:
+- selector: {containers: [up]}
+  cpu: {from: 100m, to: 1100m, over: 10s}
+- selector: {containers: [flat]}
+  cpu: 250m
+`)
+	pod := newPod("p", withContainers("up", "flat", "none"))
+	for _, tc := range []struct {
+		container string
+		since     time.Duration
+		want      uint64 // nanoseconds of CPU
+	}{
+		{"up", -time.Second, 0},
+		{"up", 0, 0},
+		{"up", 2 * time.Second, 200_000_000 + 200_000_000},       // 0.1*2 + (1.0/10)*4/2 core-seconds
+		{"up", 10 * time.Second, 6_000_000_000},                  // (0.1+1.1)/2*10
+		{"up", 20 * time.Second, 6_000_000_000 + 11_000_000_000}, // then 1.1 cores for 10s
+		{"flat", time.Minute, 15_000_000_000},
+		{"none", time.Hour, 0},
+	} {
+		if got := r.CPUTime(pod, tc.container, tc.since); got != tc.want {
+			t.Errorf("%s at %v: CPU time %d ns, want %d", tc.container, tc.since, got, tc.want)
+		}
+	}
+	// A counter: it never goes down as time goes on.
+	var last uint64
+	for s := time.Duration(0); s <= 30*time.Second; s += 250 * time.Millisecond {
+		got := r.CPUTime(pod, "up", s)
+		if got < last {
+			t.Fatalf("CPU time went down at %v: %d after %d", s, got, last)
+		}
+		last = got
+	}
+}
