@@ -32,7 +32,7 @@ var cp *controlplane.ControlPlane // started by TestMain
 // TestMain starts the test control plane and, for the pod half's tests,
 // containerd (ctrd).
 func TestMain(m *testing.M) {
-	os.Exit(containerdtest.MainFunc(func() int { return controlplane.Main(m, &cp) }, &ctrd))
+	os.Exit(containerdtest.MainFunc(func() int { return controlplane.MainWith(m, &cp, controlplane.Options{Aggregator: true}) }, &ctrd))
 }
 
 // contentTypes records the Content-Type of each answer but watches'.
