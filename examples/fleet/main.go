@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
@@ -33,6 +34,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
@@ -40,7 +43,9 @@ import (
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/lease"
+	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/podsynctest"
 	"github.com/nodekit/nodekit/probe"
 )
@@ -70,6 +75,8 @@ type config struct {
 	podRules       string
 	shard          string
 	podWriteQPS    float64
+	nodeAPIPort    int
+	clientCAFile   string
 	protobuf       bool
 	requestTimeout time.Duration
 	cpuProfile     string
@@ -86,6 +93,8 @@ func main() {
 	flag.Float64Var(&c.qps, "qps", 0, "client-side requests per second for the whole fleet (0: no client-side limit; --workers bounds the requests in flight)")
 	flag.IntVar(&c.burst, "burst", 0, "client-side burst for the whole fleet (0: twice --qps)")
 	flag.Float64Var(&c.podWriteQPS, "pod-write-qps", 0, "budget of the pods' status writes and deletes, shared by every node (0: the client's --qps only)")
+	flag.IntVar(&c.nodeAPIPort, "node-api-port", 0, "serve every node's kubelet API (stats, metrics, logs of its simulated pods; needs --pods) on this port of all addresses, each node at its own address 127.64.0.1 and on (its InternalIP); 0: none")
+	flag.StringVar(&c.clientCAFile, "client-ca-file", "", "with --node-api-port: client certificates signed by this CA are authenticated, as kubelet's --client-ca-file (bearer tokens are reviewed with TokenReviews, requests authorized with SubjectAccessReviews)")
 	flag.StringVar(&c.shard, "shard", "", "i/n: run only the nodes whose name hashes to share i of n (n processes with the same --nodes and --prefix share the cluster without overlap)")
 	flag.StringVar(&c.prefix, "prefix", "fleet-", "node name prefix: nodes are <prefix>0 ... <prefix>N-1")
 	flag.BoolVar(&c.cleanup, "cleanup", false, "delete the nodes and leases with this prefix, and exit")
@@ -221,22 +230,44 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	var pods *kubeclient.FleetPods
+	var nodeAPI net.Listener
+	if c.nodeAPIPort != 0 {
+		if c.podRules == "" {
+			return errors.New("--node-api-port needs --pods")
+		}
+		if nodeAPI, err = net.Listen("tcp", fmt.Sprintf(":%d", c.nodeAPIPort)); err != nil {
+			return fmt.Errorf("--node-api-port: %w", err)
+		}
+		defer nodeAPI.Close()
+	}
 	if c.podRules != "" {
-		if pods, err = fleetPods(client, c.podRules, float32(c.podWriteQPS)); err != nil {
+		var reviews kubernetes.Interface
+		if nodeAPI != nil {
+			rcfg := rest.CopyConfig(mcfg)
+			rcfg.QPS, rcfg.Burst, rcfg.UserAgent = 50, 100, "nodekit-fleet-node-api"
+			if reviews, err = kubernetes.NewForConfig(rcfg); err != nil {
+				return err
+			}
+		}
+		if pods, err = fleetPods(client, c, reviews); err != nil {
 			return err
 		}
 	}
-	return simulate(ctx, client.Nodes(), leases, pods, monitor, cnt, c)
+	return simulate(ctx, client.Nodes(), leases, pods, nodeAPI, monitor, cnt, c)
 }
 
 // fleetPods runs the API pods bound to the fleet's nodes on simulated
 // containers, as rules (a file, or kwok's default stages) say, through the
 // fleet's client: one watch of the bound pods and one write budget.
-func fleetPods(client *kubeclient.Client, rulesPath string, writeQPS float32) (*kubeclient.FleetPods, error) {
+//
+// With reviews, every node serves its node API (--node-api-port): the
+// simulated usage and logs of its pods, authenticated and authorized
+// through reviews.
+func fleetPods(client *kubeclient.Client, c config, reviews kubernetes.Interface) (*kubeclient.FleetPods, error) {
 	var rules *podsynctest.Rules // nil: kwok's default stages
-	if rulesPath != "default" {
+	if c.podRules != "default" {
 		var err error
-		if rules, err = podsynctest.LoadRules(rulesPath); err != nil {
+		if rules, err = podsynctest.LoadRules(c.podRules); err != nil {
 			return nil, fmt.Errorf("--pods: %w", err)
 		}
 	}
@@ -251,10 +282,11 @@ func fleetPods(client *kubeclient.Client, rulesPath string, writeQPS float32) (*
 		}
 		return probe.Outcome{Result: probe.Unknown, Message: "no simulated node for the pod"}
 	})
-	return kubeclient.NewFleetPods(kubeclient.FleetPodsOptions{
+	var sims sync.Map // node name -> *podsynctest.Backend
+	o := kubeclient.FleetPodsOptions{
 		API:      client.API(),
 		Prober:   prober,
-		WriteQPS: writeQPS,
+		WriteQPS: float32(c.podWriteQPS),
 		Backend: func(n fleet.PodNode, podIP func(*corev1.Pod) string) podsync.BackendFunc {
 			return func(parts podsync.BackendParts) (podsync.Backend, error) {
 				sim := podsynctest.New(podsynctest.Options{Stages: rules.Stages, PodIP: podIP, Probes: parts.Probes})
@@ -263,13 +295,31 @@ func fleetPods(client *kubeclient.Client, rulesPath string, writeQPS float32) (*
 					return podsync.Backend{}, err
 				}
 				probers.Store(n.Name, p)
+				sims.Store(n.Name, sim)
 				return podsync.Backend{Syncer: sim}, nil
 			}
 		},
-	})
+	}
+	if reviews != nil {
+		o.NodeAPI = &kubeclient.FleetNodeAPIOptions{
+			Port: c.nodeAPIPort,
+			Auth: nodeapi.AuthOptions{ClientCAFile: c.clientCAFile,
+				TokenReviews: reviews.AuthenticationV1().TokenReviews(), SubjectAccessReviews: reviews.AuthorizationV1().SubjectAccessReviews()},
+			Node: func(n fleet.PodNode, half *kubeclient.PodHalf) (nodeapi.Options, error) {
+				sim, ok := sims.Load(n.Name)
+				if !ok {
+					return nodeapi.Options{}, fmt.Errorf("node %s has no simulated backend", n.Name)
+				}
+				api, err := podsynctest.NewNodeAPI(podsynctest.NodeAPIOptions{NodeName: n.Name, Backend: sim.(*podsynctest.Backend),
+					Pods: half.Pods, Usage: rules.Usage, CPUTime: rules.CPUTime})
+				return nodeapi.Options{Stats: api, Logs: api.Logs}, err
+			},
+		}
+	}
+	return kubeclient.NewFleetPods(o)
 }
 
-func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseClient, pods *kubeclient.FleetPods, monitor *kubeclient.Client, cnt *counter, c config) error {
+func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseClient, pods *kubeclient.FleetPods, nodeAPI net.Listener, monitor *kubeclient.Client, cnt *counter, c config) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(c.cpu),
 		corev1.ResourceMemory: resource.MustParse(c.memory),
@@ -311,8 +361,9 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 				o.RequestTimeout = c.requestTimeout
 			}
 		},
-		Pods:  podStep(pods),
-		Shard: shard,
+		Pods:    podStep(pods),
+		Setters: podSetters(pods),
+		Shard:   shard,
 	})
 	if err != nil {
 		return err
@@ -338,6 +389,15 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 		go func() {
 			defer wg.Done()
 			_ = pods.Run(runCtx)
+		}()
+	}
+	if nodeAPI != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := pods.ServeNodeAPI(runCtx, nodeAPI); err != nil {
+				fmt.Fprintln(os.Stderr, "fleet: node API:", err)
+			}
 		}()
 	}
 	defer func() { stopRun(); wg.Wait() }()
@@ -420,6 +480,14 @@ func podStep(pods *kubeclient.FleetPods) func(fleet.PodNode) (fleet.PodStep, err
 		return nil
 	}
 	return pods.Node
+}
+
+// podSetters is fleet.Options.Setters for pods, nil without.
+func podSetters(pods *kubeclient.FleetPods) func(int, nodestatus.Setters) nodestatus.Setters {
+	if pods == nil {
+		return nil
+	}
+	return pods.Setters
 }
 
 func cmpDur(a, b time.Duration) time.Duration {

@@ -674,6 +674,8 @@ func decision(allowed bool) Decision {
 // (403 "Forbidden (user=…, verb=…, resource=nodes, subresource(s)=[…])"
 // when no subresource is allowed, 500 when a review fails) and passes it
 // to h with the user in its context (UserFrom), as kubelet's filter does.
+// With AuthOptions.NodeNameFrom it first finds the request's node (404
+// "no node at this address" when there is none).
 func (a *Auth) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logger := klog.FromContext(r.Context())

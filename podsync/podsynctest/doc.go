@@ -11,6 +11,12 @@
 // probes restart containers. Terminating stops every container at once
 // (StopExitCode) and SyncTerminatedPod forgets the pod.
 //
+// NodeAPI is what a hollow node's node API (podsync/nodeapi) serves from
+// the simulation: a summary of its running containers' CPU and memory by
+// the rules (Rules.Usage, Rules.CPUTime) plus the node's own, and a log
+// line per container run (Backend.Runs); nodekit.FleetPodsOptions.NodeAPI
+// serves it for every node of a fleet.
+//
 // # Rules
 //
 // Rules say in a file (ParseRules, LoadRules; YAML or JSON, decoded
