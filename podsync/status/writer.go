@@ -67,6 +67,22 @@ type podState struct {
 	// delayed: a Pending-to-Pending change waits in retry for
 	// Options.PendingDelay to end (not a failure's back-off).
 	delayed bool
+	// synced is what the last sync that ended synced worked from: while
+	// the pod's state is still that, another sync would find nothing to
+	// write, and a reconcile skips the pod without computing a patch.
+	synced syncedState
+}
+
+// syncedState is what a sync of one pod depends on.
+type syncedState struct {
+	version              uint64
+	api                  *corev1.Pod
+	deleting, terminated bool
+}
+
+// current is what a sync of st would work from now.
+func (st *podState) current() syncedState {
+	return syncedState{version: st.version, api: st.api, deleting: st.deleting, terminated: st.terminated}
 }
 
 // New checks the options and returns a Writer.
@@ -399,6 +415,9 @@ func (w *Writer) syncOnce(ctx context.Context) error {
 		if due, ok := w.retry.Due(uid); seen[uid] || ok && due.After(now) {
 			continue
 		}
+		if st := w.pods[uid]; st != nil && st.api != nil && st.synced == st.current() {
+			continue // nothing changed since its last sync
+		}
 		seen[uid] = true
 		w.retry.Remove(uid)
 		todo[n] = uid
@@ -475,7 +494,7 @@ const (
 func (w *Writer) syncPod(ctx context.Context, uid types.UID) error {
 	w.mu.Lock()
 	st, ok := w.pods[uid]
-	if !ok || st.finished || st.version == 0 {
+	if !ok || st.finished || st.version == 0 || st.api != nil && st.synced == st.current() {
 		w.mu.Unlock()
 		return nil
 	}
@@ -673,6 +692,11 @@ func (w *Writer) record(snap snapshot, api *corev1.Pod, out outcome) {
 	}
 	if out == synced {
 		w.backoffs.Forget(snap.uid)
+		// Only what this sync worked from (or wrote) counts: a status, copy
+		// or deletion handed in meanwhile is synced next time.
+		if st.api == api && st.version == snap.version && st.deleting == snap.deleting && st.terminated == snap.terminated {
+			st.synced = st.current()
+		}
 		return
 	}
 	w.retry.Set(snap.uid, now.Add(w.backoffs.Next(snap.uid, now)))
