@@ -543,6 +543,9 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 		w.metrics.patchBytes.Add(float64(len(patch)))
 		if err == nil {
 			logger.V(4).Info("Patched pod status", "patch", string(patch))
+			// The reply is ours alone: its managed fields, which nothing
+			// here reads, are not kept with it.
+			resp.ManagedFields = nil
 			api = resp
 			break
 		}
