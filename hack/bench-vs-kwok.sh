@@ -12,7 +12,8 @@
 # separated), KWOK_BENCH_HOLD (60s: all pods Running), KWOK_BENCH_CLIENTS (32:
 # goroutines creating and deleting the pods), KWOK_BENCH_SIMS (kwok,fleet),
 # KWOK_BENCH_TIMEOUT (100m: the whole run), KWOK_BENCH_PHASE_TIMEOUT (10m:
-# each wait). The first run builds kube-apiserver and etcd (hack/testbin.sh)
+# each wait), KWOK_BENCH_LOG_DIR (where the simulators' logs are kept; default
+# beside the test's output). The first run builds kube-apiserver and etcd (hack/testbin.sh)
 # and kwok (hack/kwokbin.sh) into caches; later runs reuse them. On a shared
 # machine the figures are only as good as the machine is quiet: the load
 # average is printed at the start and the end.
@@ -27,8 +28,10 @@ export KUBEBUILDER_ASSETS
 KWOK_BIN_DIR=$(hack/kwokbin.sh)
 export KWOK_BIN_DIR
 
-out=$(mktemp /tmp/nodekit-kwokbench.XXXXXX.log)
-echo "bench-vs-kwok: full output in $out" >&2
+logs=$(mktemp -d /tmp/nodekit-kwokbench.XXXXXX)
+out="$logs/test.log"
+export KWOK_BENCH_LOG_DIR="${KWOK_BENCH_LOG_DIR:-$logs}"
+echo "bench-vs-kwok: full output in $out, the simulators' logs in $KWOK_BENCH_LOG_DIR" >&2
 NODEKIT_BENCH=1 go test -count=1 -timeout 2h -run '^TestBenchVsKwok$' -v ./internal/kwokbench >"$out" 2>&1 || {
   tail -n 60 "$out" >&2
   exit 1

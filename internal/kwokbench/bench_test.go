@@ -15,6 +15,10 @@
 //	KWOK_BENCH_TIMEOUT    the whole run (100m)
 //	KWOK_BENCH_PHASE_TIMEOUT  each wait: nodes Ready, pods Ready, pods gone (10m)
 //	KWOK_BIN_DIR          kwok and its stages.yaml (hack/kwokbin.sh)
+//	KWOK_BENCH_KWOK_ARGS, KWOK_BENCH_FLEET_ARGS  more flags for each
+//	                      simulator, blank-separated (--cpuprofile=F for the fleet)
+//	KWOK_BENCH_LOG_DIR    keep the simulators' logs there (default: a
+//	                      temporary directory, removed at the end)
 //
 // For each workload and each simulator: the simulator starts as a process
 // (kwok with its default stages, managing the nodes that carry its
@@ -93,6 +97,8 @@ type knobs struct {
 	timeout      time.Duration
 	phaseTimeout time.Duration
 	kwokDir      string
+	logDir       string
+	extraArgs    map[string][]string // by simulator
 }
 
 func loadKnobs(t *testing.T) knobs {
@@ -137,6 +143,11 @@ func loadKnobs(t *testing.T) knobs {
 		}
 	}
 	k.kwokDir = os.Getenv("KWOK_BIN_DIR")
+	k.logDir = os.Getenv("KWOK_BENCH_LOG_DIR")
+	k.extraArgs = map[string][]string{
+		"kwok":  strings.Fields(os.Getenv("KWOK_BENCH_KWOK_ARGS")),
+		"fleet": strings.Fields(os.Getenv("KWOK_BENCH_FLEET_ARGS")),
+	}
 	return k
 }
 
@@ -681,6 +692,7 @@ func (b *bench) cleanup(ctx context.Context, p *proc, prefix string) {
 	if err := p.stop(); err != nil {
 		t.Errorf("stopping %s: %v", p.name, err)
 	}
+	t.Logf("%s stopped (%v); its log (%s) ends with:\n%s", p.name, p.err, p.logPath, p.tail(3))
 	zero := int64(0)
 	if err := b.client.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
 		t.Errorf("deleting the pods: %v", err)
@@ -776,12 +788,18 @@ type proc struct {
 // child gets SIGKILL when that thread ends (so when the test binary dies).
 func (b *bench) start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(b.dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
+	logDir := b.dir
+	if b.k.logDir != "" {
+		logDir = b.k.logDir
+	}
+	logPath := filepath.Join(logDir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
 	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &proc{name: name, logPath: logPath, done: make(chan struct{})}
+	args = append(args, b.k.extraArgs[name]...)
+	t.Logf("%s %s", bin, strings.Join(args, " "))
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -885,7 +903,8 @@ func printTable(w workload, k knobs, results map[string]*result) {
 		{"simulator CPU, first create to all Ready", "s", func(r *result) float64 { return r.simCPU[spanCreate] }},
 		{fmt.Sprintf("simulator CPU over the %v hold", k.hold), "s", func(r *result) float64 { return r.simCPU[spanHold] }},
 		{"simulator RSS at the end of the hold", "MiB", func(r *result) float64 { return mib(r.rssEnd) }},
-		{"simulator peak RSS (VmHWM)", "MiB", func(r *result) float64 { return mib(r.rssHWM) }},
+		{"simulator largest RSS sampled in the hold (every 1s)", "MiB", func(r *result) float64 { return mib(r.rssMax) }},
+		{"simulator peak RSS since its start (VmHWM)", "MiB", func(r *result) float64 { return mib(r.rssHWM) }},
 		{"first delete to all pods gone", "s", func(r *result) float64 { return s(r.allGone) }},
 		{"delete to gone p50", "ms", func(r *result) float64 { return ms(testenv.Percentile(r.goneLat, 0.5)) }},
 		{"delete to gone p99", "ms", func(r *result) float64 { return ms(testenv.Percentile(r.goneLat, 0.99)) }},
