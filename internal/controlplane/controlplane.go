@@ -465,6 +465,13 @@ func (cp *ControlPlane) StartAPIServer() error {
 	return cp.startAPIServer(context.Background())
 }
 
+// APIServerPID returns the process ID of kube-apiserver, or 0 while it is
+// not running, for reading its CPU and memory from /proc.
+func (cp *ControlPlane) APIServerPID() int { return cp.apiserver.pid() }
+
+// EtcdPID returns the process ID of etcd, or 0 while it is not running.
+func (cp *ControlPlane) EtcdPID() int { return cp.etcd.pid() }
+
 // Host returns the API server's URL.
 func (cp *ControlPlane) Host() string { return cp.host }
 

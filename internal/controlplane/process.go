@@ -87,6 +87,14 @@ func (p *process) running() bool {
 	}
 }
 
+// pid returns the process's ID, or 0 when it is not running.
+func (p *process) pid() int {
+	if !p.running() {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // errExited is wrapped by exited's error.
 var errExited = errors.New("exited")
 

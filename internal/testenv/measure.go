@@ -30,15 +30,23 @@ func ProcStatus(pid int) (map[string]string, error) {
 }
 
 // ProcRSS returns VmRSS of pid in bytes.
-func ProcRSS(pid int) (int64, error) {
+func ProcRSS(pid int) (int64, error) { return ProcStatusBytes(pid, "VmRSS") }
+
+// ProcHWM returns VmHWM of pid in bytes: the peak of its resident set since
+// it started.
+func ProcHWM(pid int) (int64, error) { return ProcStatusBytes(pid, "VmHWM") }
+
+// ProcStatusBytes returns a field of /proc/<pid>/status given in kB (VmRSS,
+// VmHWM, RssAnon ...) in bytes.
+func ProcStatusBytes(pid int, field string) (int64, error) {
 	st, err := ProcStatus(pid)
 	if err != nil {
 		return 0, err
 	}
-	v, unit, _ := strings.Cut(st["VmRSS"], " ")
+	v, unit, _ := strings.Cut(st[field], " ")
 	kb, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || unit != "kB" {
-		return 0, fmt.Errorf("VmRSS of %d: %q", pid, st["VmRSS"])
+		return 0, fmt.Errorf("%s of %d: %q", field, pid, st[field])
 	}
 	return kb << 10, nil
 }
