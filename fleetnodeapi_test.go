@@ -19,9 +19,11 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
-	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/heartbeat/fleet/fleetapi"
+	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/podsynctest"
+	"github.com/nodekit/nodekit/podsync/podsynctest/simapi"
 )
 
 // Every hollow node serves its node API at its own address on one
@@ -33,25 +35,35 @@ func TestFleetNodeAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
+	var api *fleetapi.Server
 	h := newFleetPods(t, 2, func(o *nodekit.FleetPodsOptions, sims *sync.Map) {
-		o.NodeAPI = &nodekit.FleetNodeAPIOptions{
-			Port: port,
-			Auth: nodeapi.AuthOptions{Anonymous: true, AlwaysAllow: true},
-			Node: func(n fleet.PodNode, half *nodekit.PodHalf) (nodeapi.Options, error) {
+		var err error
+		api, err = fleetapi.New(fleetapi.Options{
+			Port:  port,
+			Clock: o.Clock,
+			Auth:  nodeapi.AuthOptions{Anonymous: true, AlwaysAllow: true},
+			Node: func(n fleet.PodNode, pods func(context.Context) []*corev1.Pod) (nodeapi.Options, error) {
 				sim, _ := sims.Load(n.Name)
-				api, err := podsynctest.NewNodeAPI(podsynctest.NodeAPIOptions{NodeName: n.Name, Backend: sim.(*podsynctest.Backend),
-					Pods: half.Pods, Clock: o.Clock})
-				return nodeapi.Options{Stats: api, Logs: api.Logs}, err
+				node, err := simapi.New(simapi.Options{NodeName: n.Name, Backend: sim.(*podsynctest.Backend),
+					Pods: pods, Clock: o.Clock})
+				if err != nil {
+					return nodeapi.Options{}, err
+				}
+				return nodeapi.Options{Stats: node, Logs: node.Logs}, nil
 			},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		o.OnNode = func(n fleet.PodNode, half *nodekit.PodHalf) error { return api.Add(n, half.Pods) }
+	}, func() func(int, nodestatus.Setters) nodestatus.Setters { return api.Setters })
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- h.pods.ServeNodeAPI(ctx, ln) }()
+	go func() { served <- api.Serve(ctx, ln) }()
 	defer func() {
 		cancel()
 		if err := <-served; err != nil {
-			t.Errorf("ServeNodeAPI: %v", err)
+			t.Errorf("Serve: %v", err)
 		}
 	}()
 
@@ -97,26 +109,5 @@ func TestFleetNodeAPI(t *testing.T) {
 	}
 	if code, body = get("127.64.0.3", "/healthz"); code != 404 || body != "no node at this address\n" {
 		t.Errorf("an address with no node: %d %q", code, body)
-	}
-}
-
-func TestFleetNodeAddress(t *testing.T) {
-	for _, tc := range []struct {
-		i    int
-		want string
-	}{{0, "127.64.0.1"}, {255, "127.64.1.0"}, {65535, "127.65.0.0"}, {0x7FFFFFFE - (127<<24 | 64<<16 | 1), "127.255.255.254"}} {
-		if a, err := nodekit.FleetNodeAddress(tc.i); err != nil || a.String() != tc.want {
-			t.Errorf("node %d: %v %v, want %s", tc.i, a, err, tc.want)
-		}
-	}
-	for _, i := range []int{-1, 0x7FFFFFFF - (127<<24 | 64<<16 | 1)} {
-		if _, err := nodekit.FleetNodeAddress(i); err == nil {
-			t.Errorf("node %d: no error", i)
-		}
-	}
-	if _, err := nodekit.NewFleetPods(nodekit.FleetPodsOptions{API: &nodekit.API{Pods: func(string) nodekit.PodClient { return nil }},
-		Backend: func(fleet.PodNode, func(*corev1.Pod) string) podsync.BackendFunc { return nil },
-		NodeAPI: &nodekit.FleetNodeAPIOptions{}}); err == nil || !strings.Contains(err.Error(), "NodeAPI.Node") {
-		t.Errorf("NodeAPI without Node: %v", err)
 	}
 }

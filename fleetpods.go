@@ -65,11 +65,11 @@ type FleetPodsOptions struct {
 	// Clock drives every node's pods; the fleet's clock. Default the real
 	// clock.
 	Clock clock.WithTicker
-	// NodeAPI, when set, has every node serve kubelet's node API at an
-	// address of its own (ServeNodeAPI; give Setters as
-	// fleet.Options.Setters so that the nodes report those addresses).
-	// Default nil: the nodes serve none.
-	NodeAPI *FleetNodeAPIOptions
+	// OnNode, when set, is called with each node's pod half once it is
+	// built (in Node); an error fails the node. heartbeat/fleet/fleetapi's
+	// Server.Add is one: every node then serves kubelet's node API at an
+	// address of its own. Default nil.
+	OnNode func(n fleet.PodNode, half *PodHalf) error
 	// Registerer receives the pod halves' metrics, shared by all nodes.
 	// Default nil: none (a registry cannot take the same metrics twice:
 	// give one only with a single node).
@@ -89,8 +89,6 @@ type FleetPods struct {
 
 	mu    sync.Mutex
 	halfs map[string]*PodHalf
-	apis  map[netip.Addr]fleetAPI // by address, with NodeAPI
-	addrs map[int]netip.Addr      // node number -> address, with NodeAPI
 }
 
 // NewFleetPods checks o; it makes no request.
@@ -118,15 +116,7 @@ func NewFleetPods(o FleetPodsOptions) (*FleetPods, error) {
 	if o.WriteQPS < 0 || o.WriteBurst < 0 {
 		return nil, fmt.Errorf("nodekit: FleetPodsOptions.WriteQPS %v and WriteBurst %d must not be negative", o.WriteQPS, o.WriteBurst)
 	}
-	if o.NodeAPI != nil {
-		api := *o.NodeAPI
-		if err := api.withDefaults(); err != nil {
-			return nil, err
-		}
-		o.NodeAPI = &api
-	}
-	p := &FleetPods{o: o, halfs: map[string]*PodHalf{}, writes: o.API.Pods,
-		apis: map[netip.Addr]fleetAPI{}, addrs: map[int]netip.Addr{}}
+	p := &FleetPods{o: o, halfs: map[string]*PodHalf{}, writes: o.API.Pods}
 	if o.WriteQPS > 0 {
 		if o.WriteBurst == 0 {
 			o.WriteBurst = max(1, int(2*o.WriteQPS))
@@ -190,8 +180,8 @@ func (p *FleetPods) Node(n fleet.PodNode) (fleet.PodStep, error) {
 	if err := half.steppable(); err != nil {
 		return nil, fmt.Errorf("nodekit: fleet node %q: %w", n.Name, err)
 	}
-	if p.o.NodeAPI != nil {
-		if err := p.nodeAPI(n, half); err != nil {
+	if p.o.OnNode != nil {
+		if err := p.o.OnNode(n, half); err != nil {
 			return nil, fmt.Errorf("nodekit: fleet node %q: %w", n.Name, err)
 		}
 	}

@@ -42,11 +42,13 @@ import (
 	kubeclient "github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
+	"github.com/nodekit/nodekit/heartbeat/fleet/fleetapi"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/podsynctest"
+	"github.com/nodekit/nodekit/podsync/podsynctest/simapi"
 	"github.com/nodekit/nodekit/probe"
 )
 
@@ -230,6 +232,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	var pods *kubeclient.FleetPods
+	var api *fleetapi.Server
 	var nodeAPI net.Listener
 	if c.nodeAPIPort != 0 {
 		if c.podRules == "" {
@@ -249,11 +252,11 @@ func run(ctx context.Context, c config) error {
 				return err
 			}
 		}
-		if pods, err = fleetPods(client, c, reviews); err != nil {
+		if pods, api, err = fleetPods(client, c, reviews); err != nil {
 			return err
 		}
 	}
-	return simulate(ctx, client.Nodes(), leases, pods, nodeAPI, monitor, cnt, c)
+	return simulate(ctx, client.Nodes(), leases, pods, api, nodeAPI, monitor, cnt, c)
 }
 
 // fleetPods runs the API pods bound to the fleet's nodes on simulated
@@ -263,12 +266,12 @@ func run(ctx context.Context, c config) error {
 // With reviews, every node serves its node API (--node-api-port): the
 // simulated usage and logs of its pods, authenticated and authorized
 // through reviews.
-func fleetPods(client *kubeclient.Client, c config, reviews kubernetes.Interface) (*kubeclient.FleetPods, error) {
+func fleetPods(client *kubeclient.Client, c config, reviews kubernetes.Interface) (*kubeclient.FleetPods, *fleetapi.Server, error) {
 	var rules *podsynctest.Rules // nil: kwok's default stages
 	if c.podRules != "default" {
 		var err error
 		if rules, err = podsynctest.LoadRules(c.podRules); err != nil {
-			return nil, fmt.Errorf("--pods: %w", err)
+			return nil, nil, fmt.Errorf("--pods: %w", err)
 		}
 	}
 	// Each node's prober is made with its backend, whose containers'
@@ -300,26 +303,36 @@ func fleetPods(client *kubeclient.Client, c config, reviews kubernetes.Interface
 			}
 		},
 	}
+	var api *fleetapi.Server
 	if reviews != nil {
-		o.NodeAPI = &kubeclient.FleetNodeAPIOptions{
+		var err error
+		api, err = fleetapi.New(fleetapi.Options{
 			Port: c.nodeAPIPort,
 			Auth: nodeapi.AuthOptions{ClientCAFile: c.clientCAFile,
 				TokenReviews: reviews.AuthenticationV1().TokenReviews(), SubjectAccessReviews: reviews.AuthorizationV1().SubjectAccessReviews()},
-			Node: func(n fleet.PodNode, half *kubeclient.PodHalf) (nodeapi.Options, error) {
+			Node: func(n fleet.PodNode, pods func(context.Context) []*corev1.Pod) (nodeapi.Options, error) {
 				sim, ok := sims.Load(n.Name)
 				if !ok {
 					return nodeapi.Options{}, fmt.Errorf("node %s has no simulated backend", n.Name)
 				}
-				api, err := podsynctest.NewNodeAPI(podsynctest.NodeAPIOptions{NodeName: n.Name, Backend: sim.(*podsynctest.Backend),
-					Pods: half.Pods, Usage: rules.Usage, CPUTime: rules.CPUTime})
-				return nodeapi.Options{Stats: api, Logs: api.Logs}, err
+				node, err := simapi.New(simapi.Options{NodeName: n.Name, Backend: sim.(*podsynctest.Backend),
+					Pods: pods, Usage: rules.Usage, CPUTime: rules.CPUTime})
+				if err != nil {
+					return nodeapi.Options{}, err
+				}
+				return nodeapi.Options{Stats: node, Logs: node.Logs}, nil
 			},
+		})
+		if err != nil {
+			return nil, nil, err
 		}
+		o.OnNode = func(n fleet.PodNode, half *kubeclient.PodHalf) error { return api.Add(n, half.Pods) }
 	}
-	return kubeclient.NewFleetPods(o)
+	pods, err := kubeclient.NewFleetPods(o)
+	return pods, api, err
 }
 
-func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseClient, pods *kubeclient.FleetPods, nodeAPI net.Listener, monitor *kubeclient.Client, cnt *counter, c config) error {
+func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseClient, pods *kubeclient.FleetPods, api *fleetapi.Server, nodeAPI net.Listener, monitor *kubeclient.Client, cnt *counter, c config) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse(c.cpu),
 		corev1.ResourceMemory: resource.MustParse(c.memory),
@@ -362,7 +375,7 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 			}
 		},
 		Pods:    podStep(pods),
-		Setters: podSetters(pods),
+		Setters: apiSetters(api),
 		Shard:   shard,
 	})
 	if err != nil {
@@ -395,7 +408,7 @@ func simulate(ctx context.Context, nodes fleet.NodeClient, leases fleet.LeaseCli
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := pods.ServeNodeAPI(runCtx, nodeAPI); err != nil {
+			if err := api.Serve(runCtx, nodeAPI); err != nil {
 				fmt.Fprintln(os.Stderr, "fleet: node API:", err)
 			}
 		}()
@@ -482,12 +495,12 @@ func podStep(pods *kubeclient.FleetPods) func(fleet.PodNode) (fleet.PodStep, err
 	return pods.Node
 }
 
-// podSetters is fleet.Options.Setters for pods, nil without.
-func podSetters(pods *kubeclient.FleetPods) func(int, nodestatus.Setters) nodestatus.Setters {
-	if pods == nil {
+// apiSetters is fleet.Options.Setters for the nodes' node API, nil without.
+func apiSetters(api *fleetapi.Server) func(int, nodestatus.Setters) nodestatus.Setters {
+	if api == nil {
 		return nil
 	}
-	return pods.Setters
+	return api.Setters
 }
 
 func cmpDur(a, b time.Duration) time.Duration {

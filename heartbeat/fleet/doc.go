@@ -42,14 +42,13 @@
 // the nodekit package). Delete stops a node's pod step with its other
 // steps; Recreate runs it again.
 //
-// With nodekit.FleetPodsOptions.NodeAPI every node also serves kubelet's
+// With package heartbeat/fleet/fleetapi every node also serves kubelet's
 // node API (/stats/summary, /metrics/resource, /containerLogs, /pods) at an
 // address of its own (127.64.0.1 and on: all of 127.0.0.0/8 is local on
-// Linux), all on one listener (FleetPods.ServeNodeAPI), with kubelet's
-// authentication and authorization: metrics-server scrapes each node's
-// simulated usage, so kubectl top node and top pod show it, and kubectl
-// logs reaches a node through the API server. Give FleetPods.Setters as
-// Options.Setters so that each node reports its address and port.
+// Linux), all on one listener, with kubelet's authentication and
+// authorization: metrics-server scrapes each node's simulated usage
+// (podsync/podsynctest/simapi), so kubectl top node and top pod show it,
+// and kubectl logs reaches a node through the API server.
 //
 // # Timing
 //

@@ -9,7 +9,7 @@
 // It serves what the pod half runs: its pods, their containers' log files
 // in the layout podsync writes them (podsync.PodLogDir) and their usage as
 // nodestatus/usage samples it; a simulated node gives its own Stats and
-// Options.Logs (podsync/podsynctest.NodeAPI), and one Server can serve many
+// Options.Logs (podsync/podsynctest/simapi), and one Server can serve many
 // nodes (AuthOptions.NodeNameFrom). Nothing below it imports it.
 //
 // # Usage

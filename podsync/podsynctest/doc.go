@@ -11,11 +11,9 @@
 // probes restart containers. Terminating stops every container at once
 // (StopExitCode) and SyncTerminatedPod forgets the pod.
 //
-// NodeAPI is what a hollow node's node API (podsync/nodeapi) serves from
-// the simulation: a summary of its running containers' CPU and memory by
-// the rules (Rules.Usage, Rules.CPUTime) plus the node's own, and a log
-// line per container run (Backend.Runs); nodekit.FleetPodsOptions.NodeAPI
-// serves it for every node of a fleet.
+// Package podsynctest/simapi serves a hollow node's node API from the
+// simulation: its containers' usage by the rules (Rules.Usage,
+// Rules.CPUTime) and a log line per container run (Backend.Runs).
 //
 // # Rules
 //

@@ -1,4 +1,4 @@
-package podsynctest_test
+package simapi_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -18,11 +20,26 @@ import (
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/podsynctest"
+	"github.com/nodekit/nodekit/podsync/podsynctest/simapi"
 )
+
+func parse(t *testing.T, in string) *podsynctest.Rules {
+	t.Helper()
+	r, err := podsynctest.ParseRules(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func newPod(name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{{Name: "app", Image: "img"}}}}
+}
 
 // simNode runs pod on a simulated backend with rules and serves its node
 // API parts through a nodeapi.Handler.
-func simNode(t *testing.T, rules string, pod *corev1.Pod) (*clocktesting.FakeClock, *podsynctest.Backend, *podsynctest.NodeAPI, http.Handler, func()) {
+func simNode(t *testing.T, rules string, pod *corev1.Pod) (*clocktesting.FakeClock, *podsynctest.Backend, *simapi.Node, http.Handler, func()) {
 	t.Helper()
 	r := parse(t, rules)
 	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -32,7 +49,7 @@ func simNode(t *testing.T, rules string, pod *corev1.Pod) (*clocktesting.FakeClo
 		t.Fatal(err)
 	}
 	e.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
-	n, err := podsynctest.NewNodeAPI(podsynctest.NodeAPIOptions{NodeName: "hollow-0", Backend: b, Clock: clock,
+	n, err := simapi.New(simapi.Options{NodeName: "hollow-0", Backend: b, Clock: clock,
 		Pods:  func(context.Context) []*corev1.Pod { return []*corev1.Pod{pod} },
 		Usage: r.Usage, CPUTime: r.CPUTime})
 	if err != nil {
@@ -85,8 +102,8 @@ rules:
 	if *c.CPU.UsageNanoCores != 300_000_000 || *c.CPU.UsageCoreNanoSeconds != 2_000_000_000 || *c.Memory.WorkingSetBytes != 100<<20 {
 		t.Errorf("container cpu %d (%d ns) memory %d, want 300m, 2s, 100Mi", *c.CPU.UsageNanoCores, *c.CPU.UsageCoreNanoSeconds, *c.Memory.WorkingSetBytes)
 	}
-	if s.Node.NodeName != "hollow-0" || *s.Node.CPU.UsageNanoCores != podsynctest.DefaultNodeCPU+300_000_000 ||
-		*s.Node.Memory.WorkingSetBytes != podsynctest.DefaultNodeMemory+100<<20 {
+	if s.Node.NodeName != "hollow-0" || *s.Node.CPU.UsageNanoCores != simapi.DefaultNodeCPU+300_000_000 ||
+		*s.Node.Memory.WorkingSetBytes != simapi.DefaultNodeMemory+100<<20 {
 		t.Errorf("node %s cpu %d memory %d", s.Node.NodeName, *s.Node.CPU.UsageNanoCores, *s.Node.Memory.WorkingSetBytes)
 	}
 	code, body = get(t, h, "/metrics/resource")
@@ -127,13 +144,13 @@ rules:
 - selector: {containers: [app]}
   memory: 10Mi
 `, pod)
-	if got := n.Latest().Summary; len(got.Pods) != 1 || *got.Node.Memory.WorkingSetBytes != podsynctest.DefaultNodeMemory+10<<20 {
+	if got := n.Latest().Summary; len(got.Pods) != 1 || *got.Node.Memory.WorkingSetBytes != simapi.DefaultNodeMemory+10<<20 {
 		t.Fatalf("running: %+v", got)
 	}
 	b.Exit("uid-job", "app", 0)
 	steps()
 	clock.Step(time.Second)
-	if got := n.Latest().Summary; len(got.Pods) != 0 || *got.Node.Memory.WorkingSetBytes != podsynctest.DefaultNodeMemory {
+	if got := n.Latest().Summary; len(got.Pods) != 0 || *got.Node.Memory.WorkingSetBytes != simapi.DefaultNodeMemory {
 		t.Errorf("a finished pod still uses memory: pods %+v, node %d", got.Pods, *got.Node.Memory.WorkingSetBytes)
 	}
 }

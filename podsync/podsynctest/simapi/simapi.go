@@ -1,4 +1,4 @@
-package podsynctest
+package simapi
 
 import (
 	"context"
@@ -9,16 +9,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
+	"github.com/nodekit/nodekit/podsync/podsynctest"
 )
 
-// Defaults of NodeAPIOptions: what a hollow node uses with no pods, so
+// Defaults of Options: what a hollow node uses with no pods, so
 // that metrics-server, which leaves out nodes that report no CPU or
 // memory, shows it.
 const (
@@ -26,49 +25,13 @@ const (
 	DefaultNodeMemory = 64 << 20   // bytes: 64Mi
 )
 
-// ContainerRun is one run of a simulated container.
-type ContainerRun struct {
-	Name, ID   string
-	Restart    int // 0 for the first run
-	StartedAt  time.Time
-	FinishedAt time.Time // zero while it runs
-	ExitCode   int32
-}
-
-// Running reports whether the run has not finished.
-func (r ContainerRun) Running() bool { return r.FinishedAt.IsZero() }
-
-// Runs returns the pod's container runs that started, in the order they
-// started (nil for a pod the simulation does not hold).
-func (b *Backend) Runs(uid types.UID) []ContainerRun {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.advanceLocked(b.o.Clock.Now())
-	p := b.pods[uid]
-	if p == nil {
-		return nil
-	}
-	out := make([]ContainerRun, 0, len(p.containers))
-	for _, c := range p.containers {
-		if c.StartedAt.IsZero() {
-			continue
-		}
-		r := ContainerRun{Name: c.Name, ID: c.ID, Restart: c.RestartCount, StartedAt: c.StartedAt}
-		if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
-			r.FinishedAt, r.ExitCode = c.FinishedAt, c.ExitCode
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// NodeAPIOptions configure NewNodeAPI. The zero value of each field means
+// Options configure New. The zero value of each field means
 // its default.
-type NodeAPIOptions struct {
+type Options struct {
 	// NodeName is the node's name in its summary. Required.
 	NodeName string
 	// Backend runs the node's pods. Required.
-	Backend *Backend
+	Backend *podsynctest.Backend
 	// Pods returns the pods the node runs (the pod half's Pods). Required.
 	Pods func(ctx context.Context) []*corev1.Pod
 	// Usage is the CPU (nanocores) and memory (bytes) a container uses
@@ -83,12 +46,12 @@ type NodeAPIOptions struct {
 	Clock clock.PassiveClock
 }
 
-// NodeAPI is what a hollow node's node API serves beyond its pods: the
+// Node is what a hollow node's node API serves beyond its pods: the
 // simulated usage as a summary (a nodeapi.Stats for /stats/summary and
 // /metrics/resource) and the containers' log lines (nodeapi.Options.Logs).
 // Give it as nodeapi.Options{Stats: n, Logs: n.Logs}.
-type NodeAPI struct {
-	o     NodeAPIOptions
+type Node struct {
+	o     Options
 	start time.Time
 
 	mu      sync.Mutex
@@ -96,17 +59,17 @@ type NodeAPI struct {
 	nodeCPU float64 // the node's CPU time up to last, in nanoseconds
 }
 
-var _ nodeapi.Stats = (*NodeAPI)(nil)
+var _ nodeapi.Stats = (*Node)(nil)
 
-// NewNodeAPI checks o.
-func NewNodeAPI(o NodeAPIOptions) (*NodeAPI, error) {
+// New checks o.
+func New(o Options) (*Node, error) {
 	switch {
 	case o.NodeName == "":
-		return nil, errors.New("podsynctest: NodeAPIOptions.NodeName is required")
+		return nil, errors.New("simapi: Options.NodeName is required")
 	case o.Backend == nil:
-		return nil, errors.New("podsynctest: NodeAPIOptions.Backend is required")
+		return nil, errors.New("simapi: Options.Backend is required")
 	case o.Pods == nil:
-		return nil, errors.New("podsynctest: NodeAPIOptions.Pods is required")
+		return nil, errors.New("simapi: Options.Pods is required")
 	}
 	if o.Usage == nil {
 		o.Usage = func(*corev1.Pod, string, time.Duration) (uint64, uint64) { return 0, 0 }
@@ -123,7 +86,7 @@ func NewNodeAPI(o NodeAPIOptions) (*NodeAPI, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	return &NodeAPI{o: o, start: o.Clock.Now()}, nil
+	return &Node{o: o, start: o.Clock.Now()}, nil
 }
 
 // Latest returns the node's usage now: every running container's by
@@ -131,7 +94,7 @@ func NewNodeAPI(o NodeAPIOptions) (*NodeAPI, error) {
 // as NodeCPU and NodeMemory plus its pods'. The node's CPU time only grows:
 // it adds up the node's CPU use between calls, so pods that end take none
 // of it back.
-func (n *NodeAPI) Latest() *usage.Snapshot {
+func (n *Node) Latest() *usage.Snapshot {
 	now := n.o.Clock.Now()
 	at := metav1.NewTime(now)
 	s := &statsapi.Summary{}
@@ -192,7 +155,7 @@ func ptr(v uint64) *uint64 { return &v }
 // run started and one when it exited, for its last run, or the run before
 // that with previous. A pod the node does not run, or a container with no
 // such run, is an error naming it.
-func (n *NodeAPI) Logs(ctx context.Context, namespace, pod, container string, previous bool) ([]nodeapi.LogLine, error) {
+func (n *Node) Logs(ctx context.Context, namespace, pod, container string, previous bool) ([]nodeapi.LogLine, error) {
 	var found *corev1.Pod
 	for _, p := range n.o.Pods(ctx) {
 		if p.Namespace == namespace && p.Name == pod {
@@ -203,7 +166,7 @@ func (n *NodeAPI) Logs(ctx context.Context, namespace, pod, container string, pr
 	if found == nil {
 		return nil, fmt.Errorf("pod %s/%s is not on node %s", namespace, pod, n.o.NodeName)
 	}
-	var runs []ContainerRun
+	var runs []podsynctest.ContainerRun
 	for _, r := range n.o.Backend.Runs(found.UID) {
 		if r.Name == container {
 			runs = append(runs, r)

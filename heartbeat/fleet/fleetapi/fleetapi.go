@@ -1,4 +1,4 @@
-package nodekit
+package fleetapi
 
 import (
 	"context"
@@ -7,50 +7,51 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 )
 
-// FleetNodeAPIOptions configure FleetPodsOptions.NodeAPI: every hollow node
-// serves kubelet's node API (podsync/nodeapi) at an address of its own, so
-// that metrics-server scrapes each node and kubectl logs reaches it
-// through the API server. One listener serves every node: a connection's
-// local address says which node it is for.
-type FleetNodeAPIOptions struct {
+// Options configure New. The zero value of each field means its default.
+type Options struct {
 	// Node returns node n's node API options beyond its pods: the
 	// simulated usage (Stats) and logs (Logs) of its containers, which
-	// podsync/podsynctest's NodeAPI serves from the node's simulated
-	// backend. Options.Pods is filled in with the node's pod half's Pods
-	// when Node leaves it nil; Registerer is not used (every node would
-	// register the same metrics). Required.
-	Node func(n fleet.PodNode, half *PodHalf) (nodeapi.Options, error)
+	// podsync/podsynctest/simapi serves from the node's simulated backend.
+	// pods lists the node's pods (its pod half's Pods); Options.Pods is
+	// set to it when Node leaves it nil. Registerer is not used (every
+	// node would register the same metrics). Required.
+	Node func(n fleet.PodNode, pods func(context.Context) []*corev1.Pod) (nodeapi.Options, error)
 	// Auth authenticates and authorizes every node's requests, as
 	// kubelet's (nodeapi.AuthOptions: a client CA, TokenReviews,
 	// SubjectAccessReviews); NodeName and NodeNameFrom are the fleet's:
 	// a request is checked against the node whose address it came to.
 	Auth nodeapi.AuthOptions
-	// Port is the port of the listener ServeNodeAPI serves, reported as
+	// Port is the port of the listener Serve serves, reported as
 	// every node's daemonEndpoints.kubeletEndpoint. Default
 	// nodeapi.DefaultPort (10250).
 	Port int
 	// Address returns the address of the node numbered i (the number in
 	// its name), reported as its InternalIP, where its node API is
 	// served: an address the listener takes connections on. Default
-	// FleetNodeAddress: 127.64.0.1 and on, which are local on Linux (all
+	// Address: 127.64.0.1 and on, which are local on Linux (all
 	// of 127.0.0.0/8 is), so a listener on all addresses takes them.
 	Address func(i int) (netip.Addr, error)
+	// Clock dates the self-signed certificate, the authorization caches
+	// and followed logs. Default clock.RealClock{}.
+	Clock clock.WithTicker
 }
 
-// FleetNodeAddress is FleetNodeAPIOptions.Address's default: the node
+// Address is Options.Address's default: the node
 // numbered i is at 127.64.0.1 + i, up to 127.255.255.254.
-func FleetNodeAddress(i int) (netip.Addr, error) {
+func Address(i int) (netip.Addr, error) {
 	const first = 127<<24 | 64<<16 | 1
 	if i < 0 || i > 0x7FFFFFFE-first {
-		return netip.Addr{}, fmt.Errorf("nodekit: FleetNodeAddress: node %d has no address in 127.64.0.1 - 127.255.255.254", i)
+		return netip.Addr{}, fmt.Errorf("fleetapi: Address: node %d has no address in 127.64.0.1 - 127.255.255.254", i)
 	}
 	v := uint32(first + i)
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), nil
@@ -62,61 +63,76 @@ type fleetAPI struct {
 	handler http.Handler
 }
 
-func (o *FleetNodeAPIOptions) withDefaults() error {
+// Server serves every added node's node API.
+type Server struct {
+	o Options
+
+	mu    sync.Mutex
+	apis  map[netip.Addr]fleetAPI // by address
+	addrs map[int]netip.Addr      // node number -> address
+}
+
+// New checks o.
+func New(o Options) (*Server, error) {
 	if o.Node == nil {
-		return errors.New("nodekit: FleetPodsOptions.NodeAPI.Node is required")
+		return nil, errors.New("fleetapi: Options.Node is required")
 	}
 	if o.Auth.NodeName != "" || o.Auth.NodeNameFrom != nil {
-		return errors.New("nodekit: FleetPodsOptions.NodeAPI.Auth: NodeName and NodeNameFrom are the fleet's; leave them empty")
+		return nil, errors.New("fleetapi: Options.Auth: NodeName and NodeNameFrom are the fleet's; leave them empty")
 	}
 	if o.Port == 0 {
 		o.Port = nodeapi.DefaultPort
 	}
 	if o.Port < 1 || o.Port > 65535 {
-		return fmt.Errorf("nodekit: FleetPodsOptions.NodeAPI.Port %d: want 1 to 65535", o.Port)
+		return nil, fmt.Errorf("fleetapi: Options.Port %d: want 1 to 65535", o.Port)
 	}
 	if o.Address == nil {
-		o.Address = FleetNodeAddress
+		o.Address = Address
 	}
-	return nil
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return &Server{o: o, apis: map[netip.Addr]fleetAPI{}, addrs: map[int]netip.Addr{}}, nil
 }
 
-// nodeAPI builds node n's node API and files it under its address.
-func (p *FleetPods) nodeAPI(n fleet.PodNode, half *PodHalf) error {
-	o := p.o.NodeAPI
+// Add builds node n's node API, serving pods (its pod half's Pods), and
+// files it under its address: nodekit.FleetPodsOptions.OnNode, as
+// func(n, half) error { return s.Add(n, half.Pods) }.
+func (s *Server) Add(n fleet.PodNode, pods func(context.Context) []*corev1.Pod) error {
+	o := s.o
 	addr, err := o.Address(n.Index)
 	if err != nil {
 		return err
 	}
 	addr = addr.Unmap()
-	ho, err := o.Node(n, half)
+	ho, err := o.Node(n, pods)
 	if err != nil {
-		return fmt.Errorf("NodeAPI.Node: %w", err)
+		return fmt.Errorf("fleetapi: node %s: Options.Node: %w", n.Name, err)
 	}
 	if ho.Pods == nil {
-		ho.Pods = half.Pods
+		ho.Pods = pods
 	}
 	ho.Registerer = nil
 	if ho.Clock == nil {
-		ho.Clock = p.o.Clock
+		ho.Clock = o.Clock
 	}
 	h, err := nodeapi.New(ho)
 	if err != nil {
-		return err
+		return fmt.Errorf("fleetapi: node %s: %w", n.Name, err)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if other, ok := p.apis[addr]; ok && other.name != n.Name {
-		return fmt.Errorf("NodeAPI.Address: %v is node %s's too", addr, other.name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if other, ok := s.apis[addr]; ok && other.name != n.Name {
+		return fmt.Errorf("fleetapi: node %s: Options.Address: %v is node %s's too", n.Name, addr, other.name)
 	}
-	p.apis[addr] = fleetAPI{name: n.Name, handler: h}
-	p.addrs[n.Index] = addr
+	s.apis[addr] = fleetAPI{name: n.Name, handler: h}
+	s.addrs[n.Index] = addr
 	return nil
 }
 
 // apiFor finds the node API a request came to by its connection's local
 // address.
-func (p *FleetPods) apiFor(r *http.Request) (fleetAPI, bool) {
+func (s *Server) apiFor(r *http.Request) (fleetAPI, bool) {
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	tcp, ok := local.(*net.TCPAddr)
 	if !ok {
@@ -126,26 +142,22 @@ func (p *FleetPods) apiFor(r *http.Request) (fleetAPI, bool) {
 	if !ok {
 		return fleetAPI{}, false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	api, ok := p.apis[addr.Unmap()]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	api, ok := s.apis[addr.Unmap()]
 	return api, ok
 }
 
 // Setters is fleet.Options.Setters for a fleet whose nodes serve their node
-// API (FleetPodsOptions.NodeAPI): node i reports its address as its
-// InternalIP beside its Hostname (its name), and NodeAPI.Port as its
-// kubelet endpoint. Without NodeAPI it returns s unchanged.
-func (p *FleetPods) Setters(i int, s nodestatus.Setters) nodestatus.Setters {
-	o := p.o.NodeAPI
-	if o == nil {
-		return s
-	}
-	out := append(nodestatus.Setters(nil), s...)
+// API: node i reports its address as its InternalIP beside its Hostname
+// (its name), and Options.Port as its kubelet endpoint.
+func (s *Server) Setters(i int, setters nodestatus.Setters) nodestatus.Setters {
+	o := s.o
+	out := append(nodestatus.Setters(nil), setters...)
 	address := nodestatus.StatusSetterFunc(func(_ context.Context, node *corev1.Node) error {
-		p.mu.Lock()
-		addr, ok := p.addrs[i]
-		p.mu.Unlock()
+		s.mu.Lock()
+		addr, ok := s.addrs[i]
+		s.mu.Unlock()
 		if !ok {
 			return fmt.Errorf("node %d has no node API address", i)
 		}
@@ -160,45 +172,42 @@ func (p *FleetPods) Setters(i int, s nodestatus.Setters) nodestatus.Setters {
 		return nil
 	})
 	for _, set := range []struct {
-		name string
-		s    nodestatus.StatusSetter
+		name   string
+		setter nodestatus.StatusSetter
 	}{{nodestatus.SetterNodeAddress, address}, {nodestatus.SetterDaemonEndpoints, port}} {
 		if k := out.Index(set.name); k >= 0 {
-			out[k].StatusSetter = set.s
+			out[k].StatusSetter = set.setter
 		} else {
-			out = append(out, nodestatus.Named{Name: set.name, StatusSetter: set.s})
+			out = append(out, nodestatus.Named{Name: set.name, StatusSetter: set.setter})
 		}
 	}
 	return out
 }
 
-// ServeNodeAPI serves every node's node API on ln until ctx ends: TLS with
+// Serve serves every added node's node API on ln until ctx ends: TLS with
 // a self-signed certificate (as a kubelet without a serving certificate
 // has; clients that verify it need it as a CA), authenticated and
-// authorized as NodeAPI.Auth says for the node whose address a connection
+// authorized as Options.Auth says for the node whose address a connection
 // came to, 404 "no node at this address" for an address with no node. ln
-// must take connections on every node's address on NodeAPI.Port: listen on
-// all addresses (":10250"). It returns an error at once without
-// FleetPodsOptions.NodeAPI or when ln's port is not NodeAPI.Port.
-func (p *FleetPods) ServeNodeAPI(ctx context.Context, ln net.Listener) error {
-	o := p.o.NodeAPI
-	if o == nil {
-		return errors.New("nodekit: FleetPods.ServeNodeAPI: FleetPodsOptions.NodeAPI is not set")
-	}
+// must take connections on every node's address on Options.Port: listen
+// on all addresses (":10250"). It returns an error at once when ln's port
+// is not Options.Port.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	o := s.o
 	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || tcp.Port != o.Port {
-		return fmt.Errorf("nodekit: FleetPods.ServeNodeAPI: listener on %v, want port %d (NodeAPI.Port)", ln.Addr(), o.Port)
+		return fmt.Errorf("fleetapi: Serve: listener on %v, want port %d (Options.Port)", ln.Addr(), o.Port)
 	}
 	auth := o.Auth
 	auth.NodeNameFrom = func(r *http.Request) (string, bool) {
-		api, ok := p.apiFor(r)
+		api, ok := s.apiFor(r)
 		return api.name, ok
 	}
 	if auth.Clock == nil {
-		auth.Clock = p.o.Clock
+		auth.Clock = o.Clock
 	}
 	srv, err := nodeapi.NewServer(nodeapi.ServerOptions{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if api, ok := p.apiFor(r); ok {
+			if api, ok := s.apiFor(r); ok {
 				api.handler.ServeHTTP(w, r)
 				return
 			}
@@ -207,10 +216,10 @@ func (p *FleetPods) ServeNodeAPI(ctx context.Context, ln net.Listener) error {
 		Auth:      auth,
 		Hostnames: []string{"nodekit-fleet"},
 		IPs:       []net.IP{},
-		Clock:     p.o.Clock,
+		Clock:     o.Clock,
 	})
 	if err != nil {
-		return fmt.Errorf("nodekit: FleetPods.ServeNodeAPI: %w", err)
+		return fmt.Errorf("fleetapi: Serve: %w", err)
 	}
 	return srv.Run(ctx, ln)
 }
