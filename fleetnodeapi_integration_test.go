@@ -72,6 +72,7 @@ rules:
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ln.Close() })
 	var sims sync.Map
 	api, err := fleetapi.New(fleetapi.Options{
 		Port: ln.Addr().(*net.TCPAddr).Port,

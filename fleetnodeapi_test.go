@@ -20,7 +20,6 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/heartbeat/fleet/fleetapi"
-	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/podsynctest"
 	"github.com/nodekit/nodekit/podsync/podsynctest/simapi"
@@ -34,9 +33,10 @@ func TestFleetNodeAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { ln.Close() })
 	port := ln.Addr().(*net.TCPAddr).Port
 	var api *fleetapi.Server
-	h := newFleetPods(t, 2, func(o *nodekit.FleetPodsOptions, sims *sync.Map) {
+	h := newFleetPods(t, 2, func(o *nodekit.FleetPodsOptions, fo *fleet.Options, sims *sync.Map) {
 		var err error
 		api, err = fleetapi.New(fleetapi.Options{
 			Port:  port,
@@ -56,7 +56,8 @@ func TestFleetNodeAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		o.OnNode = func(n fleet.PodNode, half *nodekit.PodHalf) error { return api.Add(n, half.Pods) }
-	}, func() func(int, nodestatus.Setters) nodestatus.Setters { return api.Setters })
+		fo.Setters = api.Setters
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- api.Serve(ctx, ln) }()

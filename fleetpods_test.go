@@ -23,7 +23,6 @@ import (
 	"github.com/nodekit/nodekit/internal/leakcheck"
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/lease"
-	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync"
 	"github.com/nodekit/nodekit/podsync/podsynctest"
 )
@@ -61,8 +60,7 @@ func simStages(_ *corev1.Pod, c string) podsynctest.Stages {
 // newFleetPods makes the fleet; mod (when set) adjusts the pods' options,
 // and setters (when set) returns the fleet's Options.Setters, called after
 // mod.
-func newFleetPods(t *testing.T, nodes int, mod func(*nodekit.FleetPodsOptions, *sync.Map),
-	setters func() func(int, nodestatus.Setters) nodestatus.Setters) *fleetPods {
+func newFleetPods(t *testing.T, nodes int, mod func(*nodekit.FleetPodsOptions, *fleet.Options, *sync.Map)) *fleetPods {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var sims sync.Map
@@ -77,19 +75,17 @@ func newFleetPods(t *testing.T, nodes int, mod func(*nodekit.FleetPodsOptions, *
 		},
 		Clock: clock,
 	}
+	fo := fleet.Options{Count: nodes, Clock: clock, Nodes: cs.CoreV1().Nodes(),
+		Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace)}
 	if mod != nil {
-		mod(&o, &sims)
-	}
-	var set func(int, nodestatus.Setters) nodestatus.Setters
-	if setters != nil {
-		set = setters()
+		mod(&o, &fo, &sims)
 	}
 	fp, err := nodekit.NewFleetPods(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := fleet.New(fleet.Options{Count: nodes, Clock: clock, Nodes: cs.CoreV1().Nodes(),
-		Leases: cs.CoordinationV1().Leases(lease.DefaultNamespace), Pods: fp.Node, Setters: set})
+	fo.Pods = fp.Node
+	f, err := fleet.New(fo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +168,7 @@ func boundPod(name, node string, containers ...string) *corev1.Pod {
 // pod and the status writer deletes it; each pod's IP is from its node's range.
 func TestFleetPodsLifecycle(t *testing.T) {
 	defer leakcheck.Check(t)()
-	h := newFleetPods(t, 3, nil, nil)
+	h := newFleetPods(t, 3, nil)
 	defer h.stop()
 	web := boundPod("web", "node-1", "app")
 	web.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "sim/init"}}

@@ -364,13 +364,15 @@ func (b *bench) run(ctx context.Context, sim string, w workload) *result {
 	// Hold.
 	holdEnd := time.Now().Add(b.k.hold)
 	tick := time.NewTicker(time.Second)
+	end := time.NewTimer(b.k.hold)
+	defer end.Stop()
 	for time.Now().Before(holdEnd) {
 		if rss, err := testenv.ProcRSS(p.pid()); err == nil {
 			r.rssMax = max(r.rssMax, rss)
 		}
 		select {
 		case <-tick.C:
-		case <-time.After(time.Until(holdEnd)):
+		case <-end.C:
 		case <-p.done:
 			tick.Stop()
 			t.Fatalf("%s exited during the hold; its log ends with:\n%s", p.name, p.tail(40))

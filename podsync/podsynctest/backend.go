@@ -117,32 +117,39 @@ func (b *Backend) id(kind string) string {
 	return fmt.Sprintf("%s-%06d", kind, b.seq)
 }
 
-// advanceLocked moves every container along its stages up to now.
+// advanceLocked moves every pod's containers along their stages up to now.
 func (b *Backend) advanceLocked(now time.Time) {
 	for _, p := range b.pods {
-		for _, s := range p.sandboxes {
-			if !s.stopped && s.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && !now.Before(s.readyAt) {
-				s.State = runtimeapi.PodSandboxState_SANDBOX_READY
-				p.gen++
-			}
-		}
-		kept := p.starting[:0]
-		for _, c := range p.starting {
-			if now.Before(c.startAt) {
-				kept = append(kept, c)
-				continue
-			}
-			c.State, c.CreatedAt, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, c.startAt, c.startAt
-			p.containers = append(p.containers, c)
+		p.advance(now)
+	}
+}
+
+// advance moves the pod's sandboxes and containers along their stages up to
+// now; pods do not depend on each other, so a call about one pod advances
+// that pod alone. The caller holds the Backend's lock.
+func (p *simPod) advance(now time.Time) {
+	for _, s := range p.sandboxes {
+		if !s.stopped && s.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && !now.Before(s.readyAt) {
+			s.State = runtimeapi.PodSandboxState_SANDBOX_READY
 			p.gen++
 		}
-		p.starting = kept
-		for _, c := range p.containers {
-			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && c.stages.RunFor > 0 {
-				if end := c.StartedAt.Add(c.stages.RunFor); !now.Before(end) {
-					exit(&c.ContainerState, end, c.stages.ExitCode)
-					p.gen++
-				}
+	}
+	kept := p.starting[:0]
+	for _, c := range p.starting {
+		if now.Before(c.startAt) {
+			kept = append(kept, c)
+			continue
+		}
+		c.State, c.CreatedAt, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, c.startAt, c.startAt
+		p.containers = append(p.containers, c)
+		p.gen++
+	}
+	p.starting = kept
+	for _, c := range p.containers {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && c.stages.RunFor > 0 {
+			if end := c.StartedAt.Add(c.stages.RunFor); !now.Before(end) {
+				exit(&c.ContainerState, end, c.stages.ExitCode)
+				p.gen++
 			}
 		}
 	}
@@ -216,7 +223,7 @@ func (b *Backend) Exit(uid types.UID, name string, code int32) bool {
 	if p == nil {
 		return false
 	}
-	b.advanceLocked(b.o.Clock.Now())
+	p.advance(b.o.Clock.Now())
 	for i := len(p.containers) - 1; i >= 0; i-- {
 		if c := p.containers[i]; c.Name == name && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			exit(&c.ContainerState, b.o.Clock.Now(), code)
@@ -238,12 +245,12 @@ func (b *Backend) SyncPod(_ context.Context, pod *corev1.Pod, _ *podsync.PodStat
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.o.Clock.Now()
-	b.advanceLocked(now)
 	p := b.pods[pod.UID]
 	if p == nil {
 		p = &simPod{name: pod.Name, namespace: pod.Namespace}
 		b.pods[pod.UID] = p
 	}
+	p.advance(now)
 	res, err := b.syncPodLocked(pod, p, now)
 	res.RequeueWithin(p.nextChange(now))
 	if p.gen != p.seen {
@@ -322,7 +329,7 @@ func (b *Backend) syncPodLocked(pod *corev1.Pod, p *simPod, now time.Time) (pods
 		p.gen++
 		res.RequeueWithin(stages.StartDelay)
 	}
-	b.advanceLocked(now)
+	p.advance(now)
 	return res, err
 }
 
@@ -363,8 +370,8 @@ func (b *Backend) SyncTerminatingPod(_ context.Context, pod *corev1.Pod, _ *pods
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.o.Clock.Now()
-	b.advanceLocked(now)
 	if p := b.pods[pod.UID]; p != nil {
+		p.advance(now)
 		p.stopAll(now)
 	}
 	return nil

@@ -24,11 +24,11 @@ func (r ContainerRun) Running() bool { return r.FinishedAt.IsZero() }
 func (b *Backend) Runs(uid types.UID) []ContainerRun {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.advanceLocked(b.o.Clock.Now())
 	p := b.pods[uid]
 	if p == nil {
 		return nil
 	}
+	p.advance(b.o.Clock.Now())
 	out := make([]ContainerRun, 0, len(p.containers))
 	for _, c := range p.containers {
 		if c.StartedAt.IsZero() {

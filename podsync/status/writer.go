@@ -80,6 +80,10 @@ type syncedState struct {
 	deleting, terminated bool
 }
 
+// upToDate reports whether the pod's API copy is known and nothing has
+// changed since its last successful sync worked from it.
+func (st *podState) upToDate() bool { return st.api != nil && st.synced == st.current() }
+
 // current is what a sync of st would work from now.
 func (st *podState) current() syncedState {
 	return syncedState{version: st.version, api: st.api, deleting: st.deleting, terminated: st.terminated}
@@ -415,7 +419,7 @@ func (w *Writer) syncOnce(ctx context.Context) error {
 		if due, ok := w.retry.Due(uid); seen[uid] || ok && due.After(now) {
 			continue
 		}
-		if st := w.pods[uid]; st != nil && st.api != nil && st.synced == st.current() {
+		if st := w.pods[uid]; st != nil && st.upToDate() {
 			continue // nothing changed since its last sync
 		}
 		seen[uid] = true
@@ -494,7 +498,7 @@ const (
 func (w *Writer) syncPod(ctx context.Context, uid types.UID) error {
 	w.mu.Lock()
 	st, ok := w.pods[uid]
-	if !ok || st.finished || st.version == 0 || st.api != nil && st.synced == st.current() {
+	if !ok || st.finished || st.version == 0 || st.upToDate() {
 		w.mu.Unlock()
 		return nil
 	}

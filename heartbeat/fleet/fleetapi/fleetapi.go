@@ -41,8 +41,9 @@ type Options struct {
 	// Address: 127.64.0.1 and on, which are local on Linux (all
 	// of 127.0.0.0/8 is), so a listener on all addresses takes them.
 	Address func(i int) (netip.Addr, error)
-	// Clock dates the self-signed certificate, the authorization caches
-	// and followed logs. Default clock.RealClock{}.
+	// Clock dates the self-signed certificate and the authorization
+	// caches, and is each node's nodeapi.Options.Clock where Node leaves
+	// it nil. Default clock.RealClock{}.
 	Clock clock.WithTicker
 }
 
