@@ -207,6 +207,9 @@ type worker struct {
 	// waitUntil) before its first sync.
 	waitFor   []types.UID
 	waitUntil time.Time
+	// publishing orders a status published while the sync waits for a
+	// slot (publishWaiting) before the sync's own.
+	publishing sync.Mutex
 }
 
 // Engine runs one pod worker per pod UID: the latest update wins, at most
@@ -487,7 +490,9 @@ func (e *Engine) RelistNow() {
 func (e *Engine) step(ctx context.Context, wg *sync.WaitGroup, wait bool) (time.Duration, error) {
 	e.takeTriggers()
 	err := e.observeStep(ctx)
-	e.dispatch(ctx, wg)
+	for _, w := range e.dispatch(ctx, wg) {
+		e.publishWaiting(w)
+	}
 	if wait {
 		wg.Wait()
 	}
@@ -738,15 +743,22 @@ func stateEqual(a, b *PodState) bool {
 }
 
 // dispatch starts a sync for every due pod that is not syncing already.
-func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
+//
+// It returns the workers of pods due while their sync waits for a slot,
+// whose status the caller publishes (publishWaiting): what changed meanwhile (a readiness probe's
+// result) is written at once, not after the syncs that hold the slots,
+// which on a node starting many pods can take a minute; the kubelet's
+// prober hands readiness to its status manager without a pod sync.
+func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*worker) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.relistErr != nil {
 		// As the kubelet pauses while the runtime is unhealthy: no sync acts
 		// on a state that could not be observed.
-		return
+		return nil
 	}
+	free := cap(e.sem) - len(e.sem) // slots a sync started now finds free
 	var stale []types.UID
 	defer func() {
 		// Due again once the relist its last sync asked for has run.
@@ -757,7 +769,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 	for {
 		uid, ok := e.due.PopDue(now)
 		if !ok {
-			return
+			return waiting
 		}
 		w := e.workers[uid]
 		if w == nil || w.life == Done {
@@ -765,6 +777,9 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		if w.busy {
 			w.pending = true
+			if w.life == Syncing && !w.running && !w.orphan && w.status != nil {
+				waiting = append(waiting, w)
+			}
 			continue
 		}
 		if w.staleSince != 0 && w.life == Syncing {
@@ -773,6 +788,13 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		if w.life == Syncing && e.preemptionWaitLocked(w, now) {
 			continue
+		}
+		if w.life != Terminating {
+			if free > 0 {
+				free--
+			} else if w.life == Syncing && !w.orphan && w.status != nil {
+				waiting = append(waiting, w) // this sync will wait for a slot
+			}
 		}
 		w.busy = true
 		wctx, cancel := context.WithCancel(ctx)
@@ -873,7 +895,30 @@ func (e *Engine) status(j job, terminated bool) corev1.PodStatus {
 	return s
 }
 
+// publishWaiting publishes the status of w's pod from the newest
+// observation while its sync waits for a slot (dispatch); once the sync
+// runs, the sync publishes instead.
+func (e *Engine) publishWaiting(w *worker) {
+	w.publishing.Lock()
+	defer w.publishing.Unlock()
+	e.mu.Lock()
+	if w.running || w.life != Syncing || e.workers[w.uid] != w {
+		e.mu.Unlock()
+		return
+	}
+	j := job{w: w, pod: w.pod, life: w.life, state: e.cache[w.uid], waiting: w.waiting, status: w.status, evict: w.evict}
+	e.mu.Unlock()
+	e.publishHeld(j, e.status(j, false))
+}
+
 func (e *Engine) publish(j job, s corev1.PodStatus) {
+	j.w.publishing.Lock()
+	defer j.w.publishing.Unlock()
+	e.publishHeld(j, s)
+}
+
+// publishHeld is publish with j.w.publishing held.
+func (e *Engine) publishHeld(j job, s corev1.PodStatus) {
 	e.mu.Lock()
 	changed := j.w.status == nil || !equality.Semantic.DeepEqual(*j.w.status, s)
 	j.w.status = &s

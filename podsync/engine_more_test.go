@@ -426,3 +426,63 @@ func TestEngineFinishedPodStatusBeforeCleanup(t *testing.T) {
 		t.Errorf("phase %s, PodReadyToStartContainers %s: want Succeeded, False/PodSandboxNotReady", s.Phase, cond(s, corev1.PodReadyToStartContainers))
 	}
 }
+
+// While every slot is held by a slow sync (a node starting many pods), a
+// running pod whose readiness probe succeeds is written Ready at once, not
+// after the slow sync, and its own sync still runs once the slot is free.
+func TestEngineReadyWhileSlotsHeld(t *testing.T) {
+	h := newHarness(t)
+	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: h.RT})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm, err := probe.New(probe.Options{Prober: prober, Clock: h.Clock, NoStartJitter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := busyboxPod(corev1.RestartPolicyAlways, "a")
+	a.UID, a.Name = "uid-a", "a"
+	a.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check"}}},
+		TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3}
+	b := busyboxPod(corev1.RestartPolicyAlways, "b")
+	b.UID, b.Name = "uid-b", "b"
+	bs := &blockingSyncer{Syncer: h.Syncer, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
+	if h.Eng, err = podsync.New(podsync.Options{Syncer: bs, Relister: h.Syncer, Writer: h.Writer, Clock: h.Clock,
+		HostIPs: []string{"192.0.2.1"}, MaxParallel: 1, Probes: pm}); err != nil {
+		t.Fatal(err)
+	}
+	h.Add(a)
+	if s := h.Writer.Last(a.UID); s.Phase != corev1.PodRunning || cond(s, corev1.PodReady) != "False/ContainersNotReady" {
+		t.Fatalf("a before its probe: %s %s", s.Phase, cond(s, corev1.PodReady))
+	}
+
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{b}})
+	done := make(chan error, 2)
+	go func() { _, err := h.Eng.SyncOnce(h.Ctx); done <- err }()
+	<-bs.entered // b holds the only slot
+	id := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)[0].Id
+	h.RT.ScriptExec(id, []string{"check"}, runtimetest.ExecScript{})
+	if _, err := pm.SyncOnce(h.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := pm.Latest(a.UID, "a", probe.Readiness); !ok || u.Result != probe.Success {
+		t.Fatalf("readiness %+v %v", u, ok)
+	}
+	h.Eng.Trigger(a.UID)
+	go func() { _, err := h.Eng.SyncOnce(h.Ctx); done <- err }() // a's sync queues for the slot
+	testenv.Eventually(t, 10*time.Second, time.Millisecond, "a written Ready while b holds the slot", func() bool {
+		return cond(h.Writer.Last(a.UID), corev1.PodReady) == "True/"
+	})
+	if !podsync.SyncQueued(h.Eng, a.UID) {
+		t.Error("a's sync is not waiting for the slot")
+	}
+	close(bs.release)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := h.Writer.Last(a.UID); cond(s, corev1.PodReady) != "True/" {
+		t.Errorf("a after its sync: %s", cond(s, corev1.PodReady))
+	}
+}

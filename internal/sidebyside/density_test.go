@@ -100,6 +100,7 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 	}
 	d.allReady = last.Sub(first)
 	report("%s: density %d: all Running and Ready %v after the first create", kind, size, d.allReady.Round(time.Millisecond))
+	b.densityBreakdown(kind, size, pods, pw, first)
 
 	f0 := b.sample(n)
 	b.pause(b.densityWindow)
@@ -248,5 +249,46 @@ func (b *bench) profiles(name string, n *node) {
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 			report("%s: %s:   %s", name, p.kind, line)
 		}
+	}
+}
+
+// densityBreakdown reports where a density start's time went, from the
+// first create: the creates themselves, the phase Running in the watch,
+// Ready, and the containers' start times the node reported (the runtime's
+// clock, to the second), each as p50 and max, the probed and the plain
+// pods apart.
+func (b *bench) densityBreakdown(kind string, size int, pods []*corev1.Pod, pw *podWatch, first time.Time) {
+	list, err := b.admin.CoreV1().Pods("default").List(b.ctx, metav1.ListOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	started := map[string]time.Time{}
+	for _, p := range list.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Running != nil {
+				started[p.Name] = c.State.Running.StartedAt.Time
+			}
+		}
+	}
+	var added, running, ready, start [2][]time.Duration // [0] probed, [1] plain
+	for i, p := range pods {
+		s := pw.get(p.Name)
+		k := i % 2
+		added[k] = append(added[k], s.added.Sub(first))
+		running[k] = append(running[k], s.running.Sub(first))
+		ready[k] = append(ready[k], s.ready.Sub(first))
+		if at, ok := started[p.Name]; ok {
+			start[k] = append(start[k], at.Sub(first.Truncate(time.Second)))
+		}
+	}
+	line := func(d []time.Duration) string {
+		if len(d) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f/%.1f s", testenv.Percentile(d, 0.5).Seconds(), testenv.Percentile(d, 1).Seconds())
+	}
+	for k, what := range []string{"probed", "plain"} {
+		report("%s: density %d: %s pods from the first create, p50/max: in the watch %s, container started (node's clock) %s, Running %s, Ready %s",
+			kind, size, what, line(added[k]), line(start[k]), line(running[k]), line(ready[k]))
 	}
 }
