@@ -49,6 +49,7 @@ import (
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/podsynctest"
 	"github.com/nodekit/nodekit/podsync/podsynctest/simapi"
+	"github.com/nodekit/nodekit/podsync/status"
 	"github.com/nodekit/nodekit/probe"
 )
 
@@ -77,6 +78,7 @@ type config struct {
 	podRules       string
 	shard          string
 	podWriteQPS    float64
+	pendingDelay   time.Duration
 	nodeAPIPort    int
 	clientCAFile   string
 	protobuf       bool
@@ -95,6 +97,7 @@ func main() {
 	flag.Float64Var(&c.qps, "qps", 0, "client-side requests per second for the whole fleet (0: no client-side limit; --workers bounds the requests in flight)")
 	flag.IntVar(&c.burst, "burst", 0, "client-side burst for the whole fleet (0: twice --qps)")
 	flag.Float64Var(&c.podWriteQPS, "pod-write-qps", 0, "budget of the pods' status writes and deletes, shared by every node (0: the client's --qps only)")
+	flag.DurationVar(&c.pendingDelay, "pending-status-delay", 500*time.Millisecond, "how long a pod status that stays Pending (ContainerCreating) may wait to be written, so a pod that starts within it costs one write, as the agent's flag of the same name (0: write every change at once, as kubelet; at most 10s)")
 	flag.IntVar(&c.nodeAPIPort, "node-api-port", 0, "serve every node's kubelet API (stats, metrics, logs of its simulated pods; needs --pods) on this port of all addresses, each node at its own address 127.64.0.1 and on (its InternalIP); 0: none")
 	flag.StringVar(&c.clientCAFile, "client-ca-file", "", "with --node-api-port: client certificates signed by this CA are authenticated, as kubelet's --client-ca-file (bearer tokens are reviewed with TokenReviews, requests authorized with SubjectAccessReviews)")
 	flag.StringVar(&c.shard, "shard", "", "i/n: run only the nodes whose name hashes to share i of n (n processes with the same --nodes and --prefix share the cluster without overlap)")
@@ -290,6 +293,7 @@ func fleetPods(client *kubeclient.Client, c config, reviews kubernetes.Interface
 		API:      client.API(),
 		Prober:   prober,
 		WriteQPS: float32(c.podWriteQPS),
+		Status:   status.Options{PendingDelay: c.pendingDelay},
 		Backend: func(n fleet.PodNode, podIP func(*corev1.Pod) string) podsync.BackendFunc {
 			return func(parts podsync.BackendParts) (podsync.Backend, error) {
 				sim := podsynctest.New(podsynctest.Options{Stages: rules.Stages, PodIP: podIP, Probes: parts.Probes})
