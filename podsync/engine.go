@@ -207,8 +207,8 @@ type worker struct {
 	// waitUntil) before its first sync.
 	waitFor   []types.UID
 	waitUntil time.Time
-	// publishing orders a status published while the sync waits for a
-	// slot (publishWaiting) before the sync's own.
+	// publishing orders a status published between syncs
+	// (publishBetweenSyncs) before the next sync's own.
 	publishing sync.Mutex
 }
 
@@ -491,7 +491,7 @@ func (e *Engine) step(ctx context.Context, wg *sync.WaitGroup, wait bool) (time.
 	e.takeTriggers()
 	err := e.observeStep(ctx)
 	for _, w := range e.dispatch(ctx, wg) {
-		e.publishWaiting(w)
+		e.publishBetweenSyncs(w)
 	}
 	if wait {
 		wg.Wait()
@@ -613,15 +613,15 @@ func (e *Engine) relist(ctx context.Context) error {
 	}
 	// Dispatch runs on this goroutine after relist, so none of these
 	// workers starts a sync before its status is published.
-	for _, j := range changed {
-		e.publish(j, e.status(j, false))
+	for _, w := range changed {
+		e.publishBetweenSyncs(w)
 	}
 	return err
 }
 
 // observe takes a relist's answer in; seen is Engine.changes when it
 // began: workers stale from a change until then are not any more.
-func (e *Engine) observe(pods map[types.UID]*PodState, err error, seen uint64) ([]job, error) {
+func (e *Engine) observe(pods map[types.UID]*PodState, err error, seen uint64) ([]*worker, error) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -637,11 +637,11 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error, seen uint64) (
 	for _, w := range e.workers {
 		w.observed(seen)
 	}
-	var changed []job
+	var changed []*worker
 	for uid, st := range pods {
 		if !stateEqual(e.cache[uid], st) {
-			if j, ok := e.wakeLocked(uid, st, now); ok {
-				changed = append(changed, j)
+			if w := e.wakeLocked(uid, now); w != nil {
+				changed = append(changed, w)
 			}
 		}
 	}
@@ -666,17 +666,24 @@ func (e *Engine) observe(pods map[types.UID]*PodState, err error, seen uint64) (
 }
 
 // wakeLocked makes the worker of a pod whose observed state changed due,
-// and returns the job whose status to publish when it is not syncing.
-func (e *Engine) wakeLocked(uid types.UID, st *PodState, now time.Time) (job, bool) {
+// and returns it when its status is to be published now (betweenSyncs).
+func (e *Engine) wakeLocked(uid types.UID, now time.Time) *worker {
 	w, ok := e.workers[uid]
 	if !ok {
-		return job{}, false
+		return nil
 	}
 	e.scheduleLocked(uid, now)
-	if w.life == Syncing && !w.running && !w.orphan && w.status != nil {
-		return job{w: w, pod: w.pod, life: w.life, state: st, waiting: w.waiting, status: w.status, evict: w.evict}, true
+	if w.betweenSyncs() {
+		return w
 	}
-	return job{}, false
+	return nil
+}
+
+// betweenSyncs: w's pod is synced, and no sync of it runs now (none, or
+// one waiting for a slot); its status is published between syncs from
+// the newest observation (publishBetweenSyncs). The caller holds e.mu.
+func (w *worker) betweenSyncs() bool {
+	return w.life == Syncing && !w.running && !w.orphan && w.status != nil
 }
 
 // orphanLocked starts terminating a pod that runs but no source knows.
@@ -745,10 +752,11 @@ func stateEqual(a, b *PodState) bool {
 // dispatch starts a sync for every due pod that is not syncing already.
 //
 // It returns the workers of pods due while their sync waits for a slot,
-// whose status the caller publishes (publishWaiting): what changed meanwhile (a readiness probe's
-// result) is written at once, not after the syncs that hold the slots,
-// which on a node starting many pods can take a minute; the kubelet's
-// prober hands readiness to its status manager without a pod sync.
+// whose status the caller publishes (publishBetweenSyncs): what changed
+// meanwhile (a readiness probe's result) is written at once, not after
+// the syncs that hold the slots, which on a node starting many pods can
+// take a minute; the kubelet's prober hands readiness to its status
+// manager without a pod sync.
 func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*worker) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
@@ -777,7 +785,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*w
 		}
 		if w.busy {
 			w.pending = true
-			if w.life == Syncing && !w.running && !w.orphan && w.status != nil {
+			if w.betweenSyncs() {
 				waiting = append(waiting, w)
 			}
 			continue
@@ -792,7 +800,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*w
 		if w.life != Terminating {
 			if free > 0 {
 				free--
-			} else if w.life == Syncing && !w.orphan && w.status != nil {
+			} else if w.betweenSyncs() {
 				waiting = append(waiting, w) // this sync will wait for a slot
 			}
 		}
@@ -895,14 +903,14 @@ func (e *Engine) status(j job, terminated bool) corev1.PodStatus {
 	return s
 }
 
-// publishWaiting publishes the status of w's pod from the newest
-// observation while its sync waits for a slot (dispatch); once the sync
-// runs, the sync publishes instead.
-func (e *Engine) publishWaiting(w *worker) {
+// publishBetweenSyncs publishes the status of w's pod from the newest
+// observation while no sync of it runs (a relist saw it change, or its
+// sync waits for a slot); once a sync runs, the sync publishes instead.
+func (e *Engine) publishBetweenSyncs(w *worker) {
 	w.publishing.Lock()
 	defer w.publishing.Unlock()
 	e.mu.Lock()
-	if w.running || w.life != Syncing || e.workers[w.uid] != w {
+	if !w.betweenSyncs() || e.workers[w.uid] != w {
 		e.mu.Unlock()
 		return
 	}

@@ -25,8 +25,10 @@ import (
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
-func TestEngineLivenessFailureRestarts(t *testing.T) {
-	h := newHarness(t)
+// newProbes is a probe manager on h's clock whose exec probes run in h's
+// runtime, with no start jitter.
+func newProbes(t *testing.T, h *harness) *probe.Manager {
+	t.Helper()
 	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: h.RT})
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +37,12 @@ func TestEngineLivenessFailureRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pm
+}
+
+func TestEngineLivenessFailureRestarts(t *testing.T) {
+	h := newHarness(t)
+	pm := newProbes(t, h)
 	dir := t.TempDir()
 	h.Syncer, _ = cri.New(cri.Options{Runtime: h.RT, Clock: h.Clock, PodLogRoot: dir, PodRoot: dir, ResolvConf: "-", Probes: pm})
 	h.Eng, _ = podsync.New(podsync.Options{Syncer: h.Syncer, Writer: h.Writer, Clock: h.Clock, Probes: pm})
@@ -432,14 +440,7 @@ func TestEngineFinishedPodStatusBeforeCleanup(t *testing.T) {
 // after the slow sync, and its own sync still runs once the slot is free.
 func TestEngineReadyWhileSlotsHeld(t *testing.T) {
 	h := newHarness(t)
-	prober, err := probe.NewHandlers(probe.HandlerOptions{Execer: h.RT})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pm, err := probe.New(probe.Options{Prober: prober, Clock: h.Clock, NoStartJitter: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pm := newProbes(t, h)
 	a := busyboxPod(corev1.RestartPolicyAlways, "a")
 	a.UID, a.Name = "uid-a", "a"
 	a.Spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"check"}}},
@@ -447,6 +448,7 @@ func TestEngineReadyWhileSlotsHeld(t *testing.T) {
 	b := busyboxPod(corev1.RestartPolicyAlways, "b")
 	b.UID, b.Name = "uid-b", "b"
 	bs := &blockingSyncer{Syncer: h.Syncer, uid: b.UID, entered: make(chan struct{}), release: make(chan struct{})}
+	var err error
 	if h.Eng, err = podsync.New(podsync.Options{Syncer: bs, Relister: h.Syncer, Writer: h.Writer, Clock: h.Clock,
 		HostIPs: []string{"192.0.2.1"}, MaxParallel: 1, Probes: pm}); err != nil {
 		t.Fatal(err)

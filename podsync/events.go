@@ -192,33 +192,33 @@ func (e *Engine) relistPods(ctx context.Context, pr PodRelister, uids []types.UI
 		if w := e.workers[uid]; w != nil {
 			w.observed(seen)
 		}
-		j, changed := e.observePodLocked(uid, st, e.o.Clock.Now())
+		w := e.observePodLocked(uid, st, e.o.Clock.Now())
 		e.mu.Unlock()
-		if changed {
-			e.publish(j, e.status(j, false))
+		if w != nil {
+			e.publishBetweenSyncs(w)
 		}
 	}
 }
 
 // observePodLocked takes one pod's new observation into the cache: a
-// change wakes its worker (and returns the job whose status to publish
-// when the pod is not syncing), and an unknown pod's state may make an
+// change wakes its worker (and returns it when its status is to be
+// published now, wakeLocked), and an unknown pod's state may make an
 // orphan.
-func (e *Engine) observePodLocked(uid types.UID, st *PodState, now time.Time) (job, bool) {
+func (e *Engine) observePodLocked(uid types.UID, st *PodState, now time.Time) *worker {
 	if stateEqual(e.cache[uid], st) {
-		return job{}, false
+		return nil
 	}
 	if st == nil {
 		delete(e.cache, uid)
 	} else {
 		e.cache[uid] = st
 	}
-	j, publish := e.wakeLocked(uid, st, now)
+	w := e.wakeLocked(uid, now)
 	if _, ok := e.workers[uid]; !ok && st != nil && e.sourcesReadyLocked() {
 		e.orphanLocked(uid, st, now)
 	}
 	e.updateGauges(e.cache)
-	return j, publish
+	return w
 }
 
 // check asks the backend's health between relists; a failure, or sources

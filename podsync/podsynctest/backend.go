@@ -117,13 +117,6 @@ func (b *Backend) id(kind string) string {
 	return fmt.Sprintf("%s-%06d", kind, b.seq)
 }
 
-// advanceLocked moves every pod's containers along their stages up to now.
-func (b *Backend) advanceLocked(now time.Time) {
-	for _, p := range b.pods {
-		p.advance(now)
-	}
-}
-
 // advance moves the pod's sandboxes and containers along their stages up to
 // now; pods do not depend on each other, so a call about one pod advances
 // that pod alone. The caller holds the Backend's lock.
@@ -192,9 +185,10 @@ func exit(c *podsync.ContainerState, at time.Time, code int32) {
 func (b *Backend) Relist(context.Context) (map[types.UID]*podsync.PodState, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.advanceLocked(b.o.Clock.Now())
+	now := b.o.Clock.Now()
 	out := make(map[types.UID]*podsync.PodState, len(b.pods))
 	for uid, p := range b.pods {
+		p.advance(now)
 		p.seen = p.gen
 		out[uid] = p.snapshot(uid)
 	}
