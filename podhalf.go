@@ -138,8 +138,8 @@ type PodHalf struct {
 	stepMu    sync.Mutex
 	shared    *SharedPods
 	sharedGen uint64
-	merged    bool // the shared pods were merged once
-	probeSubs <-chan probe.Update
+	merged    bool     // the shared pods were merged once
+	notified  bool     // the probes' changes trigger the engine
 	unstepped []string // parts with loops of their own: no SyncOnce
 }
 

@@ -8,12 +8,8 @@ import (
 
 	"github.com/nodekit/nodekit/internal/loop"
 	"github.com/nodekit/nodekit/podsource"
+	"github.com/nodekit/nodekit/probe"
 )
-
-// probeBuffer is the capacity of the probe results a stepped pod half
-// reads between steps: a probe whose result changes waits while it is
-// full, so it holds a step's worth of changes for many pods.
-const probeBuffer = 4096
 
 // SyncOnce is the pod half's synchronous step, for a caller that drives
 // many pod halves on workers of its own (heartbeat/fleet) instead of
@@ -33,9 +29,12 @@ func (p *PodHalf) SyncOnce(ctx context.Context) (time.Duration, error) {
 	if err := p.steppable(); err != nil {
 		return 0, err
 	}
-	if p.probeSubs == nil {
-		// Never ended: the subscription lives as long as the pod half.
-		p.probeSubs = p.probes.Subscribe(context.WithoutCancel(ctx), probeBuffer)
+	if !p.notified {
+		// Never ended: it lives as long as the pod half. A changed result
+		// makes its pod due, as the engine's Run does from its channel,
+		// without a buffer per node to hold a step's changes.
+		p.probes.Notify(context.WithoutCancel(ctx), func(_ context.Context, u probe.Update) { p.engine.Trigger(u.PodUID) })
+		p.notified = true
 	}
 	if err := p.mergeShared(ctx); err != nil {
 		return 0, err
@@ -85,16 +84,12 @@ func (p *PodHalf) mergeShared(ctx context.Context) error {
 	return p.merger.Merge(ctx, podsource.Update{Op: podsource.OpSet, Source: podsource.APISource, Pods: pods})
 }
 
-// drain hands what the sources and probes sent to the pod workers.
+// drain hands what the sources sent to the pod workers.
 func (p *PodHalf) drain() {
 	for {
 		select {
 		case u := <-p.merger.Updates():
 			p.engine.HandleUpdate(u)
-		case u, ok := <-p.probeSubs:
-			if ok {
-				p.engine.Trigger(u.PodUID)
-			}
 		default:
 			return
 		}

@@ -419,7 +419,39 @@ func (m *Manager) Subscribe(ctx context.Context, buffer int) <-chan Update {
 	if buffer < 0 {
 		buffer = 0
 	}
-	s := &subscriber{ctx: ctx, ch: make(chan Update, buffer)}
+	ch := make(chan Update, buffer)
+	var mu sync.Mutex // orders the sends before the close
+	closed := false
+	m.Notify(ctx, func(sendCtx context.Context, u Update) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return
+		}
+		select {
+		case ch <- u:
+		case <-ctx.Done():
+		case <-sendCtx.Done():
+		}
+	})
+	context.AfterFunc(ctx, func() {
+		mu.Lock()
+		closed = true
+		close(ch)
+		mu.Unlock()
+	})
+	return ch
+}
+
+// Notify calls fn with every change of a published result from now on, in
+// order for each probe, until ctx ends. fn runs on the goroutine that set
+// the result (a probe worker under Run, the caller of SyncOnce), with that
+// call's context, and holds the probe up until it returns: it should only
+// note the change (a pod to sync) and return. A stepped caller that runs
+// SyncOnce itself uses it instead of a channel that would have to hold a
+// whole step's changes.
+func (m *Manager) Notify(ctx context.Context, fn func(ctx context.Context, u Update)) {
+	s := &subscriber{ctx: ctx, fn: fn}
 	m.mu.Lock()
 	m.subs = append(m.subs, s)
 	m.mu.Unlock()
@@ -432,32 +464,19 @@ func (m *Manager) Subscribe(ctx context.Context, buffer int) <-chan Update {
 			}
 		}
 		m.mu.Unlock()
-		s.mu.Lock()
-		s.closed = true
-		close(s.ch)
-		s.mu.Unlock()
 	})
-	return s.ch
 }
 
 type subscriber struct {
-	ctx    context.Context
-	mu     sync.Mutex
-	closed bool
-	ch     chan Update
+	ctx context.Context
+	fn  func(context.Context, Update)
 }
 
 func (s *subscriber) send(ctx context.Context, u Update) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	if s.ctx.Err() != nil {
 		return
 	}
-	select {
-	case s.ch <- u:
-	case <-s.ctx.Done():
-	case <-ctx.Done():
-	}
+	s.fn(ctx, u)
 }
 
 // UpdatePodStatus sets Started and Ready in status's container statuses from
