@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -856,5 +857,41 @@ func TestStartJitterFromOptionsRand(t *testing.T) {
 	m.mu.Unlock()
 	if calls != 1 || !next.Equal(clk.Now().Add(2*time.Second)) {
 		t.Errorf("first probe due %v after %d Rand calls, want 2s (0.25 of the 8s period) after 1", next.Sub(clk.Now()), calls)
+	}
+}
+
+// TestNotify: Notify's function is called on the stepping goroutine with
+// every change, however many a step makes (nothing to fill up), and not
+// after its context ends.
+func TestNotify(t *testing.T) {
+	defer noLeaks(t)()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []string // no lock: SyncOnce's goroutine calls it
+	h.m.Notify(ctx, func(_ context.Context, u Update) { got = append(got, string(u.PodUID)+" "+u.Type.String()+"="+u.Result.String()) })
+	const pods = 300
+	for i := range pods {
+		uid := fmt.Sprintf("u%d", i)
+		h.m.AddPod(testPod(uid, ctr("c", Readiness)))
+		h.status(uid, h.running("c", "1"))
+	}
+	// Each pod's initial result, then its first probe's, run at once.
+	h.sync()
+	if len(got) != 2*pods || got[0] != "u0 Readiness=Failure" || got[1] != "u0 Readiness=Success" {
+		t.Fatalf("%d changes after the first step, want %d: %v", len(got), 2*pods, got[:min(len(got), 4)])
+	}
+	h.p.set("c", Readiness, Failure)
+	for range 3 { // the default failure threshold
+		h.step(10 * time.Second)
+	}
+	if len(got) != 3*pods || !strings.HasSuffix(got[len(got)-1], "Readiness=Failure") {
+		t.Fatalf("%d changes after the probes failed, want %d (last %q)", len(got), 3*pods, got[len(got)-1])
+	}
+	cancel()
+	h.p.set("c", Readiness, Success)
+	h.step(10 * time.Second)
+	h.step(10 * time.Second)
+	if len(got) != 3*pods {
+		t.Errorf("%d changes after the context ended, want %d", len(got), 3*pods)
 	}
 }
