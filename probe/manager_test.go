@@ -868,7 +868,9 @@ func TestNotify(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []string // no lock: SyncOnce's goroutine calls it
-	h.m.Notify(ctx, func(_ context.Context, u Update) { got = append(got, string(u.PodUID)+" "+u.Type.String()+"="+u.Result.String()) })
+	h.m.Notify(ctx, func(_ context.Context, u Update) {
+		got = append(got, string(u.PodUID)+" "+u.Type.String()+"="+u.Result.String())
+	})
 	const pods = 300
 	for i := range pods {
 		uid := fmt.Sprintf("u%d", i)
