@@ -197,7 +197,12 @@ func (p *FleetPods) Node(n fleet.PodNode) (fleet.PodStep, error) {
 type fleetNode struct{ n fleet.PodNode }
 
 func (f fleetNode) Node() *corev1.Node { return f.n.Node() }
-func (f fleetNode) Registered() bool   { return f.n.Node() != nil }
+func (f fleetNode) Registered() bool {
+	if f.n.Registered != nil {
+		return f.n.Registered()
+	}
+	return f.n.Node() != nil
+}
 
 // podIPs hands out a node's pod IPs from its Node's spec.podCIDR (or the
 // default range) in turn, skipping the range's first address (the host's).

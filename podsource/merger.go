@@ -67,8 +67,12 @@ type MergerOptions struct {
 // exempt: they share their static pod's name by design.
 //
 // The Merger annotates stored pods with kubernetes.io/config.source and, on
-// ADD, kubernetes.io/config.seen (kept if the pod already has it). Pods it
-// emits are its own deep copies; the consumer may modify them.
+// ADD, kubernetes.io/config.seen (kept if the pod already has it). The
+// pods it emits are shared, as kubelet's pod config shares them: each is
+// the Merger's stored pod, a shallow copy of what the source sent with an
+// annotations map of its own, so the consumer must not modify them (nor
+// anything they point to); DeepCopy one to change it. Pods and StaticPods
+// return deep copies.
 type Merger struct {
 	sources  []PodSource
 	names    map[string]bool
@@ -319,10 +323,7 @@ func (m *Merger) mergeLocked(logger klog.Logger, source string, pods []*v1.Pod) 
 			continue
 		}
 		if !found {
-			p := ref.DeepCopy()
-			if p.Annotations == nil {
-				p.Annotations = make(map[string]string, 2)
-			}
+			p := annotated(ref, 2)
 			p.Annotations[ConfigSourceAnnotation] = source
 			if _, ok := p.Annotations[ConfigSeenAnnotation]; !ok {
 				p.Annotations[ConfigSeenAnnotation] = m.clock.Now().Format(time.RFC3339Nano)
@@ -333,20 +334,16 @@ func (m *Merger) mergeLocked(logger klog.Logger, source string, pods []*v1.Pod) 
 		}
 		if !differSemantically(existing, ref) {
 			if !reflect.DeepEqual(existing.Status, ref.Status) {
-				p := existing.DeepCopy()
-				ref.Status.DeepCopyInto(&p.Status)
-				next[ref.UID] = p
-				reconciles = append(reconciles, p)
+				p := *existing
+				p.Status = ref.Status
+				next[ref.UID] = &p
+				reconciles = append(reconciles, &p)
 				continue
 			}
 			next[ref.UID] = existing
 			continue
 		}
-		p := ref.DeepCopy()
-		p.Annotations = make(map[string]string, len(ref.Annotations)+3)
-		for k, v := range ref.Annotations {
-			p.Annotations[k] = v
-		}
+		p := annotated(ref, 3)
 		for _, k := range localAnnotations {
 			if v, ok := existing.Annotations[k]; ok {
 				p.Annotations[k] = v
@@ -395,7 +392,6 @@ func (m *Merger) mergeLocked(logger klog.Logger, source string, pods []*v1.Pod) 
 	} {
 		if len(u.Pods) > 0 {
 			u.Source = source
-			u.Pods = copyPods(u.Pods)
 			out = append(out, u)
 		}
 	}
@@ -438,12 +434,16 @@ func differSemantically(existing, ref *v1.Pod) bool {
 		!annotationsEqual(existing.Annotations, ref.Annotations)
 }
 
-func copyPods(pods []*v1.Pod) []*v1.Pod {
-	out := make([]*v1.Pod, len(pods))
-	for i, p := range pods {
-		out[i] = p.DeepCopy()
+// annotated returns a shallow copy of ref (sharing everything but the
+// annotations with it) with a map of its own holding ref's annotations and
+// room for extra more: the Merger's stored and emitted pod.
+func annotated(ref *v1.Pod, extra int) *v1.Pod {
+	p := *ref
+	p.Annotations = make(map[string]string, len(ref.Annotations)+extra)
+	for k, v := range ref.Annotations {
+		p.Annotations[k] = v
 	}
-	return out
+	return &p
 }
 
 func sortByName(pods []*v1.Pod) {

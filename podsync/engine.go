@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -312,6 +313,7 @@ func (e *Engine) HandleUpdate(u podsource.Update) {
 			continue
 		}
 		w := e.workers[pod.UID]
+		known := w != nil
 		if w == nil {
 			if u.Op == podsource.OpRemove {
 				continue
@@ -338,6 +340,14 @@ func (e *Engine) HandleUpdate(u podsource.Update) {
 			continue
 		}
 		w.pod = pod
+		if known && u.Op == podsource.OpReconcile && len(pod.Spec.ReadinessGates) == 0 {
+			// The pod's status alone changed in its source: as the
+			// kubelet's pod manager, the engine keeps the new copy for
+			// the pod's next sync without making it due (a pod with
+			// readiness gates excepted: conditions others set decide
+			// its readiness).
+			continue
+		}
 		switch {
 		case u.Op == podsource.OpRemove:
 			w.removed = true
@@ -862,6 +872,9 @@ func (e *Engine) status(j job, terminated bool) corev1.PodStatus {
 	if j.status != nil {
 		p := *pod
 		p.Status = *j.status
+		// Clipped: an append below makes an array of its own, never
+		// writing into the published status's (two jobs may share it).
+		p.Status.Conditions = slices.Clip(p.Status.Conditions)
 		// Conditions others own come from the API.
 		for _, c := range pod.Status.Conditions {
 			found := false

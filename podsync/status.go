@@ -10,6 +10,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/internal/podres"
 	"github.com/nodekit/nodekit/podsync/admission"
 )
 
@@ -139,8 +140,8 @@ func podResources(pod *corev1.Pod) (*corev1.ResourceRequirements, corev1.Resourc
 	if res == nil {
 		res = &corev1.ResourceRequirements{}
 	}
-	res.Requests = resourcehelper.PodRequests(pod, opts)
-	res.Limits = resourcehelper.PodLimits(pod, opts)
+	res.Requests = podres.Requests(pod, opts)
+	res.Limits = podres.Limits(pod, opts)
 	return res, res.Requests.DeepCopy()
 }
 

@@ -194,6 +194,9 @@ type PodNode struct {
 	// Node returns the Node as the node's heartbeat last read or wrote it
 	// (nil before registration): what pods are admitted against.
 	Node func() *corev1.Node
+	// Registered reports whether the Node is known to exist, without
+	// decoding it (Node decodes a copy on every call).
+	Registered func() bool
 	// Trigger makes the node's pod step due now (it runs on the fleet's
 	// next SyncOnce, or at once under Run).
 	Trigger func()
@@ -432,7 +435,8 @@ func (f *Fleet) initNode(i, num int) error {
 	}
 	n.hb.Store(hb)
 	if f.opts.Pods != nil {
-		pn := PodNode{Index: num, Name: n.name, Node: func() *corev1.Node { return n.hb.Load().View().Node() }, Trigger: n.TriggerPods}
+		pn := PodNode{Index: num, Name: n.name, Node: func() *corev1.Node { return n.hb.Load().View().Node() },
+			Registered: func() bool { return n.hb.Load().View().Registered() }, Trigger: n.TriggerPods}
 		if n.pods, err = f.opts.Pods(pn); err != nil {
 			return fmt.Errorf("fleet: node %q: pods: %w", n.name, err)
 		}

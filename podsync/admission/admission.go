@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/podres"
 	"github.com/nodekit/nodekit/podsource"
 )
 
@@ -208,7 +209,7 @@ func request(pod *corev1.Pod, name corev1.ResourceName) int64 {
 	if name == corev1.ResourcePods {
 		return 1
 	}
-	return quantity(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), name)
+	return quantity(podres.Requests(pod, resourcehelper.PodResourcesOptions{}), name)
 }
 
 func quantity(l corev1.ResourceList, name corev1.ResourceName) int64 {
@@ -233,10 +234,10 @@ func shortages(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) []short
 	if maxPods := alloc.Pods().Value(); int64(len(active))+1 > maxPods {
 		out = append(out, shortage{name: corev1.ResourcePods, requested: 1, used: int64(len(active)), capacity: maxPods})
 	}
-	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	want := podres.Requests(pod, resourcehelper.PodResourcesOptions{})
 	used := corev1.ResourceList{}
 	for _, a := range active {
-		for name, q := range resourcehelper.PodRequests(a, resourcehelper.PodResourcesOptions{}) {
+		for name, q := range podres.Requests(a, resourcehelper.PodResourcesOptions{}) {
 			u := used[name]
 			u.Add(q)
 			used[name] = u

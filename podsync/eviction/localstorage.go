@@ -9,6 +9,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
+	"github.com/nodekit/nodekit/internal/podres"
 	"github.com/nodekit/nodekit/podsync/admission"
 )
 
@@ -77,11 +78,14 @@ func localStorageViolation(pod *corev1.Pod, u *PodUsage, dedicatedImageFS bool) 
 			continue
 		}
 		used, ok := u.Volumes[v.Name]
-		if ok && quantity(used).Cmp(*v.EmptyDir.SizeLimit) > 0 {
-			return SignalEmptyDirLimit, fmt.Sprintf(emptyDirMessage, v.Name, v.EmptyDir.SizeLimit.String())
+		// A copy: String caches its text in the Quantity, which is the
+		// shared pod's.
+		limit := *v.EmptyDir.SizeLimit
+		if ok && quantity(used).Cmp(limit) > 0 {
+			return SignalEmptyDirLimit, fmt.Sprintf(emptyDirMessage, v.Name, limit.String())
 		}
 	}
-	if limit, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceEphemeralStorage]; ok {
+	if limit, ok := podres.Limits(pod, resourcehelper.PodResourcesOptions{})[corev1.ResourceEphemeralStorage]; ok {
 		if quantity(u.RootfsBytes+u.LogsBytes+u.VolumeBytes).Cmp(limit) > 0 {
 			return SignalPodEphemeralLimit, fmt.Sprintf(podEphemeralMessage, limit.String())
 		}

@@ -266,6 +266,10 @@ func target(api, s *corev1.PodStatus, now time.Time) corev1.PodStatus {
 // changed, and it carries no element-order list for them (the API keeps
 // its order; new conditions come last).
 func statusPatch(uid types.UID, api, want *corev1.PodStatus) ([]byte, error) {
+	if apiequality.Semantic.DeepEqual(api, want) {
+		// The same JSON, so no patch: found without encoding either.
+		return nil, nil
+	}
 	from, err := json.Marshal(corev1.Pod{Status: *api})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the API's status: %w", err)

@@ -547,10 +547,7 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 		w.metrics.patchBytes.Add(float64(len(patch)))
 		if err == nil {
 			logger.V(4).Info("Patched pod status", "patch", string(patch))
-			// The reply is ours alone: its managed fields, which nothing
-			// here reads, are not kept with it.
-			resp.ManagedFields = nil
-			api = resp
+			api = replyCopy(resp)
 			break
 		}
 		switch {
@@ -589,6 +586,20 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 		return nil, finished, nil
 	}
 	return api, retryLater, fmt.Errorf("status: deleting terminated pod %s/%s: %w", snap.namespace, snap.name, err)
+}
+
+// replyCopy is what the writer keeps of a pod the API server answered
+// with: the metadata it reads and the status, not the spec or the managed
+// fields (most of a pod's size), which the reply alone held.
+func replyCopy(p *corev1.Pod) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
+			Annotations: p.Annotations,
+		},
+		Status: p.Status,
+	}
 }
 
 // uidMismatch reports whether err refuses a patch because the pod under its
@@ -630,7 +641,7 @@ func (w *Writer) read(ctx context.Context, pods PodClient, snap snapshot) (*core
 		logger.V(3).Info("Pod was deleted or replaced; nothing more to write")
 		return nil, finished, nil
 	}
-	return p, synced, nil
+	return replyCopy(p), synced, nil
 }
 
 // get reads one pod by name. The Node authorizer lets a node GET only pods

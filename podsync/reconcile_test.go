@@ -1,0 +1,82 @@
+package podsync
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/podsource"
+)
+
+// A change of a pod's status alone in its source (a RECONCILE, such as the
+// API's copy of a status the node wrote) replaces the engine's copy of the
+// pod without syncing it, as the kubelet's pod manager takes it; the next
+// sync sees the new copy. A pod with readiness gates is synced at once.
+func TestReconcileDoesNotSync(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktesting.NewFakeClock(t0)
+	var mu sync.Mutex
+	synced := map[types.UID][]*corev1.Pod{}
+	syncer := SyncerFuncs{Sync: func(_ context.Context, pod *corev1.Pod, _ *PodState) (SyncResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		synced[pod.UID] = append(synced[pod.UID], pod)
+		return SyncResult{}, nil
+	}}
+	relister := relisterFunc(func(context.Context) (map[types.UID]*PodState, error) { return nil, nil })
+	eng, err := New(Options{Syncer: syncer, Relister: relister, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(uid types.UID) ([]*corev1.Pod, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return synced[uid], len(synced[uid])
+	}
+	pod := func(uid string, gates bool, phase corev1.PodPhase) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "default", UID: types.UID(uid)},
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+			Status: corev1.PodStatus{Phase: phase}}
+		if gates {
+			p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}}
+		}
+		return p
+	}
+	plain, gated := pod("plain", false, corev1.PodPending), pod("gated", true, corev1.PodPending)
+	eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{plain, gated}})
+	if _, err := eng.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := count("plain"); n != 1 {
+		t.Fatalf("plain pod synced %d times after its ADD, want 1", n)
+	}
+	if _, n := count("gated"); n != 1 {
+		t.Fatalf("gated pod synced %d times after its ADD, want 1", n)
+	}
+
+	plain2, gated2 := pod("plain", false, corev1.PodRunning), pod("gated", true, corev1.PodRunning)
+	eng.HandleUpdate(podsource.Update{Op: podsource.OpReconcile, Source: podsource.APISource, Pods: []*corev1.Pod{plain2, gated2}})
+	if _, err := eng.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := count("plain"); n != 1 {
+		t.Errorf("plain pod synced %d times after a RECONCILE, want still 1", n)
+	}
+	if pods, n := count("gated"); n != 2 || pods[1] != gated2 {
+		t.Errorf("gated pod synced %d times after a RECONCILE, want 2 with the new copy", n)
+	}
+
+	// The next sync of the plain pod (its resync) works on the new copy.
+	clock.Step(2 * DefaultResyncPeriod)
+	if _, err := eng.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pods, n := count("plain"); n != 2 || pods[1] != plain2 {
+		t.Errorf("plain pod's resync: %d syncs, want 2 with the RECONCILE's copy", n)
+	}
+}
