@@ -334,8 +334,11 @@ func (m *Merger) mergeLocked(logger klog.Logger, source string, pods []*v1.Pod) 
 		}
 		if !differSemantically(existing, ref) {
 			if !reflect.DeepEqual(existing.Status, ref.Status) {
-				p := *existing
-				p.Status = ref.Status
+				// What the source sent, with the annotations held (the
+				// same but for the local ones): the copy sent before
+				// and what it shares with its source can go.
+				p := *ref
+				p.Annotations = existing.Annotations
 				next[ref.UID] = &p
 				reconciles = append(reconciles, &p)
 				continue
