@@ -16,6 +16,7 @@ import (
 // not usable; use NewNodeView.
 type NodeView struct {
 	node       atomic.Pointer[lastNode]
+	shared     atomic.Pointer[sharedNode]
 	registered atomic.Bool
 	once       sync.Once
 	first      chan struct{} // closed when the Node is first known
@@ -43,6 +44,31 @@ func (v *NodeView) Node() *corev1.Node {
 		return nil
 	}
 	return n
+}
+
+// Shared returns the node as Node does, but decoded once per change of the
+// Node and shared by every caller: it must not be modified. For readers
+// that ask often (a hollow node's pods, admitted and addressed against it).
+func (v *NodeView) Shared() *corev1.Node {
+	l := v.node.Load()
+	if l == nil {
+		return nil
+	}
+	if s := v.shared.Load(); s != nil && s.from == l {
+		return s.node
+	}
+	n, err := l.get()
+	if err != nil {
+		return nil
+	}
+	v.shared.Store(&sharedNode{from: l, node: n})
+	return n
+}
+
+// sharedNode is a Node decoded from the lastNode it came from.
+type sharedNode struct {
+	from *lastNode
+	node *corev1.Node
 }
 
 // Registered reports whether the Node is known to exist.

@@ -247,6 +247,11 @@ func (m *Manager) AddPod(pod *corev1.Pod) {
 			add(c, true)
 		}
 	}
+	if len(pe.workers) == 0 {
+		// Only probes read the pod: one without any is not kept (nor
+		// what it shares with its source).
+		pe.pod = nil
+	}
 }
 
 // SetPodStatus tells the manager the pod's IP, phase and container IDs,

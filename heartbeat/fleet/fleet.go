@@ -192,7 +192,9 @@ type PodNode struct {
 	Index int
 	Name  string
 	// Node returns the Node as the node's heartbeat last read or wrote it
-	// (nil before registration): what pods are admitted against.
+	// (nil before registration): what pods are admitted against. It is
+	// decoded once per change and shared (heartbeat.NodeView.Shared): do
+	// not modify it.
 	Node func() *corev1.Node
 	// Registered reports whether the Node is known to exist, without
 	// decoding it (Node decodes a copy on every call).
@@ -435,7 +437,7 @@ func (f *Fleet) initNode(i, num int) error {
 	}
 	n.hb.Store(hb)
 	if f.opts.Pods != nil {
-		pn := PodNode{Index: num, Name: n.name, Node: func() *corev1.Node { return n.hb.Load().View().Node() },
+		pn := PodNode{Index: num, Name: n.name, Node: func() *corev1.Node { return n.hb.Load().View().Shared() },
 			Registered: func() bool { return n.hb.Load().View().Registered() }, Trigger: n.TriggerPods}
 		if n.pods, err = f.opts.Pods(pn); err != nil {
 			return fmt.Errorf("fleet: node %q: pods: %w", n.name, err)
