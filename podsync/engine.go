@@ -994,8 +994,10 @@ func (e *Engine) run(ctx context.Context, j job) {
 		if res.Changed {
 			e.changes++
 			j.w.staleSince = e.changes
-			if _, ok := e.o.Relister.(PodRelister); ok && e.evented {
-				// Events are in use: look at this pod alone.
+			if _, ok := e.o.Relister.(PodRelister); ok {
+				// Look at this pod alone, at once, as the kubelet's
+				// evented relist does; other pods' changes are seen by
+				// their events or the next relist, as before.
 				if e.evPods == nil {
 					e.evPods = map[types.UID]struct{}{}
 				}

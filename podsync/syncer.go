@@ -60,7 +60,8 @@ type SyncResult struct {
 	// Waiting holds why containers that should run do not, by name
 	// (CrashLoopBackOff, ErrImagePull, …); the status shows them.
 	Waiting map[string]Waiting
-	// Changed: the sync changed what runs, so the engine relists at once.
+	// Changed: the sync changed what runs, so the engine observes the pod
+	// at once (RelistPod with a PodRelister, else a full relist).
 	Changed bool
 }
 

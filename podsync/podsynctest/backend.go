@@ -90,8 +90,8 @@ type Backend struct {
 }
 
 var (
-	_ podsync.PodSyncer = (*Backend)(nil)
-	_ podsync.Relister  = (*Backend)(nil)
+	_ podsync.PodSyncer   = (*Backend)(nil)
+	_ podsync.PodRelister = (*Backend)(nil)
 )
 
 // New returns a Backend with no pods.
@@ -193,6 +193,21 @@ func (b *Backend) Relist(context.Context) (map[types.UID]*podsync.PodState, erro
 		out[uid] = p.snapshot(uid)
 	}
 	return out, nil
+}
+
+// RelistPod is Relist for one pod (nil when the backend has none of it):
+// the backend is a podsync.PodRelister, so the engine looks at a pod alone
+// after a sync changed it, and after stopping it.
+func (b *Backend) RelistPod(_ context.Context, uid types.UID) (*podsync.PodState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pods[uid]
+	if p == nil {
+		return nil, nil
+	}
+	p.advance(b.o.Clock.Now())
+	p.seen = p.gen
+	return p.snapshot(uid), nil
 }
 
 func (p *simPod) snapshot(uid types.UID) *podsync.PodState {
