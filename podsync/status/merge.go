@@ -3,6 +3,7 @@ package status
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -270,6 +271,19 @@ func statusPatch(uid types.UID, api, want *corev1.PodStatus) ([]byte, error) {
 		// The same JSON, so no patch: found without encoding either.
 		return nil, nil
 	}
+	fields, err := quickPatchFields(api, want)
+	if err == nil {
+		return assemblePatch(uid, fields)
+	}
+	if !errors.Is(err, errQuickPatch) {
+		return nil, err
+	}
+	return libraryStatusPatch(uid, api, want)
+}
+
+// libraryStatusPatch is statusPatch computed by the strategic-merge
+// library, as the kubelet computes it.
+func libraryStatusPatch(uid types.UID, api, want *corev1.PodStatus) ([]byte, error) {
 	from, err := json.Marshal(corev1.Pod{Status: *api})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the API's status: %w", err)
@@ -289,8 +303,28 @@ func statusPatch(uid types.UID, api, want *corev1.PodStatus) ([]byte, error) {
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, fmt.Errorf("reading the status patch: %w", err)
 	}
-	delete(p.Status, "$setElementOrder/conditions")
-	if len(p.Status) == 0 {
+	return assemblePatch(uid, p.Status)
+}
+
+// quickPatchFields is quickStatusPatch of the two statuses.
+func quickPatchFields(api, want *corev1.PodStatus) (map[string]json.RawMessage, error) {
+	from, err := json.Marshal(api)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the API's status: %w", err)
+	}
+	to, err := json.Marshal(want)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the status: %w", err)
+	}
+	return quickStatusPatch(from, to)
+}
+
+// assemblePatch returns the patch of the status fields given, with
+// metadata.uid as a precondition and no element order for the conditions;
+// nil when no field is left.
+func assemblePatch(uid types.UID, status map[string]json.RawMessage) ([]byte, error) {
+	delete(status, "$setElementOrder/conditions")
+	if len(status) == 0 {
 		return nil, nil
 	}
 	var b bytes.Buffer
@@ -298,7 +332,7 @@ func statusPatch(uid types.UID, api, want *corev1.PodStatus) ([]byte, error) {
 	id, _ := json.Marshal(string(uid))
 	b.Write(id)
 	b.WriteString(`},"status":`)
-	st, err := json.Marshal(p.Status)
+	st, err := json.Marshal(status)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the status patch: %w", err)
 	}
