@@ -70,9 +70,10 @@ type FleetPodsOptions struct {
 	// Server.Add is one: every node then serves kubelet's node API at an
 	// address of its own. Default nil.
 	OnNode func(n fleet.PodNode, half *PodHalf) error
-	// Registerer receives the pod halves' metrics, shared by all nodes.
-	// Default nil: none (a registry cannot take the same metrics twice:
-	// give one only with a single node).
+	// Registerer receives the pod halves' metrics, one set shared by all
+	// nodes (each metric counts every node's pods). Default nil: none
+	// exported (the nodes still share one set, kept in a registry of
+	// their own).
 	Registerer prometheus.Registerer
 }
 
@@ -112,6 +113,10 @@ func NewFleetPods(o FleetPodsOptions) (*FleetPods, error) {
 	}
 	if o.Engine.RelistPeriod == 0 {
 		o.Engine.RelistPeriod = FleetRelistPeriod
+	}
+	if o.Registerer == nil {
+		// The nodes' metrics are made once, not once a node.
+		o.Registerer = prometheus.NewRegistry()
 	}
 	if o.WriteQPS < 0 || o.WriteBurst < 0 {
 		return nil, fmt.Errorf("nodekit: FleetPodsOptions.WriteQPS %v and WriteBurst %d must not be negative", o.WriteQPS, o.WriteBurst)

@@ -123,6 +123,9 @@ type workerKey struct {
 }
 
 type podEntry struct {
+	// probeless: AddPod found no probe in the pod; nothing of it is kept
+	// but this mark (its status is read by probes alone).
+	probeless bool
 	pod       *corev1.Pod
 	hasStatus bool
 	ip        string
@@ -248,9 +251,9 @@ func (m *Manager) AddPod(pod *corev1.Pod) {
 		}
 	}
 	if len(pe.workers) == 0 {
-		// Only probes read the pod: one without any is not kept (nor
-		// what it shares with its source).
-		pe.pod = nil
+		// Only probes read the pod and its status: of one without any,
+		// nothing is kept (nor what it shares with its source).
+		*pe = podEntry{probeless: true}
 	}
 }
 
@@ -268,6 +271,9 @@ func (m *Manager) SetPodStatus(uid types.UID, status *corev1.PodStatus) {
 	if pe == nil {
 		pe = &podEntry{}
 		m.pods[uid] = pe
+	}
+	if pe.probeless {
+		return
 	}
 	pe.setStatus(status)
 	// As kubelet: a running container whose readiness probe has no result

@@ -57,6 +57,12 @@ import (
 // that --cleanup finds its nodes.
 const prefixLabel = "fleet.nodekit.io/prefix"
 
+// podWorkers is --workers' default with --pods: a node's pod step holds its
+// worker while the node's status writes are in flight, so on a busy API
+// server 16 workers bound the pods made Ready to 16 a round trip (10,000
+// pods on 1,000 nodes: create → Ready p50 11.5 s with 16, 5.5 s with 128).
+const podWorkers = 128
+
 type config struct {
 	kubeconfig     string
 	nodes          int
@@ -107,7 +113,7 @@ func main() {
 	flag.DurationVar(&c.renewInterval, "renew-interval", 0, "lease renew interval (0: a quarter of the lease duration, as kubelet)")
 	flag.DurationVar(&c.statusFreq, "status-frequency", 10*time.Second, "how often each node computes its status (posted only on change or every --report-frequency)")
 	flag.DurationVar(&c.reportFreq, "report-frequency", 5*time.Minute, "how often an unchanged status is posted")
-	flag.IntVar(&c.workers, "workers", 16, "steps running at once (in-flight requests at most)")
+	flag.IntVar(&c.workers, "workers", 0, "steps running at once (in-flight requests at most); 0: 16, or 128 with --pods (a node's pod step waits for its status writes)")
 	flag.DurationVar(&c.granularity, "granularity", time.Second, "tick of the schedule: node slots are rounded up to a multiple of it, and the nodes sharing a tick are served as a batch")
 	flag.DurationVar(&c.duration, "duration", 0, "stop after this long (0: run until interrupted)")
 	flag.DurationVar(&c.printEvery, "print-every", 5*time.Second, "progress line period")
@@ -125,6 +131,12 @@ func main() {
 	flag.StringVar(&c.debugAddr, "debug-addr", "", "serve net/http/pprof on this address (for example localhost:6060)")
 	klog.InitFlags(nil)
 	flag.Parse()
+	if c.workers == 0 {
+		c.workers = fleet.DefaultWorkers
+		if c.podRules != "" {
+			c.workers = podWorkers
+		}
+	}
 	if c.procs > 0 {
 		runtime.GOMAXPROCS(c.procs)
 	}
