@@ -6,8 +6,10 @@ import (
 	goruntime "runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	schedcorev1 "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -101,6 +103,49 @@ type Options struct {
 // UnexpectedAdmissionError when no set of preemptable pods frees enough.
 type Predicates struct {
 	o Options
+
+	// requests holds each active pod's effective requests, by UID, for
+	// the very pod object they were summed from: the pods an agent's
+	// parts hand each other are never modified, so the sums of a node's
+	// active pods are taken once, not at every admission.
+	mu       sync.Mutex
+	requests map[types.UID]podRequests
+}
+
+type podRequests struct {
+	pod  *corev1.Pod
+	list corev1.ResourceList
+}
+
+// requestsOf returns pod's effective requests (not to be modified). The
+// caller holds p.mu.
+func (p *Predicates) requestsOf(pod *corev1.Pod) corev1.ResourceList {
+	if r, ok := p.requests[pod.UID]; ok && r.pod == pod {
+		return r.list
+	}
+	l := podres.Requests(pod, resourcehelper.PodResourcesOptions{})
+	if p.requests == nil {
+		p.requests = map[types.UID]podRequests{}
+	}
+	p.requests[pod.UID] = podRequests{pod: pod, list: l}
+	return l
+}
+
+// forgetRequests drops the sums of pods no longer active once they are
+// as many as the active ones. The caller holds p.mu.
+func (p *Predicates) forgetRequests(active []*corev1.Pod) {
+	if len(p.requests) <= 2*len(active)+16 {
+		return
+	}
+	keep := make(map[types.UID]bool, len(active))
+	for _, a := range active {
+		keep[a.UID] = true
+	}
+	for uid := range p.requests {
+		if !keep[uid] {
+			delete(p.requests, uid)
+		}
+	}
 }
 
 // New checks o and returns the predicates.
@@ -133,7 +178,10 @@ func (p *Predicates) Admit(pod *corev1.Pod, active []*corev1.Pod) Result {
 		return Result{Reason: ReasonSupplementalGroupsPolicyNotSupported,
 			Message: fmt.Sprintf("SupplementalGroupsPolicy=%s is not supported in this node", corev1.SupplementalGroupsPolicyStrict)}
 	}
-	short := shortages(pod, node, active)
+	p.mu.Lock()
+	short := shortages(pod, node, active, p.requestsOf)
+	p.forgetRequests(active)
+	p.mu.Unlock()
 	critical := IsCritical(pod)
 	if len(short) > 0 && !critical {
 		return short[0].result()
@@ -228,7 +276,7 @@ func quantity(l corev1.ResourceList, name corev1.ResourceName) int64 {
 // allocatable minus what the active pods request, and returns every
 // resource that does not fit, in that order. Extended resources the node
 // does not list are not checked (they may be cluster-level).
-func shortages(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) []shortage {
+func shortages(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod, requests func(*corev1.Pod) corev1.ResourceList) []shortage {
 	alloc := node.Status.Allocatable
 	var out []shortage
 	if maxPods := alloc.Pods().Value(); int64(len(active))+1 > maxPods {
@@ -237,7 +285,7 @@ func shortages(pod *corev1.Pod, node *corev1.Node, active []*corev1.Pod) []short
 	want := podres.Requests(pod, resourcehelper.PodResourcesOptions{})
 	used := corev1.ResourceList{}
 	for _, a := range active {
-		for name, q := range podres.Requests(a, resourcehelper.PodResourcesOptions{}) {
+		for name, q := range requests(a) {
 			u := used[name]
 			u.Add(q)
 			used[name] = u

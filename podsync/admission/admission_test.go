@@ -160,3 +160,43 @@ func TestResultStatus(t *testing.T) {
 		t.Fatalf("status = %+v", s)
 	}
 }
+
+// The active pods' requests are summed from the objects passed in: a new
+// object of the same pod (an update) counts with its own requests.
+func TestPredicatesRequestsFollowThePodObject(t *testing.T) {
+	p, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return testNode(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := pod("a", requests("cpu", "1"))
+	if r := p.Admit(pod("b", requests("cpu", "1")), []*corev1.Pod{a}); !r.Admit {
+		t.Fatalf("b with a of 1 cpu on 2: %+v", r)
+	}
+	bigger := pod("a", requests("cpu", "1500m"))
+	if r := p.Admit(pod("b", requests("cpu", "1")), []*corev1.Pod{bigger}); r.Admit || r.Reason != "OutOfcpu" {
+		t.Fatalf("b with a's new object of 1.5 cpu on 2: %+v, want OutOfcpu", r)
+	}
+}
+
+// BenchmarkPredicatesAdmit admits a pod to a node running 250 (each
+// admission against all of them, as the kubelet's).
+func BenchmarkPredicatesAdmit(b *testing.B) {
+	node := testNode()
+	node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("300")
+	node.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("300")
+	p, err := admission.New(admission.Options{Node: func() (*corev1.Node, error) { return node, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var active []*corev1.Pod
+	for i := range 250 {
+		active = append(active, pod(string(rune('a'+i%26))+string(rune('a'+i/26)), requests("cpu", "100m", "memory", "1Mi")))
+	}
+	next := pod("new", requests("cpu", "100m"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := p.Admit(next, active); !r.Admit {
+			b.Fatal(r)
+		}
+	}
+}
