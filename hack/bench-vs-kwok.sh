@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the same pod workload on kwok v0.8.0 and then on examples/fleet's
-# hollow nodes (--pods default), one after the other against one test
-# control plane, and prints a Markdown table per workload with both and
+# hollow nodes (--pods default), one after the other, each against a test
+# control plane of its own, and prints a Markdown table per workload with both and
 # their ratio (fleet/kwok). internal/kwokbench's package documentation says
 # what is measured and how.
 #

@@ -63,7 +63,12 @@
 // back-off is 10s doubling to 5m, returned as "requeue after". Without
 // events the engine relists every RelistPeriod (1s); with an EventWatcher
 // an event relists its pod alone and the full relist slows to
-// EventedRelistPeriod (300s). Figures are in BENCHMARKS.md. A pod with
+// EventedRelistPeriod (300s). A sync that changed what runs has its pod
+// observed at once: alone (RelistPod) with a PodRelister, else by a full
+// relist. A RECONCILE update (the pod's status alone changed in its
+// source) only replaces the engine's copy of the pod, as the kubelet's
+// pod manager takes it, unless the pod has readiness gates. Figures are in
+// BENCHMARKS.md. A pod with
 // activeDeadlineSeconds is synced again when that long has passed since
 // its start time (by Options.Clock) and stopped as the kubelet stops it:
 // Failed, ReasonDeadlineExceeded, MessageDeadlineExceeded.

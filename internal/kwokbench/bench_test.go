@@ -2,8 +2,9 @@
 
 // Package kwokbench measures the same pod workload on kwok v0.8.0 and on
 // examples/fleet's hollow nodes (--pods default, kwok's default stages
-// played by podsync/podsynctest), one after the other on one test control
-// plane, and prints a table of both with their ratio (fleet/kwok).
+// played by podsync/podsynctest), one after the other, each on a test
+// control plane of its own, and prints a table of both with their ratio
+// (fleet/kwok).
 //
 // It runs only with NODEKIT_BENCH=1 (and never under -short);
 // hack/bench-vs-kwok.sh builds the binaries, sets it and passes the knobs:
@@ -29,10 +30,10 @@
 // the moment a watch opened before the creates sees it Running and Ready.
 // It holds them for KWOK_BENCH_HOLD, sampling the simulator's memory, then
 // deletes each (default grace period) and times it until the watch sees it
-// DELETED. Then the simulator is stopped and its nodes and leases deleted,
-// so the next one starts on an empty cluster. kube-apiserver runs with its
-// in-flight limits and priority and fairness off, as kwok's own benchmark
-// runs it.
+// DELETED. Then the simulator is stopped, its nodes and leases deleted (and
+// checked gone), and the control plane stopped: the next run starts a new
+// one, on an empty etcd. kube-apiserver runs with its in-flight limits and
+// priority and fairness off, as kwok's own benchmark runs it.
 package kwokbench
 
 import (
@@ -165,38 +166,8 @@ func TestBenchVsKwok(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{ExtraAPIServerArgs: map[string]string{
-		"max-requests-inflight":          "0",
-		"max-mutating-requests-inflight": "0",
-		"enable-priority-and-fairness":   "false",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Errorf("stopping the control plane: %v", err)
-		}
-	})
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	if err := controlplane.WriteKubeconfig(cp.AdminConfig(), kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	cfg := cp.AdminConfig()
-	cfg.QPS = -1 // no client-side limit
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.UserAgent = "nodekit-kwokbench"
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	b := &bench{t: t, k: k, cp: cp, client: client, kubeconfig: kubeconfig, dir: dir}
+	b := &bench{t: t, k: k, dir: dir}
 	for _, s := range k.sims {
 		switch s {
 		case "kwok":
@@ -215,11 +186,62 @@ func TestBenchVsKwok(t *testing.T) {
 	for _, w := range k.workloads {
 		results := map[string]*result{}
 		for _, s := range k.sims {
+			// Each run on a control plane of its own: a run after
+			// another on the same etcd and API server found them
+			// slower (10,000 pods just deleted), whichever simulator
+			// came second.
+			stop := b.startControlPlane(ctx)
 			results[s] = b.run(ctx, s, w)
+			stop()
 		}
 		printTable(w, k, results)
 	}
 	fmt.Printf("load average at end: %s\n", testenv.LoadAvg())
+}
+
+// startControlPlane starts a control plane for one run (kube-apiserver
+// with its in-flight limits and priority and fairness off, as kwok's own
+// benchmark runs it), writes its admin kubeconfig for the simulator and
+// creates the benchmark's namespace; the function it returns stops it.
+func (b *bench) startControlPlane(ctx context.Context) (stop func()) {
+	t := b.t
+	t.Helper()
+	cp, err := controlplane.Start(ctx, controlplane.Options{ExtraAPIServerArgs: map[string]string{
+		"max-requests-inflight":          "0",
+		"max-mutating-requests-inflight": "0",
+		"enable-priority-and-fairness":   "false",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			if err := cp.Stop(); err != nil {
+				t.Errorf("stopping the control plane: %v", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	kubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
+	if err := controlplane.WriteKubeconfig(cp.AdminConfig(), kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	cfg := cp.AdminConfig()
+	cfg.QPS = -1 // no client-side limit
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.UserAgent = "nodekit-kwokbench"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b.cp, b.client, b.kubeconfig = cp, client, kubeconfig
+	return stop
 }
 
 // buildFleet builds examples/fleet into dir, with the flags kwok is built

@@ -1,5 +1,5 @@
 // Package podsynctest simulates pods for podsync: Backend is a
-// podsync.PodSyncer and podsync.Relister whose sandboxes and containers go
+// podsync.PodSyncer and podsync.PodRelister whose sandboxes and containers go
 // through configurable stages on an injected clock (created, running after
 // a start delay, exited after a run time with an exit code, stopped when
 // killed), planned by podsync.ComputePodActions so restarts, init
