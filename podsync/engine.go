@@ -510,13 +510,22 @@ func (e *Engine) step(ctx context.Context, wg *sync.WaitGroup, wait bool) (time.
 	return max(0, e.next().Sub(e.o.Clock.Now())), err
 }
 
-// observeStep relists the backend when that is due, else relists the pods
-// that events named and checks the backend's health when that is due.
+// maxPodRelists is how many pods a step observes one at a time (named by
+// events or changed by their syncs); more, and it relists the backend in
+// full: one relist lists everything in two calls where each pod takes two,
+// and the pods started at once on a busy runtime would otherwise hold the
+// step (and every new pod's sync behind it) for a call each.
+const maxPodRelists = 4
+
+// observeStep relists the backend when that is due (or when more than
+// maxPodRelists pods wait to be observed), else relists the pods that
+// events named or syncs changed and checks the backend's health when that
+// is due.
 func (e *Engine) observeStep(ctx context.Context) error {
 	pr, _ := e.o.Relister.(PodRelister)
 	now := e.o.Clock.Now()
 	e.mu.Lock()
-	relist := e.relistNow || !now.Before(e.nextRelist) || len(e.evPods) > 0 && pr == nil
+	relist := e.relistNow || !now.Before(e.nextRelist) || len(e.evPods) > 0 && (pr == nil || len(e.evPods) > maxPodRelists)
 	var pods []types.UID
 	check := false
 	if !relist {

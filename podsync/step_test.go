@@ -3,6 +3,7 @@ package podsync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -64,7 +65,7 @@ func (r *eventedRelister) counts() (relists, pods, checks int) {
 // stream that Run would open, SyncOnce relists the one pod an event names,
 // relists in full only when that is due (slower while events flow), checks
 // the backend's health between relists and relists at once when the check
-// fails.
+// fails, and relists in full when more pods wait than a step relists alone.
 func TestSyncOnceRelistsPodsAndChecksHealth(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	clock := clocktesting.NewFakeClock(t0)
@@ -104,4 +105,14 @@ func TestSyncOnceRelistsPodsAndChecksHealth(t *testing.T) {
 	clock.Step(DefaultRelistPeriod)
 	want("failed check", 2, 1, 2)
 	want("relist after the failed check", 3, 1, 2)
+	for i := range maxPodRelists {
+		r.events <- PodEvent{UID: types.UID(fmt.Sprintf("uid-%d", i))}
+		<-r.handled
+	}
+	want("as many events as a step relists alone", 3, 1+maxPodRelists, 2)
+	for i := range maxPodRelists + 1 {
+		r.events <- PodEvent{UID: types.UID(fmt.Sprintf("uid-%d", i))}
+		<-r.handled
+	}
+	want("more events than a step relists alone", 4, 1+maxPodRelists, 2)
 }
