@@ -54,7 +54,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !def.registerNode || def.leaseDuration != 40*time.Second || def.listen != defaultListen ||
-		def.diskUsagePath != "/" || def.runtimeEndpoint != "" || def.maxPods != 110 || def.memoryLimit != 0 {
+		def.diskUsagePath != "/" || def.runtimeEndpoint != "" || def.maxPods != 110 || def.memoryLimit != 0 || def.runtimeRequestTimeout != 2*time.Minute {
 		t.Errorf("defaults = %+v", def)
 	}
 }
@@ -90,6 +90,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--kubeconfig=k", "--kube-reserved=memory=-1Gi"}, "--kube-reserved"},
 		{[]string{"--kubeconfig=k", "--node-lease-duration-seconds=0"}, "--node-lease-duration-seconds"},
 		{[]string{"--runtime-down-after=100ms"}, "--runtime-down-after"},
+		{[]string{"--runtime-request-timeout=100ms"}, "--runtime-request-timeout"},
+		{[]string{"--runtime-request-timeout=2h"}, "--runtime-request-timeout"},
 		{[]string{"--kubeconfig=k", "--node-status-update-frequency=-1s"}, "--node-status-update-frequency"},
 		{[]string{"--kubeconfig=k", "--max-pods=-1"}, "--max-pods"},
 		{[]string{"--kubeconfig=k", "--memory-limit=lots"}, "--memory-limit"},

@@ -44,6 +44,7 @@ resolvConf: ""
 maxPods: 20
 podsPerCore: 4
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+runtimeRequestTimeout: 30s
 registerNode: false
 registerWithTaints:
 - key: dedicated
@@ -74,7 +75,7 @@ serverTLSBootstrap: true
 		cfg.manifestURL != "http://example.com/pods" || cfg.syncFrequency != 30*time.Second || cfg.podLogRoot != "/var/log/mypods" ||
 		cfg.statusUpdateFrequency != 4*time.Second || cfg.statusReportFrequency != time.Minute || cfg.leaseDuration != 20*time.Second ||
 		cfg.cgroupDriver != "systemd" || cfg.cgroupRoot != "/custom" || strings.Join(cfg.clusterDNS, ",") != "10.96.0.10,10.96.0.11" ||
-		cfg.resolvConf != "-" || cfg.podsPerCore != 4 || cfg.runtimeEndpoint != "unix:///run/containerd/containerd.sock" ||
+		cfg.resolvConf != "-" || cfg.podsPerCore != 4 || cfg.runtimeEndpoint != "unix:///run/containerd/containerd.sock" || cfg.runtimeRequestTimeout != 30*time.Second ||
 		cfg.registerNode || cfg.providerID != "edge://n1" || !cfg.seccompDefault || cfg.listen != "0.0.0.0:10300" ||
 		cfg.cgroupsPerQOS || cfg.kubeAPIQPS != 20 || cfg.kubeAPIBurst != 40 || cfg.logMaxSize != 5<<20 || cfg.logMaxFiles != 3 || cfg.logMonitorInterval != 30*time.Second || !cfg.serverTLS {
 		t.Errorf("cfg = %+v", cfg)

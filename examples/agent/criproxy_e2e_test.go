@@ -72,6 +72,7 @@ func failingRuntime(t *testing.T, cp *controlplane.ControlPlane, c *containerdte
 			args[i] = "--container-runtime-endpoint=" + proxy.Endpoint
 		}
 	}
+	args = append(args, "--runtime-request-timeout=10s")
 	p := startAgent(t, node, args...)
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
@@ -91,8 +92,8 @@ func failingRuntime(t *testing.T, cp *controlplane.ControlPlane, c *containerdte
 		got, err := admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.PodRunning
 	}
-	// While one CreateContainer hangs (up to the agent's 10s request
-	// timeout), the other pods start.
+	// While one CreateContainer hangs (up to the agent's request timeout,
+	// 10s here), the other pods start.
 	testenv.Eventually(t, time.Minute, 100*time.Millisecond, "two pods Running beside the hung call", func() bool {
 		n := 0
 		for _, name := range names {

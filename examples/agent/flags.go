@@ -32,6 +32,7 @@ import (
 	"github.com/nodekit/nodekit/podsync/logrotate"
 	"github.com/nodekit/nodekit/podsync/nodeapi"
 	"github.com/nodekit/nodekit/podsync/status"
+	"github.com/nodekit/nodekit/runtime/remote"
 )
 
 // config is what the command line says. Zero durations mean "not given", so that the packages apply kubelet's rules for
@@ -42,7 +43,7 @@ type config struct {
 	tlsCertFile, tlsKeyFile, certDir, clientCAFile, authzMode, nodeAPIOff                                                                string
 	podManifestPath, manifestURL, rootDir, podLogRoot, cgroupDriver, cgroupRoot, clusterDomain, resolvConf, podInfraImage                string
 	statusUpdateFrequency, statusReportFrequency, leaseDuration, runtimeDownAfter, syncFrequency, logMonitorInterval, pendingStatusDelay time.Duration
-	authzAllowedTTL, authzDeniedTTL, evictionTransition, imageMinAge, fileCheckFrequency, httpCheckFrequency                             time.Duration
+	authzAllowedTTL, authzDeniedTTL, evictionTransition, imageMinAge, fileCheckFrequency, httpCheckFrequency, runtimeRequestTimeout      time.Duration
 	registerNode, seccompDefault, cgroupsPerQOS, serverTLS, tokenWebhook, anonymousAuth                                                  bool
 	maxPods, podsPerCore, kubeAPIBurst, logMaxFiles, port, imageGCHigh, imageGCLow                                                       int
 	memoryLimit, logMaxSize, evictionMaxPodGrace                                                                                         int64
@@ -120,6 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		{"provider-id", "providerID", asString, &c.providerID, nil, nil, nil, "spec.providerID of the node when it registers."},
 		{"system-reserved", "systemReserved", asPairs("="), &sysRes, nil, nil, nil, "Resources reserved for the system, for example cpu=500m,memory=1Gi."},
 		{"kube-reserved", "kubeReserved", asPairs("="), &kubeRes, nil, nil, nil, "Resources reserved for Kubernetes daemons, for example cpu=100m,memory=256Mi."},
+		{"runtime-request-timeout", "runtimeRequestTimeout", asDuration, &c.runtimeRequestTimeout, remote.DefaultRequestTimeout, time.Second, remote.MaxTimeout, "How long a call to the runtime may take: RunPodSandbox gets twice as long, StopContainer and ExecSync this plus their own timeout, a pull no limit (kubelet's); between 1s and 1h."},
 		{"runtime-down-after", "", nil, &c.runtimeDownAfter, nodestatus.DefaultRuntimeDownAfter, time.Second, time.Hour, "How long after the runtime's last good status check the node reports \"container runtime is down\" (kubelet's is fixed at 30s); between 1s and 1h."},
 		{"disk-usage-path", "", nil, &c.diskUsagePath, "/", nil, nil, "Directory whose file system the custom DiskUsageHigh condition reports on. Empty: no such condition."},
 		{"disk-usage-threshold", "", nil, &c.diskUsageThreshold, 90.0, nil, nil, "Usage in percent at or above which DiskUsageHigh is True."},
@@ -405,7 +407,7 @@ func parseTaints(s string) ([]corev1.Taint, error) {
 // rejects anyway. unsupportedFields are the v1beta1 fields it rejects as not supported rather than unknown.
 var unsupportedFields = strings.Fields(`enableServer readOnlyPort tlsCipherSuites tlsCurvePreferences tlsMinVersion rotateCertificates authentication authorization registryPullQPS registryBurst imagePullCredentialsVerificationPolicy preloadedImagesVerificationAllowlist
 	eventRecordQPS eventBurst enableDebuggingHandlers enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout imageMaximumGCAge volumeStatsAggPeriod kubeletCgroups systemCgroups cpuManagerPolicy singleProcessOOMKill
-	cpuManagerPolicyOptions cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved runtimeRequestTimeout hairpinMode podCIDR podPidsLimit runOnce cpuCFSQuota
+	cpuManagerPolicyOptions cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved hairpinMode podCIDR podPidsLimit runOnce cpuCFSQuota
 	cpuCFSQuotaPeriod nodeStatusMaxImages maxOpenFiles contentType serializeImagePulls maxParallelImagePulls mergeDefaultEvictionSettings enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains iptablesMasqueradeBit
 	iptablesDropBit featureGates failSwapOn memorySwap containerLogMaxWorkers configMapAndSecretChangeDetectionStrategy reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup enforceNodeAllocatable
 	defaultPodSysctls volumePluginDir kernelMemcgNotification logging enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff
