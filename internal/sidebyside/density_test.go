@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,6 +140,8 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 		uids[s.uid] = true
 		names = append(names, name)
 	}
+
+	b.densityEvents(kind, size, prefix)
 
 	del := time.Now()
 	for _, name := range names {
@@ -291,4 +295,31 @@ func (b *bench) densityBreakdown(kind string, size int, pods []*corev1.Pod, pw *
 		report("%s: density %d: %s pods from the first create, p50/max: in the watch %s, container started (node's clock) %s, Running %s, Ready %s",
 			kind, size, what, line(added[k]), line(start[k]), line(running[k]), line(ready[k]))
 	}
+}
+
+// densityEvents reports the events the node recorded for the phase's pods
+// by type and reason, each counted with its repeats (count, or a series'
+// count): what the node did to them besides starting them once.
+func (b *bench) densityEvents(kind string, size int, prefix string) {
+	list, err := b.admin.CoreV1().Events("default").List(b.ctx, metav1.ListOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	counts := map[string]int32{}
+	for _, e := range list.Items {
+		if !strings.HasPrefix(e.InvolvedObject.Name, prefix) {
+			continue
+		}
+		n := max(e.Count, 1)
+		if e.Series != nil {
+			n = max(n, e.Series.Count)
+		}
+		counts[e.Type+" "+e.Reason] += n
+	}
+	keys := slices.Sorted(maps.Keys(counts))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
+	}
+	report("%s: density %d: events for the pods, with repeats: %s", kind, size, strings.Join(parts, ", "))
 }
