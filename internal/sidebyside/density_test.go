@@ -298,8 +298,9 @@ func (b *bench) densityBreakdown(kind string, size int, pods []*corev1.Pod, pw *
 }
 
 // densityEvents reports the events the node recorded for the phase's pods
-// by type and reason, each counted with its repeats (count, or a series'
-// count): what the node did to them besides starting them once.
+// by type and reason (a warning's message by its first and last part),
+// each counted with its repeats (count, or a series' count): what the node
+// did to them besides starting them once.
 func (b *bench) densityEvents(kind string, size int, prefix string) {
 	list, err := b.admin.CoreV1().Events("default").List(b.ctx, metav1.ListOptions{})
 	if err != nil {
@@ -314,7 +315,14 @@ func (b *bench) densityEvents(kind string, size int, prefix string) {
 		if e.Series != nil {
 			n = max(n, e.Series.Count)
 		}
-		counts[e.Type+" "+e.Reason] += n
+		key := e.Type + " " + e.Reason
+		if e.Type == corev1.EventTypeWarning {
+			// What failed and why: "Readiness probe failed: … connection
+			// refused" as "(Readiness probe failed … connection refused)".
+			first, _, _ := strings.Cut(e.Message, ":")
+			key += " (" + first + " …" + e.Message[strings.LastIndex(e.Message, ":")+1:] + ")"
+		}
+		counts[key] += n
 	}
 	keys := slices.Sorted(maps.Keys(counts))
 	parts := make([]string, 0, len(keys))
