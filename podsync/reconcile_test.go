@@ -52,11 +52,10 @@ func TestReconcileDoesNotSync(t *testing.T) {
 	if _, err := eng.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, n := count("plain"); n != 1 {
-		t.Fatalf("plain pod synced %d times after its ADD, want 1", n)
-	}
-	if _, n := count("gated"); n != 1 {
-		t.Fatalf("gated pod synced %d times after its ADD, want 1", n)
+	for _, uid := range []types.UID{"plain", "gated"} {
+		if _, n := count(uid); n != 1 {
+			t.Fatalf("%s pod synced %d times after its ADD, want 1", uid, n)
+		}
 	}
 
 	plain2, gated2 := pod("plain", false, corev1.PodRunning), pod("gated", true, corev1.PodRunning)
