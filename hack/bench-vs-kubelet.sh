@@ -10,13 +10,14 @@
 #   hack/bench-vs-kubelet.sh                 # the full run: about 80 minutes
 #   BENCH_PODS=5 MEASURE_IDLE=5s MEASURE_WINDOW=10s BENCH_READY_RUNS=1 \
 #     BENCH_STATIC_RUNS=1 BENCH_DATA_PODS=1 BENCH_DENSITY=10 \
-#     MEASURE_DENSITY_WINDOW=10s BENCH_PROFILE_SECONDS=1 hack/bench-vs-kubelet.sh   # a smoke run: 3-5 minutes
+#     MEASURE_DENSITY_WINDOW=10s BENCH_PROFILE_SECONDS=1 hack/bench-vs-kubelet.sh   # a smoke run: 3-6 minutes
 #
 # (The smoke run's windows are too short for its idle figures to mean
 # anything; it checks that everything runs and is cleaned up. The kubelet's
 # rows for grace-0 clean-up (BENCH_PODS pods, and each density size) wait
 # for its once-a-minute garbage collection, up to a minute each of the
-# smoke run's time.)
+# smoke run's time: 51 s of the 5m32s a smoke run took on a machine whose
+# containerd started pods three to four times slower than usual.)
 #
 # Knobs: BENCH_PODS (30), BENCH_READY_RUNS (3), MEASURE_IDLE (2m),
 # MEASURE_WINDOW (5m), BENCH_STATIC_RUNS (5), BENCH_DATA_PODS (5), BENCH_ONLY
