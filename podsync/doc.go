@@ -66,8 +66,8 @@
 // EventedRelistPeriod (300s). A sync that changed what runs has its pod
 // observed at once: alone (RelistPod) with a PodRelister, else by a full
 // relist; a step with more than four pods to observe (events or changes)
-// relists in full instead, so that a burst on a busy runtime costs two
-// calls, not two a pod. A RECONCILE update (the pod's status alone changed in its
+// relists in full instead, so that a burst on a busy runtime costs one
+// relist, not two calls a pod. A RECONCILE update (the pod's status alone changed in its
 // source) only replaces the engine's copy of the pod, as the kubelet's
 // pod manager takes it, unless the pod has readiness gates. Figures are in
 // BENCHMARKS.md. A pod with

@@ -512,9 +512,10 @@ func (e *Engine) step(ctx context.Context, wg *sync.WaitGroup, wait bool) (time.
 
 // maxPodRelists is how many pods a step observes one at a time (named by
 // events or changed by their syncs); more, and it relists the backend in
-// full: one relist lists everything in two calls where each pod takes two,
-// and the pods started at once on a busy runtime would otherwise hold the
-// step (and every new pod's sync behind it) for a call each.
+// full: one relist lists everything in a few calls whatever the count,
+// where each pod alone takes two, and the pods started at once on a busy
+// runtime would otherwise hold the step (and every new pod's sync behind
+// it) for two calls each.
 const maxPodRelists = 4
 
 // observeStep relists the backend when that is due (or when more than

@@ -47,7 +47,9 @@
 //     first create to all Running and Ready, and each pod's p50 and p99;
 //     with them running, CPU over MEASURE_DENSITY_WINDOW (5m) and VmRSS;
 //     10 more plain pods one at a time on top (N+10 pods: maxPods allows
-//     them); then all deleted with grace 0, to no sandbox in CRI. After
+//     them); the events recorded for the phase's pods by type and reason
+//     (a warning's message by its first and last part), with repeats; then
+//     all deleted with grace 0, to no sandbox in CRI. After
 //     the CPU window (so outside it), the node's heap profile and a CPU
 //     profile of BENCH_PROFILE_SECONDS (30; 0 for none) are read through
 //     the API server's node proxy from /debug/pprof/ on the node API,
