@@ -56,8 +56,10 @@
 //
 // SyncOnce is the step Run loops: it relists when a relist is due
 // (RelistNow forces one), starts every due sync (at most MaxParallel at
-// once, stopping pods not counted), waits for them and says when to step
-// next. Syncs of one pod never overlap; the latest update wins. While the
+// once, stopping pods not counted; a freed slot goes to a pod's first sync
+// before any other, so a new pod on a full node waits for one sync to end,
+// not for every resync or restart queued before it), waits for them and
+// says when to step next. Syncs of one pod never overlap; the latest update wins. While the
 // last relist failed no pod is synced. A failed sync is retried after
 // ErrorBackoff (10s), others after ResyncPeriod ×[1, 1.5). Crash-loop
 // back-off is 10s doubling to 5m, returned as "requeue after". Without

@@ -112,7 +112,9 @@ type Options struct {
 	// sooner, when the sync asked). Default 10s; between 10ms and 1m.
 	ErrorBackoff time.Duration
 	// MaxParallel bounds the pods synced at once; pods being stopped
-	// (Terminating) are not counted. Default 16; between 1 and 10000.
+	// (Terminating) are not counted, and a pod's first sync takes the next
+	// free slot before the syncs of pods synced before. Default 16;
+	// between 1 and 10000.
 	MaxParallel int
 }
 
@@ -220,7 +222,7 @@ type worker struct {
 type Engine struct {
 	o       Options
 	metrics *metrics
-	sem     chan struct{}
+	slots   *slots
 	wake    chan struct{}
 
 	mu            sync.Mutex
@@ -264,7 +266,7 @@ func New(o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("podsync: Options.Registerer: %w", err)
 	}
-	return &Engine{o: o, metrics: m, sem: make(chan struct{}, o.MaxParallel), wake: make(chan struct{}, 1),
+	return &Engine{o: o, metrics: m, slots: newSlots(o.MaxParallel), wake: make(chan struct{}, 1),
 		workers: map[types.UID]*worker{}, cache: map[types.UID]*PodState{}, handled: map[string]bool{}}, nil
 }
 
@@ -786,7 +788,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*w
 		// on a state that could not be observed.
 		return nil
 	}
-	free := cap(e.sem) - len(e.sem) // slots a sync started now finds free
+	free := e.slots.available() // slots a sync started now finds free
 	var stale []types.UID
 	defer func() {
 		// Due again once the relist its last sync asked for has run.
@@ -828,6 +830,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*w
 		wctx, cancel := context.WithCancel(ctx)
 		w.cancel = cancel
 		job := job{w: w, pod: w.pod, life: w.life, grace: w.grace, state: e.cache[uid], waiting: w.waiting, status: w.status, evict: w.evict}
+		first := !w.synced
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -835,13 +838,11 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*w
 			// A pod being stopped takes no slot: stopping frees what
 			// starting takes, and the kubelet bounds neither.
 			if job.life != Terminating {
-				select {
-				case e.sem <- struct{}{}:
-				case <-wctx.Done():
-					e.finish(job, 0, errors.Join(wctx.Err()))
+				if err := e.slots.acquire(wctx, first); err != nil {
+					e.finish(job, 0, err)
 					return
 				}
-				defer func() { <-e.sem }()
+				defer e.slots.release()
 			}
 			// Sync on the newest observation: the relist may have
 			// published a newer status while this sync waited for a slot.
