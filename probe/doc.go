@@ -33,9 +33,12 @@
 //
 // # Timing
 //
-// A worker's first round is when it is created, then one every period; a
-// worker created within one period of the manager (an agent restart) first
-// waits a random part of it (Options.Rand; NoStartJitter turns it off).
+// A liveness or startup worker's first round is a random part of its period
+// after it is created, then one every period, so that pods added at once do
+// not probe at once; a readiness worker's first round is when it is created
+// (and again as soon as its container runs), or a random part of its period
+// later when created within one period of the manager (an agent restart).
+// Options.Rand draws the waits; NoStartJitter turns them off.
 // All workers sit in one timer heap on Options.Clock: Run sleeps until the
 // earliest is due, then hands every worker due within Options.Batch
 // (100ms) to at most Options.MaxConcurrentProbes (256) probe goroutines,
@@ -62,6 +65,11 @@
 //     per worker: an idle worker costs a heap entry, timer wake-ups are
 //     batched, probes in flight are bounded, and removal cancels a probe in
 //     flight.
+//   - A liveness or startup worker's rounds start at a random point of its
+//     first period, where the kubelet's start when its pod's sync creates
+//     the worker: pods created at once would otherwise all probe in the same
+//     instant every period (a burst of exec probes that time out on a small
+//     node, and restart containers that are fine).
 //   - HTTP response headers are read up to MaxResponseHeaderBytes (8 KiB;
 //     the kubelet reads up to 10 MiB), so a target sending endless headers
 //     fails its probe instead of costing megabytes.

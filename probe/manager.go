@@ -39,7 +39,7 @@ type Options struct {
 	// Default nil: no metrics.
 	Registerer prometheus.Registerer
 	// Rand returns numbers in [0,1) for the random wait before a worker's
-	// first probe after a restart. Default math/rand/v2's Float64.
+	// first probe (NoStartJitter). Default math/rand/v2's Float64.
 	Rand func() float64
 	// MaxConcurrentProbes bounds how many probes run at once. Default 256;
 	// between 1 and 100000. Probes due while all slots are busy wait in a
@@ -53,10 +53,14 @@ type Options struct {
 	// after this one was due). Default 100ms; between 1ms and 1s.
 	Batch time.Duration
 	// NoStartJitter turns off the random wait before a worker's first probe.
-	// Default false: a worker created within one period of the manager's
-	// creation (that is, after the agent restarted) first waits a random part
-	// of its period, as kubelet does, so restarted agents do not probe every
-	// container at once.
+	// Default false: a liveness or startup worker first waits a random part
+	// of its period, so the pods of a node filled at once do not probe at
+	// once every period (their containers are not running when the workers
+	// are created, so the first round has nothing to probe anyway); a
+	// readiness worker does only when created within one period of the
+	// manager's creation (that is, after the agent restarted), as the
+	// kubelet's workers do, since a readiness probe runs as soon as its
+	// container runs.
 	NoStartJitter bool
 }
 
@@ -232,7 +236,7 @@ func (m *Manager) AddPod(pod *corev1.Pod) {
 			}
 			w := newWorker(m, k, pod, c, spec, init)
 			w.next = now
-			if m.jitter && w.period > now.Sub(m.start) {
+			if m.jitter && (w.period > now.Sub(m.start) || t != Readiness) {
 				w.next = now.Add(time.Duration(m.rand() * float64(w.period)))
 			}
 			m.workers[k] = w

@@ -617,12 +617,39 @@ func TestStartJitter(t *testing.T) {
 	if firsts[0] == firsts[len(firsts)-1] {
 		t.Errorf("every first probe at second %d: no jitter", firsts[0])
 	}
-	// Workers added after one period start at once.
+	// After one period, a readiness worker starts at once, and liveness
+	// workers are still spread over their first period: ten added at once
+	// do not all probe in the same second.
 	h.clock.Step(10 * time.Second)
-	h.m.AddPod(testPod("late", ctr("late", Liveness)))
+	h.m.AddPod(testPod("late", ctr("late", Readiness)))
 	h.status("late", h.running("late", "l"))
 	h.sync()
-	h.wantCalls("late", Liveness, 1)
+	h.wantCalls("late", Readiness, 1)
+	var late []string
+	for i := range 10 {
+		name := "late-" + string(rune('a'+i))
+		late = append(late, name)
+		h.m.AddPod(testPod(name, ctr(name, Liveness)))
+		h.status(name, h.running(name, name))
+	}
+	firsts = firsts[:0]
+	clear(seen)
+	for sec := range 11 {
+		h.sync()
+		for _, name := range late {
+			if !seen[name] && h.p.count(name, Liveness) > 0 {
+				seen[name] = true
+				firsts = append(firsts, sec)
+			}
+		}
+		h.clock.Step(time.Second)
+	}
+	if len(firsts) != 10 {
+		t.Fatalf("%d of 10 liveness workers added late probed within their first period", len(firsts))
+	}
+	if firsts[0] == firsts[len(firsts)-1] {
+		t.Errorf("every late liveness worker's first probe at second %d: no jitter", firsts[0])
+	}
 }
 
 func TestErrorsPanicsEventsMetrics(t *testing.T) {
