@@ -593,63 +593,46 @@ func TestSyncOnceReturnsNextDue(t *testing.T) {
 func TestStartJitter(t *testing.T) {
 	defer noLeaks(t)()
 	h := newHarness(t, func(o *Options) { o.NoStartJitter = false })
-	for i := range 20 {
-		name := string(rune('a' + i))
-		h.m.AddPod(testPod(name, ctr(name, Liveness)))
-		h.status(name, h.running(name, name))
-	}
-	var firsts []int
-	seen := map[string]bool{}
-	for sec := range 11 {
-		h.sync()
-		for i := range 20 {
-			name := string(rune('a' + i))
-			if !seen[name] && h.p.count(name, Liveness) > 0 {
-				seen[name] = true
-				firsts = append(firsts, sec)
-			}
+	// spread adds n pods with a liveness probe each and checks that each is
+	// first probed within one period, not all in the same second.
+	spread := func(what, prefix string, n int) {
+		t.Helper()
+		var names []string
+		for i := range n {
+			name := prefix + string(rune('a'+i))
+			names = append(names, name)
+			h.m.AddPod(testPod(name, ctr(name, Liveness)))
+			h.status(name, h.running(name, name))
 		}
-		h.clock.Step(time.Second)
+		var firsts []int
+		seen := map[string]bool{}
+		for sec := range 11 {
+			h.sync()
+			for _, name := range names {
+				if !seen[name] && h.p.count(name, Liveness) > 0 {
+					seen[name] = true
+					firsts = append(firsts, sec)
+				}
+			}
+			h.clock.Step(time.Second)
+		}
+		if len(firsts) != n {
+			t.Fatalf("%s: %d of %d probed within the first period", what, len(firsts), n)
+		}
+		if firsts[0] == firsts[len(firsts)-1] {
+			t.Errorf("%s: every first probe at second %d: no jitter", what, firsts[0])
+		}
 	}
-	if len(firsts) != 20 {
-		t.Fatalf("%d of 20 probed within the first period", len(firsts))
-	}
-	if firsts[0] == firsts[len(firsts)-1] {
-		t.Errorf("every first probe at second %d: no jitter", firsts[0])
-	}
+	spread("added after the manager started", "", 20)
+
 	// After one period, a readiness worker starts at once, and liveness
-	// workers are still spread over their first period: ten added at once
-	// do not all probe in the same second.
+	// workers are still spread over their first period.
 	h.clock.Step(10 * time.Second)
 	h.m.AddPod(testPod("late", ctr("late", Readiness)))
 	h.status("late", h.running("late", "l"))
 	h.sync()
 	h.wantCalls("late", Readiness, 1)
-	var late []string
-	for i := range 10 {
-		name := "late-" + string(rune('a'+i))
-		late = append(late, name)
-		h.m.AddPod(testPod(name, ctr(name, Liveness)))
-		h.status(name, h.running(name, name))
-	}
-	firsts = firsts[:0]
-	clear(seen)
-	for sec := range 11 {
-		h.sync()
-		for _, name := range late {
-			if !seen[name] && h.p.count(name, Liveness) > 0 {
-				seen[name] = true
-				firsts = append(firsts, sec)
-			}
-		}
-		h.clock.Step(time.Second)
-	}
-	if len(firsts) != 10 {
-		t.Fatalf("%d of 10 liveness workers added late probed within their first period", len(firsts))
-	}
-	if firsts[0] == firsts[len(firsts)-1] {
-		t.Errorf("every late liveness worker's first probe at second %d: no jitter", firsts[0])
-	}
+	spread("added a period later", "late-", 10)
 }
 
 func TestErrorsPanicsEventsMetrics(t *testing.T) {
