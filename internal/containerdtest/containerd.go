@@ -528,13 +528,25 @@ func (c *Containerd) waitReady(ctx context.Context) error {
 	}
 }
 
-// LogTail returns the last n lines of containerd's log.
+// LogTail returns the last n lines of containerd's log; of a containerd that
+// crashed, the n lines from the crash's "fatal error:" or "panic:" line on
+// (what failed and where, not the end of its goroutine dump).
 func (c *Containerd) LogTail(n int) string {
 	data, err := os.ReadFile(c.Log)
 	if err != nil {
 		return fmt.Sprintf("(reading %s: %v)", c.Log, err)
 	}
+	return logTail(data, n)
+}
+
+func logTail(data []byte, n int) string {
 	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if bytes.HasPrefix(lines[i], []byte("fatal error: ")) || bytes.HasPrefix(lines[i], []byte("panic: ")) {
+			lines = lines[i:min(len(lines), i+n)]
+			return string(bytes.Join(lines, []byte("\n")))
+		}
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
