@@ -501,8 +501,11 @@ func (e *Engine) RelistNow() {
 // step is SyncOnce; syncs are added to wg, and waited for when wait is set.
 func (e *Engine) step(ctx context.Context, wg *sync.WaitGroup, wait bool) (time.Duration, error) {
 	e.takeTriggers()
+	// New pods first: their first syncs do not wait for this step's
+	// relist, which on a busy runtime takes a while.
+	e.dispatch(ctx, wg, true)
 	err := e.observeStep(ctx)
-	for _, w := range e.dispatch(ctx, wg) {
+	for _, w := range e.dispatch(ctx, wg, false) {
 		e.publishBetweenSyncs(w)
 	}
 	if wait {
@@ -771,7 +774,12 @@ func stateEqual(a, b *PodState) bool {
 	return true
 }
 
-// dispatch starts a sync for every due pod that is not syncing already.
+// dispatch starts a sync for every due pod that is not syncing already;
+// with firstOnly, only the first syncs of pods never synced, once the
+// backend has been relisted: nothing of such a pod runs that the last
+// relist did not see (only the engine's syncs start a pod's containers),
+// so its first sync needs no newer observation, as the kubelet's pod
+// workers do not wait for its relist for a pod's first sync.
 //
 // It returns the workers of pods due while their sync waits for a slot,
 // whose status the caller publishes (publishBetweenSyncs): what changed
@@ -779,11 +787,11 @@ func stateEqual(a, b *PodState) bool {
 // the syncs that hold the slots, which on a node starting many pods can
 // take a minute; the kubelet's prober hands readiness to its status
 // manager without a pod sync.
-func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*worker) {
+func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup, firstOnly bool) (waiting []*worker) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.relistErr != nil {
+	if e.relistErr != nil || firstOnly && e.nextRelist.IsZero() {
 		// As the kubelet pauses while the runtime is unhealthy: no sync acts
 		// on a state that could not be observed.
 		return nil
@@ -791,7 +799,8 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*w
 	free := e.slots.available() // slots a sync started now finds free
 	var stale []types.UID
 	defer func() {
-		// Due again once the relist its last sync asked for has run.
+		// Due again once the relist its last sync asked for has run (or,
+		// with firstOnly, not a first sync: due still).
 		for _, uid := range stale {
 			e.scheduleLocked(uid, now)
 		}
@@ -803,6 +812,10 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*w
 		}
 		w := e.workers[uid]
 		if w == nil || w.life == Done {
+			continue
+		}
+		if firstOnly && (w.busy || w.synced || w.life != Syncing) {
+			stale = append(stale, uid)
 			continue
 		}
 		if w.busy {
