@@ -59,11 +59,8 @@
 // once, stopping pods not counted; a freed slot goes to a pod's first sync
 // before any other, so a new pod on a full node waits for one sync to end,
 // not for every resync or restart queued before it), waits for them and
-// says when to step next. Once the backend has been relisted, a new pod's
-// first sync starts before the step's relist, not after it: nothing of the
-// pod runs that the last relist did not see. Syncs of one pod never
-// overlap; the latest update wins. While the last relist failed no pod is
-// synced. A failed sync is retried after
+// says when to step next. Syncs of one pod never overlap; the latest update wins. While the
+// last relist failed no pod is synced. A failed sync is retried after
 // ErrorBackoff (10s), others after ResyncPeriod ×[1, 1.5). Crash-loop
 // back-off is 10s doubling to 5m, returned as "requeue after". Without
 // events the engine relists every RelistPeriod (1s); with an EventWatcher

@@ -501,11 +501,8 @@ func (e *Engine) RelistNow() {
 // step is SyncOnce; syncs are added to wg, and waited for when wait is set.
 func (e *Engine) step(ctx context.Context, wg *sync.WaitGroup, wait bool) (time.Duration, error) {
 	e.takeTriggers()
-	// New pods first: their first syncs do not wait for this step's
-	// relist, which on a busy runtime takes a while.
-	e.dispatch(ctx, wg, true)
 	err := e.observeStep(ctx)
-	for _, w := range e.dispatch(ctx, wg, false) {
+	for _, w := range e.dispatch(ctx, wg) {
 		e.publishBetweenSyncs(w)
 	}
 	if wait {
@@ -774,12 +771,7 @@ func stateEqual(a, b *PodState) bool {
 	return true
 }
 
-// dispatch starts a sync for every due pod that is not syncing already;
-// with firstOnly, only the first syncs of pods never synced, once the
-// backend has been relisted: nothing of such a pod runs that the last
-// relist did not see (only the engine's syncs start a pod's containers),
-// so its first sync needs no newer observation, as the kubelet's pod
-// workers do not wait for its relist for a pod's first sync.
+// dispatch starts a sync for every due pod that is not syncing already.
 //
 // It returns the workers of pods due while their sync waits for a slot,
 // whose status the caller publishes (publishBetweenSyncs): what changed
@@ -787,11 +779,11 @@ func stateEqual(a, b *PodState) bool {
 // the syncs that hold the slots, which on a node starting many pods can
 // take a minute; the kubelet's prober hands readiness to its status
 // manager without a pod sync.
-func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup, firstOnly bool) (waiting []*worker) {
+func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*worker) {
 	now := e.o.Clock.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.relistErr != nil || firstOnly && e.nextRelist.IsZero() {
+	if e.relistErr != nil {
 		// As the kubelet pauses while the runtime is unhealthy: no sync acts
 		// on a state that could not be observed.
 		return nil
@@ -799,8 +791,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup, firstOnly boo
 	free := e.slots.available() // slots a sync started now finds free
 	var stale []types.UID
 	defer func() {
-		// Due again once the relist its last sync asked for has run (or,
-		// with firstOnly, not a first sync: due still).
+		// Due again once the relist its last sync asked for has run.
 		for _, uid := range stale {
 			e.scheduleLocked(uid, now)
 		}
@@ -812,10 +803,6 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup, firstOnly boo
 		}
 		w := e.workers[uid]
 		if w == nil || w.life == Done {
-			continue
-		}
-		if firstOnly && (w.busy || w.synced || w.life != Syncing) {
-			stale = append(stale, uid)
 			continue
 		}
 		if w.busy {

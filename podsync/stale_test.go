@@ -72,7 +72,7 @@ func TestNoSyncOnAStaleObservation(t *testing.T) {
 	eng.Trigger(pod.UID)
 	eng.takeTriggers()
 	var wg sync.WaitGroup
-	eng.dispatch(ctx, &wg, false)
+	eng.dispatch(ctx, &wg)
 	wg.Wait()
 	mu.Lock()
 	if len(seen) != 1 {

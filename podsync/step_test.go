@@ -6,14 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/nodekit/nodekit/podsource"
 )
 
 // eventedRelister counts full relists, per-pod relists and health checks,
@@ -120,93 +115,4 @@ func TestSyncOnceRelistsPodsAndChecksHealth(t *testing.T) {
 		<-r.handled
 	}
 	want("more events than a step relists alone", 4, 1+maxPodRelists, 2)
-}
-
-// A new pod's first sync does not wait for the step's relist once the
-// backend has been relisted (nothing of the pod runs that the last relist
-// did not see); before the first relist it does: an agent restarted with
-// a pod's sandbox running syncs it on what the relist found.
-func TestFirstSyncDoesNotWaitForRelist(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	clock := clocktesting.NewFakeClock(t0)
-	var mu sync.Mutex
-	hold := make(chan struct{}) // a relist returns once it is closed
-	relists := make(chan struct{}, 10)
-	running := &PodState{UID: "before", Name: "before", Namespace: "default", Sandboxes: []*SandboxState{{ID: "s1"}}}
-	relister := relisterFunc(func(ctx context.Context) (map[types.UID]*PodState, error) {
-		relists <- struct{}{}
-		mu.Lock()
-		h := hold
-		mu.Unlock()
-		select {
-		case <-h:
-		case <-ctx.Done():
-		}
-		return map[types.UID]*PodState{"before": running}, nil
-	})
-	type syncOf struct {
-		name     string
-		observed *PodState
-	}
-	syncs := make(chan syncOf, 10)
-	syncer := SyncerFuncs{Sync: func(_ context.Context, pod *corev1.Pod, observed *PodState) (SyncResult, error) {
-		syncs <- syncOf{pod.Name, observed}
-		return SyncResult{}, nil
-	}}
-	eng, err := New(Options{Syncer: syncer, Relister: relister, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	newPod := func(name string) {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
-		eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{p}})
-	}
-	step := func() chan error {
-		done := make(chan error, 1)
-		go func() { _, err := eng.SyncOnce(ctx); done <- err }()
-		return done
-	}
-
-	// Before any relist: the pod is synced on the first relist's answer.
-	newPod("before")
-	var wg sync.WaitGroup
-	eng.dispatch(ctx, &wg, true) // what a step does before its relist
-	eng.mu.Lock()
-	busy := eng.workers["before"].busy
-	eng.mu.Unlock()
-	if busy {
-		t.Fatal("a first sync started before any relist")
-	}
-	done := step()
-	<-relists
-	close(hold)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if s := <-syncs; s.name != "before" || s.observed != running {
-		t.Errorf("the first sync before any relist: %s observed %v, want what the relist found", s.name, s.observed)
-	}
-
-	// A relist due and slow: the new pod is synced while it runs.
-	mu.Lock()
-	hold = make(chan struct{})
-	h := hold
-	mu.Unlock()
-	clock.Step(DefaultRelistPeriod)
-	newPod("after")
-	done = step()
-	select {
-	case s := <-syncs:
-		if s.name != "after" {
-			t.Errorf("synced %s during the relist, want the new pod", s.name)
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("the new pod's first sync waited for the relist")
-	}
-	close(h)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 }
