@@ -59,22 +59,22 @@
 // once, stopping pods not counted; a freed slot goes to a pod's first sync
 // before any other, so a new pod on a full node waits for one sync to end,
 // not for every resync or restart queued before it), waits for them and
-// says when to step next. Syncs of one pod never overlap; the latest update wins. While the
-// last relist failed no pod is synced. A failed sync is retried after
-// ErrorBackoff (10s), others after ResyncPeriod ×[1, 1.5). Crash-loop
-// back-off is 10s doubling to 5m, returned as "requeue after". Without
-// events the engine relists every RelistPeriod (1s); with an EventWatcher
-// an event relists its pod alone and the full relist slows to
-// EventedRelistPeriod (300s). A sync that changed what runs has its pod
+// says when to step next. Syncs of one pod never overlap; the latest
+// update wins. While the last relist failed no pod is synced. A failed
+// sync is retried after ErrorBackoff (10s), others after ResyncPeriod
+// ×[1, 1.5). Crash-loop back-off is 10s doubling to 5m, returned as
+// "requeue after". Without events the engine relists every RelistPeriod
+// (1s); with an EventWatcher an event relists its pod alone and the full
+// relist slows to EventedRelistPeriod (300s). A sync that changed what runs has its pod
 // observed at once: alone (RelistPod) with a PodRelister, else by a full
 // relist; a step with more than four pods to observe (events or changes)
 // relists in full instead, so that a burst on a busy runtime costs one
-// relist, not two calls a pod. A RECONCILE update (the pod's status alone changed in its
-// source) only replaces the engine's copy of the pod, as the kubelet's
-// pod manager takes it, unless the pod has readiness gates. Figures are in
-// BENCHMARKS.md. A pod with
-// activeDeadlineSeconds is synced again when that long has passed since
-// its start time (by Options.Clock) and stopped as the kubelet stops it:
+// relist, not two calls a pod. A RECONCILE update (the pod's status
+// alone changed in its source) only replaces the engine's copy of the pod,
+// as the kubelet's pod manager takes it, unless the pod has readiness
+// gates. Figures are in BENCHMARKS.md. A pod with activeDeadlineSeconds
+// is synced again when that long has passed since its start time (by
+// Options.Clock) and stopped as the kubelet stops it:
 // Failed, ReasonDeadlineExceeded, MessageDeadlineExceeded.
 //
 // # Differences from the kubelet

@@ -830,7 +830,7 @@ func (e *Engine) dispatch(ctx context.Context, wg *sync.WaitGroup) (waiting []*w
 		wctx, cancel := context.WithCancel(ctx)
 		w.cancel = cancel
 		job := job{w: w, pod: w.pod, life: w.life, grace: w.grace, state: e.cache[uid], waiting: w.waiting, status: w.status, evict: w.evict}
-		first := !w.synced
+		first := w.life == Syncing && !w.synced
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -39,15 +40,23 @@ func (s *slots) acquire(ctx context.Context, first bool) error {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if drop(&s.first, ch) || drop(&s.others, ch) {
-			return ctx.Err()
-		}
-		// The slot was handed over as ctx ended: pass it on.
-		s.releaseLocked()
+		s.giveUp(ch)
 		return ctx.Err()
 	}
+}
+
+// giveUp takes the waiter ch out of its queue, or, when a slot was handed
+// to it as its context ended, passes that slot on.
+func (s *slots) giveUp(ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range []*[]chan struct{}{&s.first, &s.others} {
+		if i := slices.Index(*q, ch); i >= 0 {
+			*q = slices.Delete(*q, i, i+1)
+			return
+		}
+	}
+	s.releaseLocked()
 }
 
 // release frees a slot taken by acquire.
@@ -75,15 +84,4 @@ func (s *slots) available() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.free
-}
-
-// drop removes ch from q, reporting whether it was there.
-func drop(q *[]chan struct{}, ch chan struct{}) bool {
-	for i, c := range *q {
-		if c == ch {
-			*q = append((*q)[:i], (*q)[i+1:]...)
-			return true
-		}
-	}
-	return false
 }

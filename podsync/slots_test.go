@@ -91,15 +91,13 @@ func TestSlotsFirstSyncsGoFirst(t *testing.T) {
 	}
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
-	s.others = append(s.others, ch)
+	s.others = append(s.others, ch) // as acquire queues a waiter
 	s.mu.Unlock()
 	s.release() // handed to ch; its acquire's context ends now
-	s.mu.Lock()
-	if drop(&s.others, ch) {
-		t.Fatal("the handed-over waiter is still queued")
+	if f, o := s.queued(); f != 0 || o != 0 {
+		t.Fatalf("queued after the hand-over: %d first, %d others", f, o)
 	}
-	s.releaseLocked() // what acquire does when it finds it was handed a slot
-	s.mu.Unlock()
+	s.giveUp(ch) // acquire's path when its context ends
 	if n := s.available(); n != 1 {
 		t.Errorf("available after a handed-over slot was passed on = %d, want 1", n)
 	}

@@ -67,9 +67,9 @@
 //     flight.
 //   - A liveness or startup worker's rounds start at a random point of its
 //     first period, where the kubelet's start when its pod's sync creates
-//     the worker: pods created at once would otherwise all probe in the same
-//     instant every period (a burst of exec probes that time out on a small
-//     node, and restart containers that are fine).
+//     the worker: pods created at once would otherwise all probe within
+//     the few seconds they arrived in, every period (a burst of exec probes
+//     that time out on a small node, and restart containers that are fine).
 //   - HTTP response headers are read up to MaxResponseHeaderBytes (8 KiB;
 //     the kubelet reads up to 10 MiB), so a target sending endless headers
 //     fails its probe instead of costing megabytes.

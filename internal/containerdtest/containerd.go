@@ -541,16 +541,14 @@ func (c *Containerd) LogTail(n int) string {
 
 func logTail(data []byte, n int) string {
 	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	from := max(0, len(lines)-n)
 	for i := len(lines) - 1; i >= 0; i-- {
 		if bytes.HasPrefix(lines[i], []byte("fatal error: ")) || bytes.HasPrefix(lines[i], []byte("panic: ")) {
-			lines = lines[i:min(len(lines), i+n)]
-			return string(bytes.Join(lines, []byte("\n")))
+			from = i
+			break
 		}
 	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
+	return string(bytes.Join(lines[from:min(len(lines), from+n)], []byte("\n")))
 }
 
 // Conn returns the harness's gRPC connection to the CRI endpoint. Do not
