@@ -38,7 +38,12 @@
 // not probe at once; a readiness worker's first round is when it is created
 // (and again as soon as its container runs), or a random part of its period
 // later when created within one period of the manager (an agent restart).
-// Options.Rand draws the waits; NoStartJitter turns them off.
+// Options.Rand draws the waits; NoStartJitter turns them off. A readiness
+// probe that fails before its container was ever ready, while the
+// container is younger than the period, is due again when the container's
+// age has doubled (at least 250ms later): a container started at 0 and
+// probed at once is probed at 250ms, 500ms, 1s, 2s, … until Ready or a
+// period old. The failures of these extra rounds record no event.
 // All workers sit in one timer heap on Options.Clock: Run sleeps until the
 // earliest is due, then hands every worker due within Options.Batch
 // (100ms) to at most Options.MaxConcurrentProbes (256) probe goroutines,
@@ -70,6 +75,13 @@
 //     the worker: pods created at once would otherwise all probe within
 //     the few seconds they arrived in, every period (a burst of exec probes
 //     that time out on a small node, and restart containers that are fine).
+//   - A readiness probe that fails while its container starts (above,
+//     Timing) is retried sooner than its period. The kubelet probes again
+//     whenever a sync of the pod finds the container not ready, which in a
+//     starting pod is a few times within its first seconds; the engine
+//     here syncs a pod only when something changed, so a server that
+//     listened a moment after its first probe waited a full period
+//     (10s by default) to be Ready.
 //   - HTTP response headers are read up to MaxResponseHeaderBytes (8 KiB;
 //     the kubelet reads up to 10 MiB), so a target sending endless headers
 //     fails its probe instead of costing megabytes.

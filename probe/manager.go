@@ -88,6 +88,10 @@ const restartGrace = 10 * time.Second
 // maxConcurrentProbes bounds Options.MaxConcurrentProbes.
 const maxConcurrentProbes = 100000
 
+// readinessRetry is the shortest wait before a readiness probe that failed
+// in its container's first period, before it was ever ready, runs again.
+const readinessRetry = 250 * time.Millisecond
+
 // maxErrorRetries is how many times a probe that could not run (Outcome.Err)
 // is tried in one round before the round is given up, as kubelet does.
 const maxErrorRetries = 3
@@ -622,7 +626,7 @@ func (m *Manager) triggerLocked(w *worker, now time.Time) {
 	if _, scheduled := m.due.Due(w); !scheduled {
 		return
 	}
-	w.next = now
+	w.next, w.retry = now, false
 	m.due.Set(w, now)
 	m.wakeLocked(now)
 }
@@ -765,8 +769,12 @@ func (m *Manager) poolLoop() {
 			case ran:
 				now := m.clock.Now()
 				w.next = w.next.Add(w.period)
+				w.retry = false
+				if soon := now.Add(w.soon); w.soon > 0 && soon.Before(w.next) {
+					w.next, w.retry = soon, true
+				}
 				if w.next.Before(now) || w.retrigger {
-					w.next = now
+					w.next, w.retry = now, false
 				}
 				w.retrigger = false
 				fallthrough

@@ -321,15 +321,16 @@ func TestUpdatePodStatus(t *testing.T) {
 	st := &corev1.PodStatus{PodIP: "127.0.0.1", ContainerStatuses: []corev1.ContainerStatus{h.running("c", "1"), h.running("plain", "2")}}
 	h.m.SetPodStatus("u", st)
 	h.p.set("c", Readiness, Failure)
-	h.sync() // startup succeeds at once (threshold 1); readiness fails
-	h.clock.Step(5 * time.Second)
+	h.sync() // startup succeeds at once (threshold 1); readiness fails, due again at 250ms
+	h.clock.Step(100 * time.Millisecond)
 	out := st.DeepCopy()
 	h.m.UpdatePodStatus(pod, out)
 	c, plain := out.ContainerStatuses[0], out.ContainerStatuses[1]
 	if !*c.Started || c.Ready || !*plain.Started || !plain.Ready {
 		t.Fatalf("started %v ready %v; plain started %v ready %v", *c.Started, c.Ready, *plain.Started, plain.Ready)
 	}
-	// The readiness probe was triggered: it runs now (t=5s), not at 10s.
+	// The readiness probe was triggered: it runs now (t=100ms), not when it
+	// was due (250ms).
 	h.p.set("c", Readiness, Success)
 	h.wantCalls("c", Readiness, 1)
 	h.sync()
@@ -339,10 +340,10 @@ func TestUpdatePodStatus(t *testing.T) {
 	if !out.ContainerStatuses[0].Ready {
 		t.Error("not ready after a successful readiness probe")
 	}
-	// Its period restarted from the triggered run: next at 15s.
-	h.step(9 * time.Second)
+	// Its period restarted from the triggered run: next at 10.1s.
+	h.step(9800 * time.Millisecond)
 	h.wantCalls("c", Readiness, 2)
-	h.step(time.Second)
+	h.step(200 * time.Millisecond)
 	h.wantCalls("c", Readiness, 3)
 }
 
@@ -383,6 +384,76 @@ func TestReadinessProbedWhenContainerStarts(t *testing.T) {
 	if !retrigger {
 		t.Error("a trigger during a run was lost")
 	}
+}
+
+// A readiness probe that fails in its container's first period, before the
+// container was ever ready, runs again when the container's age has doubled
+// (at least 250ms after), and those retries' failures record no event; once
+// ready, or a period after the start, the period rules.
+func TestReadinessRetriedWhileStarting(t *testing.T) {
+	defer noLeaks(t)()
+	rec := record.NewFakeRecorder(100)
+	h := newHarness(t, func(o *Options) { o.Recorder = rec })
+	h.p.set("c", Readiness, Failure)
+	h.m.AddPod(testPod("u", ctr("c", Readiness)))
+	h.status("u", h.running("c", "1"))
+	h.sync()
+	start := h.clock.Now()
+	var at []time.Duration
+	for h.clock.Since(start) < 30*time.Second {
+		before := h.p.count("c", Readiness)
+		h.step(50 * time.Millisecond)
+		if h.p.count("c", Readiness) > before {
+			at = append(at, h.clock.Since(start))
+		}
+	}
+	// The container's age at each probe after the first (at 0): 250ms,
+	// then doubling while the container is younger than the 10s period,
+	// then every period.
+	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second,
+		4 * time.Second, 8 * time.Second, 16 * time.Second, 26 * time.Second}
+	if fmt.Sprint(at) != fmt.Sprint(want) {
+		t.Errorf("probed at %v after the start, want %v", at, want)
+	}
+	// Events: the first probe's failure and the period's, not the retries'.
+	if n := len(rec.Events); n != 2 {
+		t.Errorf("%d Unhealthy events, want 2 (the first probe and the 26s one)", n)
+	}
+	h.want("u", "c", Readiness, Failure, true)
+
+	// Ready at the third probe (500ms); a later failure waits a period.
+	h2 := newHarness(t, nil)
+	h2.p.set("c", Readiness, Failure)
+	h2.m.AddPod(testPod("v", ctr("c", Readiness)))
+	h2.status("v", h2.running("c", "1"))
+	h2.sync()
+	h2.step(250 * time.Millisecond)
+	h2.p.set("c", Readiness, Success)
+	h2.step(250 * time.Millisecond)
+	h2.want("v", "c", Readiness, Success, true)
+	h2.p.set("c", Readiness, Failure)
+	h2.step(10 * time.Second) // 10.5s: a period after the success
+	h2.wantCalls("c", Readiness, 4)
+	h2.step(5 * time.Second)
+	h2.step(4900 * time.Millisecond)
+	h2.wantCalls("c", Readiness, 4)
+	h2.step(100 * time.Millisecond) // 20.5s
+	h2.wantCalls("c", Readiness, 5)
+
+	// A container older than the period when first probed: the period.
+	h3 := newHarness(t, nil)
+	h3.p.set("c", Readiness, Failure)
+	h3.m.AddPod(testPod("w", ctr("c", Readiness)))
+	old := h3.running("c", "1")
+	h3.sync()                 // no status yet
+	h3.step(11 * time.Second) // still none
+	h3.status("w", old)
+	h3.sync()
+	h3.wantCalls("c", Readiness, 1)
+	h3.step(9900 * time.Millisecond)
+	h3.wantCalls("c", Readiness, 1)
+	h3.step(100 * time.Millisecond)
+	h3.wantCalls("c", Readiness, 2)
 }
 
 func TestWorkerRemoval(t *testing.T) {

@@ -27,6 +27,7 @@ type worker struct {
 	next      time.Time
 	running   bool
 	retrigger bool // triggered while running: due again at once after the run
+	retry     bool // due from soon (a readiness retry): a failure records no event
 	removed   bool
 	cancel    context.CancelFunc
 
@@ -41,6 +42,8 @@ type worker struct {
 	onHold      bool
 	lastResult  Result
 	resultRun   int
+	everReady   bool          // readiness: Success published for containerID
+	soon        time.Duration // set by a round: the next is due this soon, if sooner than a period
 
 	// metrics children, nil without a Registerer
 	mSuccess, mFailure, mUnknown prometheus.Counter
@@ -95,6 +98,7 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 		}
 	}()
 	start := m.clock.Now()
+	w.soon = 0
 
 	m.mu.Lock()
 	pe := m.pods[w.key.uid]
@@ -112,6 +116,7 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 		return true // no container yet
 	}
 	podIP := pe.ip
+	quiet := w.retry
 	pod := w.pod
 	if pe.pod != nil {
 		pod = pe.pod
@@ -131,11 +136,13 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 			m.setResult(ctx, w, c.id, Success, "")
 			seeded = true
 		}
+		w.everReady = false
 		switch {
 		case w.key.typ == Readiness && m.keepsReady(pod, c):
 			// kubelet keeps a container that was ready before the agent
 			// restarted ready until its probe says otherwise.
 			m.setResult(ctx, w, c.id, Success, "")
+			w.everReady = true
 		case !restarted:
 			m.setResult(ctx, w, c.id, w.initial, "")
 		case !seeded:
@@ -168,7 +175,7 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 		return true // liveness and readiness wait for the startup probe
 	}
 
-	out := m.runProbe(ctx, w, Target{Pod: pod, Container: w.container, ContainerID: c.id, PodIP: podIP})
+	out := m.runProbe(ctx, w, Target{Pod: pod, Container: w.container, ContainerID: c.id, PodIP: podIP}, quiet)
 	if ctx.Err() != nil {
 		return true // cancelled (worker removed, manager stopping): no verdict
 	}
@@ -187,6 +194,13 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 		w.mFailure.Inc()
 	}
 	w.mDuration.Observe(m.clock.Since(start).Seconds())
+	if w.key.typ == Readiness && r == Failure && !w.everReady && !c.startedAt.IsZero() {
+		// Not ready yet, and the container started less than a period ago:
+		// probe again when its age has doubled (at least readinessRetry).
+		if age := m.clock.Since(c.startedAt); age < w.period {
+			w.soon = max(readinessRetry, age)
+		}
+	}
 	if w.lastResult == r {
 		w.resultRun++
 	} else {
@@ -198,6 +212,9 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 		return true
 	}
 	m.setResult(ctx, w, c.id, r, out.Message)
+	if w.key.typ == Readiness && r == Success {
+		w.everReady = true
+	}
 	if (w.key.typ == Liveness && r == Failure) || w.key.typ == Startup {
 		// The container is to be restarted (liveness failure, startup
 		// failure) or started (startup success): no more probes of it.
@@ -208,8 +225,9 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 }
 
 // runProbe runs the prober, retrying an outcome with Err up to
-// maxErrorRetries times, and records events for what it found.
-func (m *Manager) runProbe(ctx context.Context, w *worker, target Target) Outcome {
+// maxErrorRetries times, and records events for what it found (quiet: not
+// for a failure).
+func (m *Manager) runProbe(ctx context.Context, w *worker, target Target, quiet bool) Outcome {
 	var out Outcome
 	for i := 0; i < maxErrorRetries; i++ {
 		out = m.safeProbe(ctx, w.spec, target)
@@ -230,7 +248,9 @@ func (m *Manager) runProbe(ctx context.Context, w *worker, target Target) Outcom
 	case out.Result == Success:
 	default:
 		workerLogger(ctx, w).V(1).Info("Probe failed", "result", out.Result, "output", out.Message)
-		m.event(w, "Unhealthy", "%s probe failed: %s", w.key.typ, out.Message)
+		if !quiet {
+			m.event(w, "Unhealthy", "%s probe failed: %s", w.key.typ, out.Message)
+		}
 	}
 	return out
 }
