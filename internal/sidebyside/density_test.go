@@ -104,10 +104,10 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 	report("%s: density %d: all Running and Ready %v after the first create", kind, size, d.allReady.Round(time.Millisecond))
 	b.densityBreakdown(kind, size, pods, pw, first)
 
-	f0 := b.sample(n)
+	f0, rt0 := b.sample(n), b.runtimeTicks()
 	b.pause(b.densityWindow)
 	n.alive()
-	f1 := b.sample(n)
+	f1, rt1 := b.sample(n), b.runtimeTicks()
 	d.window = f1.at.Sub(f0.at)
 	var children float64
 	d.cpu, children = cpuPercent(f0, f1)
@@ -116,6 +116,8 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 		t.Fatal(err)
 	}
 	report("%s: density %d: CPU of waited-for children %.3f%% over %v", kind, size, children, d.window.Round(time.Second))
+	report("%s: density %d: the runtime's CPU over the window: containerd %.1f%%, its shims with the runc they ran (starts, execs) %.1f%% of a core",
+		kind, size, ticksPercent(rt1.containerd-rt0.containerd, d.window), ticksPercent(rt1.shims-rt0.shims, d.window))
 	b.profiles(fmt.Sprintf("%s-density%d", kind, size), n)
 	notReady := 0
 	for _, p := range pods {
@@ -332,4 +334,31 @@ func (b *bench) densityEvents(kind string, size int, prefix string) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
 	}
 	report("%s: density %d: events for the pods, with repeats: %s", kind, size, strings.Join(parts, ", "))
+}
+
+// runtimeCPU is the CPU the runtime used up to a moment, in clock ticks:
+// containerd's own, and its shims' with the children they waited for (runc
+// for each start, stop and exec probe). A shim that exits takes its ticks
+// with it, so it means something only over a span in which the pods stay.
+type runtimeCPU struct{ containerd, shims int64 }
+
+func (b *bench) runtimeTicks() runtimeCPU {
+	var r runtimeCPU
+	if t, err := testenv.ProcCPUTicksWithChildren(b.c.Pid()); err == nil {
+		r.containerd = t
+	}
+	for _, pid := range b.c.Processes() {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || !strings.HasPrefix(string(comm), "containerd-shim") {
+			continue
+		}
+		if t, err := testenv.ProcCPUTicksWithChildren(pid); err == nil {
+			r.shims += t
+		}
+	}
+	return r
+}
+
+func ticksPercent(ticks int64, over time.Duration) float64 {
+	return 100 * float64(ticks) / testenv.TicksPerSecond / over.Seconds()
 }

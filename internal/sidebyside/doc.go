@@ -42,10 +42,12 @@
 //     watch, and to Running; the medians.
 //   - Density, for each size N of BENCH_DENSITY (110,250; 0 for none): N
 //     pods created at once (8 creates in flight), every other one probed
-//     as above (its Ready waits for a successful readiness probe, so a
-//     probe period when the first comes too early); the time from the
-//     first create to all Running and Ready, and each pod's p50 and p99;
-//     with them running, CPU over MEASURE_DENSITY_WINDOW (5m) and VmRSS;
+//     as above (its Ready waits for a successful readiness probe); the
+//     time from the first create to all Running and Ready, and each pod's
+//     p50 and p99; with them running, CPU over MEASURE_DENSITY_WINDOW (5m)
+//     and VmRSS, and, as a line of the output, the runtime's CPU over the
+//     same window (containerd's, and its shims' with the runc processes
+//     they waited for: starts, stops and exec probes);
 //     10 more plain pods one at a time on top (N+10 pods: maxPods allows
 //     them); the events recorded for the phase's pods by type and reason
 //     (a warning's message by its first and last part), with repeats; then
