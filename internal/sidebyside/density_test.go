@@ -116,8 +116,9 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 		t.Fatal(err)
 	}
 	report("%s: density %d: CPU of waited-for children %.3f%% over %v", kind, size, children, d.window.Round(time.Second))
-	report("%s: density %d: the runtime's CPU over the window: containerd %.1f%%, its shims with the runc they ran (starts, execs) %.1f%% of a core",
-		kind, size, ticksPercent(rt1.containerd-rt0.containerd, d.window), ticksPercent(rt1.shims-rt0.shims, d.window))
+	report("%s: density %d: the runtime's CPU over the window: containerd %.1f%%, its shims %.1f%% and the runc they ran (starts, execs) %.1f%% of a core; %.1f processes started a second on the machine",
+		kind, size, ticksPercent(rt1.containerd-rt0.containerd, d.window), ticksPercent(rt1.shims-rt0.shims, d.window),
+		ticksPercent(rt1.shimChildren-rt0.shimChildren, d.window), float64(rt1.forks-rt0.forks)/d.window.Seconds())
 	b.profiles(fmt.Sprintf("%s-density%d", kind, size), n)
 	notReady := 0
 	for _, p := range pods {
@@ -337,10 +338,12 @@ func (b *bench) densityEvents(kind string, size int, prefix string) {
 }
 
 // runtimeCPU is the CPU the runtime used up to a moment, in clock ticks:
-// containerd's own, and its shims' with the children they waited for (runc
-// for each start, stop and exec probe). A shim that exits takes its ticks
-// with it, so it means something only over a span in which the pods stay.
-type runtimeCPU struct{ containerd, shims int64 }
+// containerd's own, its shims' own and that of the children the shims
+// waited for (runc for each start, stop and exec probe); and the processes
+// the machine has started since it booted. A shim that exits takes its
+// ticks with it, so the figures mean something only over a span in which
+// the pods stay.
+type runtimeCPU struct{ containerd, shims, shimChildren, forks int64 }
 
 func (b *bench) runtimeTicks() runtimeCPU {
 	var r runtimeCPU
@@ -352,8 +355,18 @@ func (b *bench) runtimeTicks() runtimeCPU {
 		if err != nil || !strings.HasPrefix(string(comm), "containerd-shim") {
 			continue
 		}
-		if t, err := testenv.ProcCPUTicksWithChildren(pid); err == nil {
-			r.shims += t
+		own, err1 := testenv.ProcCPUTicks(pid)
+		all, err2 := testenv.ProcCPUTicksWithChildren(pid)
+		if err1 == nil && err2 == nil {
+			r.shims += own
+			r.shimChildren += all - own
+		}
+	}
+	if stat, err := os.ReadFile("/proc/stat"); err == nil {
+		for _, line := range strings.Split(string(stat), "\n") {
+			if v, ok := strings.CutPrefix(line, "processes "); ok {
+				r.forks, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
 		}
 	}
 	return r

@@ -46,8 +46,9 @@
 //     time from the first create to all Running and Ready, and each pod's
 //     p50 and p99; with them running, CPU over MEASURE_DENSITY_WINDOW (5m)
 //     and VmRSS, and, as a line of the output, the runtime's CPU over the
-//     same window (containerd's, and its shims' with the runc processes
-//     they waited for: starts, stops and exec probes);
+//     same window (containerd's, its shims' own, and that of the runc
+//     processes the shims waited for: starts, stops and exec probes) and
+//     the processes the machine started a second;
 //     10 more plain pods one at a time on top (N+10 pods: maxPods allows
 //     them); the events recorded for the phase's pods by type and reason
 //     (a warning's message by its first and last part), with repeats; then
