@@ -32,10 +32,17 @@
 // running containers (the newest per name). Containers' CPU, memory and
 // writable layer come from CRI ListContainerStats; their log usage is the
 // size of <PodLogRoot>/<namespace>_<name>_<uid>/<container>/, rotated files
-// included. A pod's CPU, memory, network and process count come from CRI
-// ListPodSandboxStats; a runtime that answers Unimplemented is not asked
-// again, and its pods are read from their cgroup (Options.PodCgroupDirs,
-// cgroup v1 or v2 files), or, without one, summed over their containers.
+// included. A pod's CPU, memory and process count come from its cgroup
+// (Options.PodCgroupDirs, cgroup v1 or v2 files) and its network counters
+// from /proc/<pid>/net/dev of a process in that cgroup, unless the process
+// is in the host's network namespace (a host-network pod has none), as the
+// kubelet's cAdvisor reads them. A pod without cgroup directories takes
+// them from CRI ListPodSandboxStats (called only when there is such a pod;
+// a runtime that answers Unimplemented is not asked again), or else sums
+// its containers'. The cgroup comes first because containerd 1.6 answers
+// ListPodSandboxStats with a `runc ps` per pod: with 110 pods on two cores,
+// that cost the runtime more CPU than anything else but the exec probes,
+// and slowed every container start (BENCHMARKS.md).
 // A pod's volumes on disk (Options.PodVolumeDirs) are its VolumeStats, each
 // the size of its directory; its ephemeral storage is its containers'
 // writable layers and logs and those volumes.
@@ -48,7 +55,8 @@
 // # Timing
 //
 // Options.Interval (default 10s, cAdvisor's housekeeping interval). A sample
-// costs a handful of file reads for the node, five CRI calls, and a
+// costs a handful of file reads for the node and each pod, four or five CRI
+// calls, and a
 // directory walk per container's logs and per volume on disk; Latest is an
 // atomic load.
 //

@@ -125,13 +125,16 @@ func memoryWorkingSet(t *testing.T, c *containerdtest.Containerd, wantSandboxSta
 		cgroups bool
 	}{{"sandbox stats", client, false}, {"pod cgroup", noSandboxStats{client}, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			coll, err := usage.New(usage.Options{NodeName: "e2e", Runtime: tc.rt, RootDir: t.TempDir(), PodLogRoot: c.PodLogRoot,
-				PodCgroupDirs: func(u string) []string {
-					if u == uid && (tc.cgroups || sbErr != nil) {
+			o := usage.Options{NodeName: "e2e", Runtime: tc.rt, RootDir: t.TempDir(), PodLogRoot: c.PodLogRoot}
+			if tc.cgroups || sbErr != nil { // with pod cgroups to read, sandbox stats are not asked for
+				o.PodCgroupDirs = func(u string) []string {
+					if u == uid {
 						return podDirs
 					}
 					return nil
-				}})
+				}
+			}
+			coll, err := usage.New(o)
 			if err != nil {
 				t.Fatal(err)
 			}

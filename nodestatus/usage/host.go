@@ -3,12 +3,15 @@ package usage
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // host reads the node's own figures from files under a root directory:
@@ -115,7 +118,82 @@ type iface struct {
 // loopback interface, and names the interface of the default route in
 // /proc/net/route ("eth0" when there is none).
 func (h *host) network() (ifaces []iface, defaultIface string, err error) {
-	err = scanLines(h.path("proc/net/dev"), func(line string) {
+	ifaces, err = netDev(h.path("proc/net/dev"))
+	if err != nil {
+		return nil, "", err
+	}
+	defaultIface = "eth0"
+	_ = scanLines(h.path("proc/net/route"), func(line string) {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[1] == "00000000" && defaultIface == "eth0" {
+			defaultIface = f[0]
+		}
+	})
+	return ifaces, defaultIface, nil
+}
+
+// netStats is the statsapi form of ifaces, with def as the default
+// interface.
+func netStats(t metav1.Time, ifaces []iface, def string) *statsapi.NetworkStats {
+	ns := &statsapi.NetworkStats{Time: t}
+	for _, i := range ifaces {
+		is := statsapi.InterfaceStats{Name: i.name, RxBytes: u64p(i.rxBytes), RxErrors: u64p(i.rxErrs), TxBytes: u64p(i.txBytes), TxErrors: u64p(i.txErrs)}
+		ns.Interfaces = append(ns.Interfaces, is)
+		if i.name == def {
+			ns.InterfaceStats = is
+		}
+	}
+	return ns
+}
+
+// podNetwork reads the network counters of a pod from the network
+// namespace of one of the processes in its cgroup (dirs, or their child
+// cgroups), as cAdvisor does for the kubelet: none when no process is
+// found or the process is in the host's network namespace (PID 1's).
+func (h *host) podNetwork(dirs []string) ([]iface, bool) {
+	pid := ""
+	for _, d := range dirs {
+		if pid = cgroupPid(d, 2); pid != "" {
+			break
+		}
+	}
+	if pid == "" {
+		return nil, false
+	}
+	own, err1 := os.Stat(h.path("proc/" + pid + "/ns/net"))
+	hostNs, err2 := os.Stat(h.path("proc/1/ns/net"))
+	if err1 != nil || err2 != nil || os.SameFile(own, hostNs) {
+		return nil, false
+	}
+	ifaces, err := netDev(h.path("proc/" + pid + "/net/dev"))
+	return ifaces, err == nil
+}
+
+// cgroupPid returns the first process listed in dir's cgroup.procs or, to
+// depth levels down, its child cgroups'.
+func cgroupPid(dir string, depth int) string {
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			return f[0]
+		}
+	}
+	if depth == 0 {
+		return ""
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			if pid := cgroupPid(filepath.Join(dir, e.Name()), depth-1); pid != "" {
+				return pid
+			}
+		}
+	}
+	return ""
+}
+
+// netDev reads a /proc/<pid>/net/dev file without the loopback interface.
+func netDev(path string) (ifaces []iface, err error) {
+	err = scanLines(path, func(line string) {
 		name, rest, ok := strings.Cut(line, ":")
 		if !ok {
 			return
@@ -128,17 +206,7 @@ func (h *host) network() (ifaces []iface, defaultIface string, err error) {
 		n := func(i int) uint64 { v, _ := strconv.ParseUint(f[i], 10, 64); return v }
 		ifaces = append(ifaces, iface{name: name, rxBytes: n(0), rxErrs: n(2), txBytes: n(8), txErrs: n(10)})
 	})
-	if err != nil {
-		return nil, "", err
-	}
-	defaultIface = "eth0"
-	_ = scanLines(h.path("proc/net/route"), func(line string) {
-		f := strings.Fields(line)
-		if len(f) > 2 && f[1] == "00000000" && defaultIface == "eth0" {
-			defaultIface = f[0]
-		}
-	})
-	return ifaces, defaultIface, nil
+	return ifaces, err
 }
 
 // rlimit is kubelet's process limit and count: the smaller of

@@ -63,8 +63,11 @@ type Options struct {
 	PodLogRoot string
 	// PodCgroupDirs returns the directories of a pod's cgroup, one per
 	// mounted cgroup hierarchy (absolute paths), or none when it has no
-	// cgroup. It is used for the pod's CPU and memory when the runtime does
-	// not report sandbox stats. Nil: such pods' figures are the sums of their
+	// cgroup. A pod's CPU, memory and process count are read from them, and
+	// its network counters from the network namespace of a process in them,
+	// as the kubelet's cAdvisor reads them. Pods without (all pods when
+	// nil) take theirs from CRI ListPodSandboxStats, asked only for them,
+	// or, where the runtime does not have it, the sums of their
 	// containers'. cri.Syncer's PodCgroupDirs is one.
 	PodCgroupDirs func(podUID string) []string
 	// PodVolumeDirs returns a pod's volumes kept on the node's disk, by

@@ -18,9 +18,9 @@ import (
 
 // pods adds the pods of the ready sandboxes, with their running containers,
 // to s. Containers' CPU, memory and writable layers come from
-// ListContainerStats; pods' from ListPodSandboxStats or, where the runtime
-// does not have it, from the pod's cgroup, or else the sums of the
-// containers'.
+// ListContainerStats; pods' from the pod's cgroup with Options.PodCgroupDirs,
+// else from ListPodSandboxStats where the runtime has it, or else the sums
+// of the containers'.
 func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary, nodeFs fsInfo, haveNodeFs bool, next map[string]cpuPoint) error {
 	logger := klog.FromContext(ctx)
 	rt := c.opts.Runtime
@@ -40,22 +40,6 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 	for _, cs := range cstatsList {
 		cstats[cs.GetAttributes().GetId()] = cs
 	}
-	var sbStats map[string]*runtimeapi.PodSandboxStats
-	if !c.noSandboxStats {
-		list, err := rt.ListPodSandboxStats(ctx, nil)
-		switch {
-		case runtime.IsUnimplemented(err):
-			c.noSandboxStats = true
-		case err != nil:
-			logger.V(2).Info("Listing pod sandbox stats; using pod cgroups this time", "err", err)
-		default:
-			sbStats = make(map[string]*runtimeapi.PodSandboxStats, len(list))
-			for _, st := range list {
-				sbStats[st.GetAttributes().GetId()] = st
-			}
-		}
-	}
-
 	// The image file system, which holds the writable layers too.
 	var imageFs fsInfo
 	haveImageFs := false
@@ -81,6 +65,33 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 		uid := sb.GetMetadata().GetUid()
 		if old, ok := byUID[uid]; !ok || sb.CreatedAt > old.CreatedAt {
 			byUID[uid] = sb
+		}
+	}
+	// A pod's cgroup first (as the kubelet's cAdvisor); sandbox stats only
+	// for pods without one: containerd 1.6 answers ListPodSandboxStats with
+	// a `runc ps` for every pod, which on a full node costs the machine
+	// more than everything else the collector does.
+	podDirs := make(map[string][]string, len(byUID))
+	needSandboxStats := false
+	for uid := range byUID {
+		if c.opts.PodCgroupDirs != nil {
+			podDirs[uid] = c.opts.PodCgroupDirs(uid)
+		}
+		needSandboxStats = needSandboxStats || len(podDirs[uid]) == 0
+	}
+	var sbStats map[string]*runtimeapi.PodSandboxStats
+	if needSandboxStats && !c.noSandboxStats {
+		list, err := rt.ListPodSandboxStats(ctx, nil)
+		switch {
+		case runtime.IsUnimplemented(err):
+			c.noSandboxStats = true
+		case err != nil:
+			logger.V(2).Info("Listing pod sandbox stats; using pod cgroups this time", "err", err)
+		default:
+			sbStats = make(map[string]*runtimeapi.PodSandboxStats, len(list))
+			for _, st := range list {
+				sbStats[st.GetAttributes().GetId()] = st
+			}
 		}
 	}
 	// One running container per sandbox and name, the newest.
@@ -157,7 +168,20 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 		}
 
 		key := "pod/" + md.GetUid()
-		if sbs := sbStats[sb.Id]; sbs.GetLinux() != nil {
+		if cg, ok := c.podCgroup(ctx, md.GetUid(), podDirs[md.GetUid()]); ok {
+			if ifaces, ok := c.host.podNetwork(podDirs[md.GetUid()]); ok {
+				ps.Network = netStats(metav1.NewTime(now), ifaces, "eth0")
+			}
+			if cg.hasCPU {
+				ps.CPU = c.cpu(key, now, cg.cpuNanos, 0, next)
+			}
+			if cg.hasMemory {
+				ps.Memory = memory(now, cg, cg.limit)
+			}
+			if cg.hasProcesses {
+				ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64p(cg.processes)}
+			}
+		} else if sbs := sbStats[sb.Id]; sbs.GetLinux() != nil {
 			l := sbs.Linux
 			if cpu := l.GetCpu(); cpu != nil {
 				ps.CPU = c.cpu(key, nanoTime(cpu.Timestamp, now), cpu.GetUsageCoreNanoSeconds().GetValue(), cpu.GetUsageNanoCores().GetValue(), next)
@@ -170,16 +194,6 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 			}
 			if p := l.GetProcess(); p != nil && p.ProcessCount != nil {
 				ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64p(p.ProcessCount.Value)}
-			}
-		} else if cg, ok := c.podCgroup(ctx, md.GetUid()); ok {
-			if cg.hasCPU {
-				ps.CPU = c.cpu(key, now, cg.cpuNanos, 0, next)
-			}
-			if cg.hasMemory {
-				ps.Memory = memory(now, cg, cg.limit)
-			}
-			if cg.hasProcesses {
-				ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64p(cg.processes)}
 			}
 		} else {
 			if sum.hasCPU {
@@ -227,12 +241,8 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 	return nil
 }
 
-// podCgroup reads a pod's cgroup through Options.PodCgroupDirs.
-func (c *Collector) podCgroup(ctx context.Context, uid string) (cgroupUsage, bool) {
-	if c.opts.PodCgroupDirs == nil {
-		return cgroupUsage{}, false
-	}
-	dirs := c.opts.PodCgroupDirs(uid)
+// podCgroup reads a pod's cgroup from its directories (none: no cgroup).
+func (c *Collector) podCgroup(ctx context.Context, uid string, dirs []string) (cgroupUsage, bool) {
 	if len(dirs) == 0 {
 		return cgroupUsage{}, false
 	}

@@ -3,6 +3,7 @@ package usage_test
 import (
 	"context"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -141,7 +142,7 @@ func TestPodsFromRuntime(t *testing.T) {
 	}
 }
 
-func TestPodsCgroupFallback(t *testing.T) {
+func TestPodsFromTheirCgroups(t *testing.T) {
 	root := t.TempDir()
 	testenv.WriteTree(t, root, merge(procFiles, v1Files))
 	cg := t.TempDir()
@@ -157,7 +158,23 @@ func TestPodsCgroupFallback(t *testing.T) {
 		"v2/kubepods/podB/memory.stat":    "anon 1048576\ninactive_file 10485760\npgfault 3\npgmajfault 0\n",
 		"v2/kubepods/podB/memory.max":     "max\n",
 		"v2/kubepods/podB/pids.current":   "6\n",
+		// Their processes: pod a's in a network namespace of its own (the
+		// pause container's cgroup, below the pod's), pod b's in the host's.
+		"v1/cpuacct/kubepods/podA/pause/cgroup.procs": "4242\n",
+		"v2/kubepods/podB/app/cgroup.procs":           "4343\n",
 	})
+	testenv.WriteTree(t, root, map[string]string{
+		"proc/1/ns/net":     "host\n",
+		"proc/4242/ns/net":  "pod a\n",
+		"proc/4242/net/dev": "Inter-|   Receive  |  Transmit\n face |bytes packets errs drop fifo frame compressed multicast|bytes packets errs drop fifo colls carrier compressed\n    lo: 9 1 0 0 0 0 0 0 9 1 0 0 0 0 0 0\n  eth0: 1000 10 2 0 0 0 0 0 3000 30 4 0 0 0 0 0\n",
+		"proc/4343/net/dev": "  eth0: 5 5 5 0 0 0 0 0 5 5 5 0 0 0 0 0\n",
+	})
+	if err := os.MkdirAll(filepath.Join(root, "proc/4343/ns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "proc/1/ns/net"), filepath.Join(root, "proc/4343/ns/net")); err != nil {
+		t.Fatal(err)
+	}
 	dirs := map[string][]string{
 		"uid-a": {filepath.Join(cg, "v1/cpuacct/kubepods/podA"), filepath.Join(cg, "v1/memory/kubepods/podA")},
 		"uid-b": {filepath.Join(cg, "v2/kubepods/podB")},
@@ -175,19 +192,40 @@ func TestPodsCgroupFallback(t *testing.T) {
 		o.Runtime = f
 		o.PodCgroupDirs = func(uid string) []string { return dirs[uid] }
 	})
+	sandboxStatsCalls := func(f *runtimetest.Runtime) int {
+		n := 0
+		for _, call := range f.Calls() {
+			if call.Method == "ListPodSandboxStats" {
+				n++
+			}
+		}
+		return n
+	}
 	for range 2 { // the second sample does not ask for sandbox stats again
 		if err := c.SyncOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n := 0
-	for _, call := range f.Calls() {
-		if call.Method == "ListPodSandboxStats" {
-			n++
-		}
+	if n := sandboxStatsCalls(f); n != 1 {
+		t.Errorf("ListPodSandboxStats called %d times for pod c, which has no cgroup, want once (Unimplemented is remembered)", n)
 	}
-	if n != 1 {
-		t.Errorf("ListPodSandboxStats called %d times, want once (Unimplemented is remembered)", n)
+	// Every pod with a cgroup: sandbox stats are not asked for, though the
+	// runtime has them.
+	f2 := runtimetest.New(runtimetest.Options{Clock: clk})
+	runPod(t, f2, "ns", "a", "uid-a", "c")
+	runPod(t, f2, "ns", "b", "uid-b", "c")
+	c2 := newCollector(t, clk, root, func(o *usage.Options) {
+		o.Runtime = f2
+		o.PodCgroupDirs = func(uid string) []string { return dirs[uid] }
+	})
+	if err := c2.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := sandboxStatsCalls(f2); n != 0 {
+		t.Errorf("ListPodSandboxStats called %d times with every pod's cgroup to read, want none", n)
+	}
+	if a2 := findPod(c2.Latest().Summary, "a"); val(a2.CPU.UsageCoreNanoSeconds) != 7e9 || a2.Network == nil {
+		t.Errorf("pod a with sandbox stats at hand: cpu %+v network %+v, want its cgroup's and its process's", a2.CPU, a2.Network)
 	}
 	s := c.Latest().Summary
 	a, b, cc := findPod(s, "a"), findPod(s, "b"), findPod(s, "c")
@@ -198,6 +236,12 @@ func TestPodsCgroupFallback(t *testing.T) {
 	if val(b.CPU.UsageCoreNanoSeconds) != 3e9 || val(b.Memory.WorkingSetBytes) != 40<<20 || b.Memory.AvailableBytes != nil || val(b.ProcessStats.ProcessCount) != 6 {
 		t.Errorf("pod b (cgroup v2) cpu %d ws %d avail %v, want 3e9, 40Mi, no limit; processes %+v",
 			val(b.CPU.UsageCoreNanoSeconds), val(b.Memory.WorkingSetBytes), b.Memory.AvailableBytes, b.ProcessStats)
+	}
+	if a.Network == nil || a.Network.InterfaceStats.Name != "eth0" || val(a.Network.RxBytes) != 1000 || val(a.Network.TxErrors) != 4 || len(a.Network.Interfaces) != 1 {
+		t.Errorf("pod a network %+v, want eth0 alone with rx 1000 bytes and 4 tx errors", a.Network)
+	}
+	if b.Network != nil || cc.Network != nil {
+		t.Errorf("pod b (host network) network %+v, pod c (no cgroup) %+v: want none", b.Network, cc.Network)
 	}
 	if val(cc.CPU.UsageCoreNanoSeconds) != 3e9 || val(cc.Memory.WorkingSetBytes) != 4<<20 || val(cc.Memory.UsageBytes) != 5<<20 {
 		t.Errorf("pod c (no cgroup) cpu %d ws %d usage %d, want the containers' sums 3e9, 4Mi, 5Mi",

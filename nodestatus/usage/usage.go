@@ -171,15 +171,7 @@ func (c *Collector) SyncOnce(ctx context.Context) error {
 		logger.V(4).Info("Reading the node file system", "path", c.opts.RootDir, "err", err)
 	}
 	if ifaces, def, err := c.host.network(); err == nil {
-		ns := &statsapi.NetworkStats{Time: mt}
-		for _, i := range ifaces {
-			is := statsapi.InterfaceStats{Name: i.name, RxBytes: u64p(i.rxBytes), RxErrors: u64p(i.rxErrs), TxBytes: u64p(i.txBytes), TxErrors: u64p(i.txErrs)}
-			ns.Interfaces = append(ns.Interfaces, is)
-			if i.name == def {
-				ns.InterfaceStats = is
-			}
-		}
-		s.Node.Network = ns
+		s.Node.Network = netStats(mt, ifaces, def)
 	} else {
 		logger.V(4).Info("Reading network counters", "err", err)
 	}

@@ -459,8 +459,8 @@ func (p *podCgroups) existingDirs(uid types.UID) []string {
 // for the pod with uid, one per mounted cgroup hierarchy that holds it (on
 // cgroup v1, cpuacct and memory among them), or none when CgroupsPerQOS is
 // off, the driver is systemd, or the pod has no cgroup. It is what
-// nodestatus/usage reads a pod's CPU and memory from when the runtime does
-// not report sandbox stats (usage.Options.PodCgroupDirs).
+// nodestatus/usage reads a pod's CPU, memory, process count and network
+// from (usage.Options.PodCgroupDirs).
 func (c *Syncer) PodCgroupDirs(uid string) []string {
 	if c.cgroups == nil {
 		return nil
