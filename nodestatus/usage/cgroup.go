@@ -40,51 +40,58 @@ const noLimit = 1 << 62
 func readCgroup(dirs []string) (cgroupUsage, error) {
 	var u cgroupUsage
 	var errs []error
+	note := func(err error) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	for _, d := range dirs {
-		// cgroup v1
-		if v, ok, err := readUint(filepath.Join(d, "cpuacct.usage")); err == nil && ok {
-			u.cpuNanos, u.hasCPU = v, true
-		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+		if u.hasCPU && u.hasMemory && u.hasProcesses {
+			break // the other hierarchies hold nothing more
 		}
-		if v, ok, err := readUint(filepath.Join(d, "memory.usage_in_bytes")); err == nil && ok {
-			u.usage, u.hasMemory = v, true
-			if err := readKeyed(filepath.Join(d, "memory.stat"), map[string]*uint64{
-				"total_inactive_file": &u.inactiveFile,
-				"total_rss":           &u.rss,
-				"total_pgfault":       &u.pgfault,
-				"total_pgmajfault":    &u.pgmajf,
-			}); err != nil {
-				errs = append(errs, err)
-			}
-			if l, ok, err := readUint(filepath.Join(d, "memory.limit_in_bytes")); err == nil && ok && l < noLimit {
-				u.limit = l
-			}
-		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-		// cgroup v2
-		var usec uint64
-		if err := readKeyed(filepath.Join(d, "cpu.stat"), map[string]*uint64{"usage_usec": &usec}); err == nil && usec > 0 {
-			u.cpuNanos, u.hasCPU = usec*1000, true
-		}
-		if v, ok, err := readUint(filepath.Join(d, "memory.current")); err == nil && ok {
-			u.usage, u.hasMemory = v, true
-			if err := readKeyed(filepath.Join(d, "memory.stat"), map[string]*uint64{
-				"inactive_file": &u.inactiveFile,
-				"anon":          &u.rss,
-				"pgfault":       &u.pgfault,
-				"pgmajfault":    &u.pgmajf,
-			}); err != nil {
-				errs = append(errs, err)
-			}
-			if l, ok, err := readUint(filepath.Join(d, "memory.max")); err == nil && ok {
-				u.limit = l
+		if !u.hasCPU {
+			if v, ok, err := readUint(filepath.Join(d, "cpuacct.usage")); err == nil && ok { // v1
+				u.cpuNanos, u.hasCPU = v, true
+			} else {
+				note(err)
+				var usec uint64 // v2
+				if err := readKeyed(filepath.Join(d, "cpu.stat"), map[string]*uint64{"usage_usec": &usec}); err == nil && usec > 0 {
+					u.cpuNanos, u.hasCPU = usec*1000, true
+				}
 			}
 		}
-		// pids, both versions
-		if v, ok, err := readUint(filepath.Join(d, "pids.current")); err == nil && ok {
-			u.processes, u.hasProcesses = v, true
+		if !u.hasMemory {
+			if v, ok, err := readUint(filepath.Join(d, "memory.usage_in_bytes")); err == nil && ok { // v1
+				u.usage, u.hasMemory = v, true
+				note(readKeyed(filepath.Join(d, "memory.stat"), map[string]*uint64{
+					"total_inactive_file": &u.inactiveFile,
+					"total_rss":           &u.rss,
+					"total_pgfault":       &u.pgfault,
+					"total_pgmajfault":    &u.pgmajf,
+				}))
+				if l, ok, err := readUint(filepath.Join(d, "memory.limit_in_bytes")); err == nil && ok && l < noLimit {
+					u.limit = l
+				}
+			} else {
+				note(err)
+				if v, ok, err := readUint(filepath.Join(d, "memory.current")); err == nil && ok { // v2
+					u.usage, u.hasMemory = v, true
+					note(readKeyed(filepath.Join(d, "memory.stat"), map[string]*uint64{
+						"inactive_file": &u.inactiveFile,
+						"anon":          &u.rss,
+						"pgfault":       &u.pgfault,
+						"pgmajfault":    &u.pgmajf,
+					}))
+					if l, ok, err := readUint(filepath.Join(d, "memory.max")); err == nil && ok {
+						u.limit = l
+					}
+				}
+			}
+		}
+		if !u.hasProcesses { // both versions
+			if v, ok, err := readUint(filepath.Join(d, "pids.current")); err == nil && ok {
+				u.processes, u.hasProcesses = v, true
+			}
 		}
 	}
 	return u, errors.Join(errs...)

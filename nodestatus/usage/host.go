@@ -147,26 +147,34 @@ func netStats(t metav1.Time, ifaces []iface, def string) *statsapi.NetworkStats 
 }
 
 // podNetwork reads the network counters of a pod from the network
-// namespace of one of the processes in its cgroup (dirs, or their child
+// namespace of one of the processes in its cgroup (pf.dirs, or their child
 // cgroups), as cAdvisor does for the kubelet: none when no process is
-// found or the process is in the host's network namespace (PID 1's).
-func (h *host) podNetwork(dirs []string) ([]iface, bool) {
-	pid := ""
-	for _, d := range dirs {
-		if pid = cgroupPid(d, 2); pid != "" {
-			break
+// found or the process is in the host's network namespace (PID 1's). The
+// process found is kept in pf.pid until it is gone.
+func (h *host) podNetwork(pf *podFiles) ([]iface, bool) {
+	for attempt := 0; attempt < 2; attempt++ {
+		if pf.pid == "" {
+			for _, d := range pf.dirs {
+				if pf.pid = cgroupPid(d, 2); pf.pid != "" {
+					break
+				}
+			}
+			if pf.pid == "" {
+				return nil, false
+			}
 		}
+		own, err := os.Stat(h.path("proc/" + pf.pid + "/ns/net"))
+		if err != nil {
+			pf.pid = "" // gone: find another
+			continue
+		}
+		if hostNs, err := os.Stat(h.path("proc/1/ns/net")); err != nil || os.SameFile(own, hostNs) {
+			return nil, false
+		}
+		ifaces, err := netDev(h.path("proc/" + pf.pid + "/net/dev"))
+		return ifaces, err == nil
 	}
-	if pid == "" {
-		return nil, false
-	}
-	own, err1 := os.Stat(h.path("proc/" + pid + "/ns/net"))
-	hostNs, err2 := os.Stat(h.path("proc/1/ns/net"))
-	if err1 != nil || err2 != nil || os.SameFile(own, hostNs) {
-		return nil, false
-	}
-	ifaces, err := netDev(h.path("proc/" + pid + "/net/dev"))
-	return ifaces, err == nil
+	return nil, false
 }
 
 // cgroupPid returns the first process listed in dir's cgroup.procs or, to

@@ -71,13 +71,25 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 	// for pods without one: containerd 1.6 answers ListPodSandboxStats with
 	// a `runc ps` for every pod, which on a full node costs the machine
 	// more than everything else the collector does.
-	podDirs := make(map[string][]string, len(byUID))
+	// A pod's directories are looked up once and kept while it is listed
+	// (and its cgroup reads), so a sample does not stat every hierarchy of
+	// every QoS class for every pod again.
+	for uid := range c.files {
+		if _, ok := byUID[uid]; !ok {
+			delete(c.files, uid)
+		}
+	}
 	needSandboxStats := false
 	for uid := range byUID {
-		if c.opts.PodCgroupDirs != nil {
-			podDirs[uid] = c.opts.PodCgroupDirs(uid)
+		pf := c.files[uid]
+		if pf == nil {
+			pf = &podFiles{}
+			if c.opts.PodCgroupDirs != nil {
+				pf.dirs = c.opts.PodCgroupDirs(uid)
+			}
+			c.files[uid] = pf
 		}
-		needSandboxStats = needSandboxStats || len(podDirs[uid]) == 0
+		needSandboxStats = needSandboxStats || len(pf.dirs) == 0
 	}
 	var sbStats map[string]*runtimeapi.PodSandboxStats
 	if needSandboxStats && !c.noSandboxStats {
@@ -168,8 +180,9 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 		}
 
 		key := "pod/" + md.GetUid()
-		if cg, ok := c.podCgroup(ctx, md.GetUid(), podDirs[md.GetUid()]); ok {
-			if ifaces, ok := c.host.podNetwork(podDirs[md.GetUid()]); ok {
+		if pf := c.files[md.GetUid()]; c.podCgroup(ctx, md.GetUid(), pf) {
+			cg := pf.usage
+			if ifaces, ok := c.host.podNetwork(pf); ok {
 				ps.Network = netStats(metav1.NewTime(now), ifaces, "eth0")
 			}
 			if cg.hasCPU {
@@ -241,16 +254,30 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 	return nil
 }
 
-// podCgroup reads a pod's cgroup from its directories (none: no cgroup).
-func (c *Collector) podCgroup(ctx context.Context, uid string, dirs []string) (cgroupUsage, bool) {
-	if len(dirs) == 0 {
-		return cgroupUsage{}, false
+// podFiles is where a pod's figures are read from, kept between samples.
+type podFiles struct {
+	dirs  []string    // its cgroup's directories (none: no cgroup)
+	pid   string      // a process in it, for its network namespace ("": look again)
+	usage cgroupUsage // what the last read found
+}
+
+// podCgroup reads a pod's cgroup into pf.usage and reports whether it had
+// CPU or memory figures; a pod whose cgroup did not is looked up again at
+// the next sample.
+func (c *Collector) podCgroup(ctx context.Context, uid string, pf *podFiles) bool {
+	if pf == nil || len(pf.dirs) == 0 {
+		return false
 	}
-	cg, err := readCgroup(dirs)
+	cg, err := readCgroup(pf.dirs)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Reading a pod cgroup", "podUID", uid, "err", err)
 	}
-	return cg, cg.hasCPU || cg.hasMemory
+	pf.usage = cg
+	if !cg.hasCPU && !cg.hasMemory {
+		delete(c.files, uid)
+		return false
+	}
+	return true
 }
 
 // nanoTime is a CRI timestamp (ns since the epoch), or def when it is 0.

@@ -188,9 +188,10 @@ func TestPodsFromTheirCgroups(t *testing.T) {
 	must(t, f.SetContainerUsage(ids["c1"], runtimetest.Usage{CPUCoreNanoSeconds: 1e9, MemoryWorkingSetBytes: 1 << 20, MemoryUsageBytes: 2 << 20}))
 	must(t, f.SetContainerUsage(ids["c2"], runtimetest.Usage{CPUCoreNanoSeconds: 2e9, MemoryWorkingSetBytes: 3 << 20, MemoryUsageBytes: 3 << 20}))
 
+	lookups := 0
 	c := newCollector(t, clk, root, func(o *usage.Options) {
 		o.Runtime = f
-		o.PodCgroupDirs = func(uid string) []string { return dirs[uid] }
+		o.PodCgroupDirs = func(uid string) []string { lookups++; return dirs[uid] }
 	})
 	sandboxStatsCalls := func(f *runtimetest.Runtime) int {
 		n := 0
@@ -205,6 +206,9 @@ func TestPodsFromTheirCgroups(t *testing.T) {
 		if err := c.SyncOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if lookups != 3 {
+		t.Errorf("PodCgroupDirs called %d times for three pods over two samples, want once a pod", lookups)
 	}
 	if n := sandboxStatsCalls(f); n != 1 {
 		t.Errorf("ListPodSandboxStats called %d times for pod c, which has no cgroup, want once (Unimplemented is remembered)", n)

@@ -40,6 +40,7 @@ type Collector struct {
 	prev           map[string]cpuPoint
 	noSandboxStats bool // the runtime answered Unimplemented
 	bootTime       time.Time
+	files          map[string]*podFiles // by pod UID, the pods of the last sample
 
 	latest atomic.Pointer[Snapshot]
 }
@@ -57,7 +58,7 @@ func New(opts Options) (*Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	return &Collector{opts: opts, host: newHost(opts.HostRoot), prev: map[string]cpuPoint{}}, nil
+	return &Collector{opts: opts, host: newHost(opts.HostRoot), prev: map[string]cpuPoint{}, files: map[string]*podFiles{}}, nil
 }
 
 // Latest returns the last sample, or nil before the first one. It never
