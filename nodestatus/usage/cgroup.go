@@ -32,6 +32,14 @@ func (u cgroupUsage) workingSet() uint64 {
 // (page-aligned LLONG_MAX).
 const noLimit = 1 << 62
 
+// memoryFiles name a cgroup's memory figures: cgroup v1's, then v2's
+// (memory.stat's keys are the prefix and inactive_file, pgfault and
+// pgmajfault, and rss).
+var memoryFiles = []struct{ usage, limit, prefix, rss string }{
+	{"memory.usage_in_bytes", "memory.limit_in_bytes", "total_", "total_rss"},
+	{"memory.current", "memory.max", "", "anon"},
+}
+
 // readCgroup reads a cgroup's CPU and memory use from its directories, one
 // per mounted hierarchy on cgroup v1 (cpuacct and memory may be different
 // mounts) or the one of cgroup v2: cpuacct.usage or cpu.stat's usage_usec;
@@ -61,31 +69,23 @@ func readCgroup(dirs []string) (cgroupUsage, error) {
 			}
 		}
 		if !u.hasMemory {
-			if v, ok, err := readUint(filepath.Join(d, "memory.usage_in_bytes")); err == nil && ok { // v1
+			for _, f := range memoryFiles {
+				v, ok, err := readUint(filepath.Join(d, f.usage))
+				if err != nil || !ok {
+					note(err)
+					continue
+				}
 				u.usage, u.hasMemory = v, true
 				note(readKeyed(filepath.Join(d, "memory.stat"), map[string]*uint64{
-					"total_inactive_file": &u.inactiveFile,
-					"total_rss":           &u.rss,
-					"total_pgfault":       &u.pgfault,
-					"total_pgmajfault":    &u.pgmajf,
+					f.prefix + "inactive_file": &u.inactiveFile,
+					f.rss:                      &u.rss,
+					f.prefix + "pgfault":       &u.pgfault,
+					f.prefix + "pgmajfault":    &u.pgmajf,
 				}))
-				if l, ok, err := readUint(filepath.Join(d, "memory.limit_in_bytes")); err == nil && ok && l < noLimit {
+				if l, ok, err := readUint(filepath.Join(d, f.limit)); err == nil && ok && l < noLimit {
 					u.limit = l
 				}
-			} else {
-				note(err)
-				if v, ok, err := readUint(filepath.Join(d, "memory.current")); err == nil && ok { // v2
-					u.usage, u.hasMemory = v, true
-					note(readKeyed(filepath.Join(d, "memory.stat"), map[string]*uint64{
-						"inactive_file": &u.inactiveFile,
-						"anon":          &u.rss,
-						"pgfault":       &u.pgfault,
-						"pgmajfault":    &u.pgmajf,
-					}))
-					if l, ok, err := readUint(filepath.Join(d, "memory.max")); err == nil && ok {
-						u.limit = l
-					}
-				}
+				break
 			}
 		}
 		if !u.hasProcesses { // both versions
