@@ -32,20 +32,18 @@ func (u cgroupUsage) workingSet() uint64 {
 // (page-aligned LLONG_MAX).
 const noLimit = 1 << 62
 
-// memoryFiles name a cgroup's memory figures: cgroup v1's, then v2's
-// (memory.stat's keys are the prefix and inactive_file, pgfault and
-// pgmajfault, and rss).
-var memoryFiles = []struct{ usage, limit, prefix, rss string }{
-	{"memory.usage_in_bytes", "memory.limit_in_bytes", "total_", "total_rss"},
-	{"memory.current", "memory.max", "", "anon"},
-}
-
 // readCgroup reads a cgroup's CPU and memory use from its directories, one
 // per mounted hierarchy on cgroup v1 (cpuacct and memory may be different
 // mounts) or the one of cgroup v2: cpuacct.usage or cpu.stat's usage_usec;
 // memory.usage_in_bytes with memory.stat's total_* fields, or memory.current
 // with memory.stat. Directories without these files are passed over.
 func readCgroup(dirs []string) (cgroupUsage, error) {
+	// The files of the memory figures, cgroup v1's then v2's; memory.stat's
+	// keys are the prefix and inactive_file, pgfault and pgmajfault, and rss.
+	memoryFiles := [...]struct{ usage, limit, prefix, rss string }{
+		{"memory.usage_in_bytes", "memory.limit_in_bytes", "total_", "total_rss"},
+		{"memory.current", "memory.max", "", "anon"},
+	}
 	var u cgroupUsage
 	var errs []error
 	note := func(err error) {
