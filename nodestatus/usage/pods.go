@@ -70,10 +70,9 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 	// A pod's cgroup first (as the kubelet's cAdvisor); sandbox stats only
 	// for pods without one: containerd 1.6 answers ListPodSandboxStats with
 	// a `runc ps` for every pod, which on a full node costs the machine
-	// more than everything else the collector does.
-	// A pod's directories are looked up once and kept while it is listed
-	// (and its cgroup reads), so a sample does not stat every hierarchy of
-	// every QoS class for every pod again.
+	// more than everything else the collector does. A pod's directories are
+	// looked up once and kept while it is listed and its cgroup reads, so a
+	// sample does not stat every hierarchy of every QoS class again.
 	for uid := range c.files {
 		if _, ok := byUID[uid]; !ok {
 			delete(c.files, uid)
@@ -98,7 +97,7 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 		case runtime.IsUnimplemented(err):
 			c.noSandboxStats = true
 		case err != nil:
-			logger.V(2).Info("Listing pod sandbox stats; using pod cgroups this time", "err", err)
+			logger.V(2).Info("Listing pod sandbox stats; pods without a cgroup sum their containers this time", "err", err)
 		default:
 			sbStats = make(map[string]*runtimeapi.PodSandboxStats, len(list))
 			for _, st := range list {
