@@ -200,12 +200,13 @@ func badInput(t *testing.T, cp *controlplane.ControlPlane, c *containerdtest.Con
 				mu.Unlock()
 			}
 			if info, err := os.Stat(filepath.Join(logDir, "0.log")); err == nil {
-				if size := info.Size(); size >= last {
+				size := info.Size()
+				if size >= last {
 					cum += size - last
 				} else {
 					cum += size
 				}
-				last = info.Size()
+				last = size
 				now := time.Now()
 				window = append(window, point{now, cum})
 				for len(window) > 1 && now.Sub(window[0].at) > badLogInterval {

@@ -179,8 +179,8 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 		}
 
 		key := "pod/" + md.GetUid()
-		if pf := c.files[md.GetUid()]; c.podCgroup(ctx, md.GetUid(), pf) {
-			cg := pf.usage
+		pf := c.files[md.GetUid()]
+		if cg, ok := c.podCgroup(ctx, md.GetUid(), pf); ok {
 			if ifaces, ok := c.host.podNetwork(pf); ok {
 				ps.Network = netStats(metav1.NewTime(now), ifaces, "eth0")
 			}
@@ -255,28 +255,26 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 
 // podFiles is where a pod's figures are read from, kept between samples.
 type podFiles struct {
-	dirs  []string    // its cgroup's directories (none: no cgroup)
-	pid   string      // a process in it, for its network namespace ("": look again)
-	usage cgroupUsage // what the last read found
+	dirs []string // its cgroup's directories (none: no cgroup)
+	pid  string   // a process in it, for its network namespace ("": look again)
 }
 
-// podCgroup reads a pod's cgroup into pf.usage and reports whether it had
-// CPU or memory figures; a pod whose cgroup did not is looked up again at
-// the next sample.
-func (c *Collector) podCgroup(ctx context.Context, uid string, pf *podFiles) bool {
+// podCgroup reads a pod's cgroup and reports whether it had CPU or memory
+// figures; a pod whose cgroup did not is looked up again at the next
+// sample.
+func (c *Collector) podCgroup(ctx context.Context, uid string, pf *podFiles) (cgroupUsage, bool) {
 	if pf == nil || len(pf.dirs) == 0 {
-		return false
+		return cgroupUsage{}, false
 	}
 	cg, err := readCgroup(pf.dirs)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Reading a pod cgroup", "podUID", uid, "err", err)
 	}
-	pf.usage = cg
 	if !cg.hasCPU && !cg.hasMemory {
 		delete(c.files, uid)
-		return false
+		return cg, false
 	}
-	return true
+	return cg, true
 }
 
 // nanoTime is a CRI timestamp (ns since the epoch), or def when it is 0.
