@@ -50,7 +50,9 @@
 // final status); then Done until REMOVE forgets it. Pods the backend runs
 // but no source knows (orphans) are stopped with a 1s grace once the engine
 // has handled an update from every source in Options.Sources, so a
-// restarted agent adopts what runs.
+// restarted agent adopts what runs. A pod a source sends while what runs of
+// its UID is stopped for good (an orphan, or a pod removed and sent again)
+// starts afresh once that is stopped, as the kubelet restarts it.
 //
 // # Timing
 //

@@ -178,12 +178,16 @@ func (l Lifecycle) String() string {
 }
 
 type worker struct {
-	uid       types.UID
-	pod       *corev1.Pod
-	life      Lifecycle
-	grace     time.Duration
-	removed   bool // gone from its source
-	orphan    bool // no source ever had it
+	uid     types.UID
+	pod     *corev1.Pod
+	life    Lifecycle
+	grace   time.Duration
+	removed bool // gone from its source
+	orphan  bool // no source ever had it
+	// readd: the pod a source has again while the worker, removed or an
+	// orphan, stops what runs of it; a new worker starts it when that is
+	// over.
+	readd     *corev1.Pod
 	busy      bool // a sync is queued for a slot or running
 	running   bool // a sync holds a slot
 	pending   bool
@@ -311,59 +315,74 @@ func (e *Engine) HandleUpdate(u podsource.Update) {
 	e.mu.Lock()
 	e.handled[u.Source] = true
 	for _, pod := range e.admissionOrder(u) {
-		if pod == nil || podsource.IsMirrorPod(pod) {
-			continue
-		}
-		w := e.workers[pod.UID]
-		known := w != nil
-		if w == nil {
-			if u.Op == podsource.OpRemove {
-				continue
-			}
-			ok, r := e.admitLocked(pod, now)
-			if !ok {
-				continue
-			}
-			w = &worker{uid: pod.UID, firstSeen: now}
-			e.workers[pod.UID] = w
-			if len(r.Preempt) > 0 {
-				e.preemptLocked(w, r, now)
-			}
-			if e.o.Probes != nil {
-				e.o.Probes.AddPod(pod)
-			}
-		}
-		if w.life == Done {
-			if u.Op == podsource.OpRemove {
-				e.forgetLocked(w)
-			} else if w.rejected || w.evict != nil {
-				e.rejectedUpdateLocked(w, pod)
-			}
-			continue
-		}
-		w.pod = pod
-		if known && u.Op == podsource.OpReconcile && len(pod.Spec.ReadinessGates) == 0 {
-			// The pod's status alone changed in its source: as the
-			// kubelet's pod manager, the engine keeps the new copy for
-			// the pod's next sync without making it due (a pod with
-			// readiness gates excepted: conditions others set decide
-			// its readiness).
-			continue
-		}
-		switch {
-		case u.Op == podsource.OpRemove:
-			w.removed = true
-			e.terminateLocked(w, PodGracePeriod(pod))
-		case pod.DeletionTimestamp != nil:
-			e.terminateLocked(w, PodGracePeriod(pod))
-		}
-		e.scheduleLocked(pod.UID, now)
-		if w.busy {
-			w.pending = true
+		if pod != nil && !podsource.IsMirrorPod(pod) {
+			e.applyLocked(u.Op, pod, now)
 		}
 	}
 	e.mu.Unlock()
 	e.poke()
+}
+
+// applyLocked applies op to one pod. The caller holds e.mu.
+func (e *Engine) applyLocked(op podsource.Op, pod *corev1.Pod, now time.Time) {
+	w := e.workers[pod.UID]
+	known := w != nil
+	if w == nil {
+		if op == podsource.OpRemove {
+			return
+		}
+		ok, r := e.admitLocked(pod, now)
+		if !ok {
+			return
+		}
+		w = &worker{uid: pod.UID, firstSeen: now}
+		e.workers[pod.UID] = w
+		if len(r.Preempt) > 0 {
+			e.preemptLocked(w, r, now)
+		}
+		if e.o.Probes != nil {
+			e.o.Probes.AddPod(pod)
+		}
+	}
+	if w.life == Done {
+		if op == podsource.OpRemove {
+			e.forgetLocked(w)
+		} else if w.rejected || w.evict != nil {
+			e.rejectedUpdateLocked(w, pod)
+		}
+		return
+	}
+	if (w.orphan || w.removed) && !w.rejected {
+		// What runs of it is being stopped for good (no source had it,
+		// or its source removed it). A source that has it now gets it
+		// started afresh once that is over (terminated), as the kubelet
+		// restarts a pod its config has once its worker has stopped it.
+		w.readd = nil
+		if op != podsource.OpRemove {
+			w.readd = pod
+			return
+		}
+	}
+	w.pod = pod
+	if known && op == podsource.OpReconcile && len(pod.Spec.ReadinessGates) == 0 {
+		// The pod's status alone changed in its source: as the
+		// kubelet's pod manager, the engine keeps the new copy for
+		// the pod's next sync without making it due (a pod with
+		// readiness gates excepted: conditions others set decide
+		// its readiness).
+		return
+	}
+	switch {
+	case op == podsource.OpRemove:
+		w.removed = true
+		e.terminateLocked(w, PodGracePeriod(pod))
+	case pod.DeletionTimestamp != nil:
+		e.terminateLocked(w, PodGracePeriod(pod))
+	}
+	e.scheduleLocked(pod.UID, now)
+	if w.busy {
+		w.pending = true
+	}
 }
 
 // terminateLocked moves w to Terminating with grace, which only shrinks,
@@ -414,9 +433,15 @@ func (e *Engine) cleanup(ctx context.Context) {
 	e.mu.Lock()
 	var due, later []cleanup
 	for _, c := range e.cleanups {
-		if now.Before(c.after) {
+		switch {
+		case e.workers[c.pod.UID] != nil:
+			// A source has the pod again (the same UID: a static pod
+			// re-added): what it left is the new pod's. A worker made
+			// after this look syncs from a later step, after these
+			// cleanups have run.
+		case now.Before(c.after):
 			later = append(later, c)
-		} else {
+		default:
 			due = append(due, c)
 		}
 	}
@@ -1117,6 +1142,9 @@ func (e *Engine) terminated(ctx context.Context, j job) {
 	j.w.busy, j.w.running = false, false
 	if j.w.removed || j.w.orphan {
 		e.forgetLocked(j.w)
+		if j.w.readd != nil {
+			e.applyLocked(podsource.OpAdd, j.w.readd, e.o.Clock.Now())
+		}
 	}
 	e.mu.Unlock()
 	e.poke()

@@ -488,3 +488,71 @@ func TestEngineReadyWhileSlotsHeld(t *testing.T) {
 		t.Errorf("a after its sync: %s", cond(s, corev1.PodReady))
 	}
 }
+
+// A source that has a pod while the engine stops what an earlier agent ran
+// of it (an orphan: the new agent's sources had not sent it yet) gets the
+// pod started afresh once that is stopped, not dropped with the orphan.
+func TestEngineOrphanAddedWhileStopping(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.Add(pod)
+	old := h.Containers(runtimeapi.ContainerState_CONTAINER_RUNNING)
+	if len(old) != 1 {
+		t.Fatalf("%d running containers, want 1", len(old))
+	}
+
+	// A restarted agent without sources: the pod is an orphan, whose stop
+	// fails once, so that the pod comes while it is being stopped.
+	h.NewEngine()
+	h.RT.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return errors.New("stuck") }})
+	h.Steps(1)
+	if l, ok := h.Eng.PodLifecycle(pod.UID); !ok || l != podsync.Terminating {
+		t.Fatalf("orphan: lifecycle %v %v, want Terminating", l, ok)
+	}
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.RT.SetHooks(runtimetest.Hooks{})
+	h.Clock.Step(10 * time.Second) // the error back-off
+	h.Steps(4)
+
+	if l, ok := h.Eng.PodLifecycle(pod.UID); !ok || l != podsync.Syncing {
+		t.Fatalf("after the orphan stopped: lifecycle %v %v, want Syncing", l, ok)
+	}
+	s := h.Writer.Last(pod.UID)
+	if s.Phase != corev1.PodRunning || len(s.ContainerStatuses) != 1 || s.ContainerStatuses[0].State.Running == nil ||
+		s.ContainerStatuses[0].ContainerID == "containerd://"+old[0].Id {
+		t.Fatalf("status %s %+v; want Running in a new container", s.Phase, s.ContainerStatuses)
+	}
+	if _, err := h.RT.ContainerStatus(h.Ctx, old[0].Id, false); err == nil {
+		t.Errorf("the orphan's container %s is still there", old[0].Id)
+	}
+}
+
+// A pod its source removes and sends again (a static pod's file taken away
+// and put back: the same UID) while it is being stopped runs again once it
+// is stopped, and keeps its log directory: the clean-up of the removed pod
+// is the new pod's to skip.
+func TestEngineRemovedPodAddedAgainWhileStopping(t *testing.T) {
+	h := newHarness(t)
+	pod := busyboxPod(corev1.RestartPolicyAlways, "a")
+	h.Add(pod)
+	h.RT.SetHooks(runtimetest.Hooks{StopContainer: func(context.Context, string, time.Duration) error { return errors.New("stuck") }})
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	h.Steps(1)
+	if l, ok := h.Eng.PodLifecycle(pod.UID); !ok || l != podsync.Terminating {
+		t.Fatalf("removed: lifecycle %v %v, want Terminating", l, ok)
+	}
+	h.Eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	h.RT.SetHooks(runtimetest.Hooks{})
+	h.Clock.Step(10 * time.Second)
+	h.Steps(4)
+
+	if l, ok := h.Eng.PodLifecycle(pod.UID); !ok || l != podsync.Syncing {
+		t.Fatalf("after the stop: lifecycle %v %v, want Syncing", l, ok)
+	}
+	if s := h.Writer.Last(pod.UID); s.Phase != corev1.PodRunning || len(s.ContainerStatuses) != 1 || s.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("status %s %+v; want Running", s.Phase, s.ContainerStatuses)
+	}
+	if _, err := os.Stat(podsync.PodLogDir(h.LogRoot, pod)); err != nil {
+		t.Errorf("the pod's log directory: %v; want it kept for the pod running again", err)
+	}
+}

@@ -76,7 +76,7 @@ func TestE2ECutShortStartKeptByContainerd2(t *testing.T) {
 	// The next agent.
 	e := startE2E(t, c, podRoot)
 	t.Cleanup(e.stop)
-	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
 	s := e.waitStatus(pod, "Running and Ready", func(s corev1.PodStatus) bool {
 		return s.Phase == corev1.PodRunning && cond(s, corev1.PodReady) == "True/"
 	})

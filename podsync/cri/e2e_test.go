@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,7 +63,12 @@ func startE2E(t *testing.T, c *containerdtest.Containerd, podRoot string, mods .
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.eng, err = podsync.New(podsync.Options{Syncer: e.cri, Writer: e.writer, HostIPs: []string{"127.0.0.1"}, RelistPeriod: 200 * time.Millisecond})
+	// Runtime pods no source knows are orphans only once the API source's
+	// first set came (HandleUpdate with Source APISource): an agent
+	// started on pods a stopped one ran adopts them, whichever of its
+	// first relist and its first update comes first.
+	e.eng, err = podsync.New(podsync.Options{Syncer: e.cri, Writer: e.writer, HostIPs: []string{"127.0.0.1"}, RelistPeriod: 200 * time.Millisecond,
+		Sources: []string{podsource.APISource}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +98,7 @@ func (e *e2e) waitStatus(pod *corev1.Pod, what string, cond func(s corev1.PodSta
 }
 
 // remove deletes the pod with grace 1s and waits until containerd holds
-// nothing at all.
+// nothing at all and the pod's log directory is gone.
 func (e *e2e) remove(pod *corev1.Pod) {
 	e.t.Helper()
 	del := pod.DeepCopy()
@@ -102,6 +108,10 @@ func (e *e2e) remove(pod *corev1.Pod) {
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpDelete, Pods: []*corev1.Pod{del}})
 	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{del}})
 	e.waitEmpty()
+	testenv.Eventually(e.t, 30*time.Second, 50*time.Millisecond, "the pod's log directory removed", func() bool {
+		_, err := os.Stat(podsync.PodLogDir(e.c.PodLogRoot, pod))
+		return errors.Is(err, os.ErrNotExist)
+	})
 }
 
 func (e *e2e) waitEmpty() {
@@ -293,7 +303,7 @@ func testE2EAdoption(t *testing.T, c *containerdtest.Containerd) {
 
 	e2 := startE2E(t, c, podRoot)
 	defer e2.stop()
-	e2.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	e2.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
 	s = e2.waitStatus(pod, "Ready again", func(s corev1.PodStatus) bool { return cond(s, corev1.PodReady) == "True/" })
 	if got := s.ContainerStatuses[0].ContainerID; got != id || s.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("container %s restartCount %d, want %s adopted with 0", got, s.ContainerStatuses[0].RestartCount, id)

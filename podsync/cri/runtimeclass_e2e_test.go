@@ -262,7 +262,7 @@ func testE2EUserNamespace(t *testing.T, c *containerdtest.Containerd) {
 	}
 	pod2 := pod.DeepCopy()
 	pod2.Name, pod2.UID = "userns2", "uid-userns2"
-	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod, pod2}})
+	e.eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{pod, pod2}})
 	e.waitStatus(pod2, "the second pod Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
 	e.waitStatus(pod, "the first pod Running", func(s corev1.PodStatus) bool { return s.Phase == corev1.PodRunning })
 	if got := mappedHost(t, podRoot, pod); got != host {
