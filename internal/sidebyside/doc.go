@@ -73,12 +73,20 @@
 // beat, printed as the floor column with nodekit/floor (empty where a row
 // has none). The runtime rows (one at a time, BENCH_PODS at once, density,
 // deletions with grace 0): the same pods (busybox, host network, the
-// command, no probes) straight over CRI with runtime/remote, no agent, by
-// StartPods (RunPodSandbox, CreateContainer, StartContainer) and
+// command; no probes but in the density rows) straight over CRI with
+// runtime/remote, no agent, by StartPods (RunPodSandbox, CreateContainer,
+// StartContainer, then the pod's Started) and
 // RemovePods (StopPodSandbox, RemovePodSandbox), this package's exported
 // workload, which podsync/cri's TestMeasureRuntime runs too. Pods start
 // podsync.DefaultMaxParallel (16) at a time, the agent's engine's bound,
-// and stop all at once, as the engine does not bound stopping. The mirror
+// and stop all at once, as the engine does not bound stopping. The density
+// rows run the nodes' workload: every other pod serves HTTP (busybox's
+// httpd on a port of the host) and is ready when a GET of it answers
+// (polled every 100ms from its container's start, its slot given back),
+// and its exec liveness probe ("true", timeout 1s) runs over CRI every
+// 10s from a random point of the first period, from its start until the
+// pods are removed, so through the next pods' starts too; the floor's
+// report line gives its all-started time beside the all-ready one. The mirror
 // pod row: a create of an equivalent mirror pod as a node identity with no
 // agent, timed. Idle requests: 3600/(40/4) lease renewals plus 3600/300
 // status reports, 372 an hour, from the configured values. Idle bytes

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/runtime"
 )
 
 // CRI is the part of a CRI client the floor's workload calls;
@@ -18,6 +20,7 @@ type CRI interface {
 	StartContainer(ctx context.Context, containerID string) error
 	StopPodSandbox(ctx context.Context, podSandboxID string) error
 	RemovePodSandbox(ctx context.Context, podSandboxID string) error
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtime.ExecResult, error)
 }
 
 // RuntimePod is one pod of the floor's workload: its sandbox and the
@@ -25,14 +28,21 @@ type CRI interface {
 type RuntimePod struct {
 	Sandbox    *runtimeapi.PodSandboxConfig
 	Containers []*runtimeapi.ContainerConfig
+	// Started, when set, is called with the containers' IDs once the
+	// last StartContainer has returned, outside the pod's slot (an
+	// agent's engine frees a sync's slot before the pod is Ready); the
+	// pod's time runs until it returns (a wait for its server to
+	// answer, as a readiness probe would), and its error is the pod's.
+	Started func(ctx context.Context, containerIDs []string) error
 }
 
 // StartPods starts pods straight over CRI, with no agent: RunPodSandbox,
 // then CreateContainer and StartContainer for each container, par pods at
-// a time, every pod asked for at the call. It returns each pod's sandbox ID
-// ("" where RunPodSandbox failed), the time from the call to its last
-// StartContainer's return (what the pod waited for a slot included), and
-// the errors, joined; the pods that started are started whatever failed.
+// a time, every pod asked for at the call; then, with its slot given back,
+// its Started. It returns each pod's sandbox ID ("" where RunPodSandbox
+// failed), the time from the call to its last StartContainer's return (or
+// Started's; what the pod waited for a slot included), and the errors,
+// joined; the pods that started are started whatever failed.
 func StartPods(ctx context.Context, rt CRI, pods []RuntimePod, par int) (ids []string, took []time.Duration, err error) {
 	if par < 1 {
 		return nil, nil, fmt.Errorf("sidebyside: StartPods: parallelism %d, want at least 1", par)
@@ -48,27 +58,40 @@ func StartPods(ctx context.Context, rt CRI, pods []RuntimePod, par int) (ids []s
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
-			defer func() { <-sem }()
-			id, err := rt.RunPodSandbox(ctx, p.Sandbox, "")
-			if err != nil {
-				errs[i] = err
+			id, cids, err := startPod(ctx, rt, p)
+			<-sem
+			ids[i], errs[i] = id, err
+			if id == "" {
 				return
 			}
-			ids[i] = id
-			for _, cc := range p.Containers {
-				cid, err := rt.CreateContainer(ctx, id, cc, p.Sandbox)
-				if err == nil {
-					err = rt.StartContainer(ctx, cid)
-				}
-				if err != nil {
-					errs[i] = errors.Join(errs[i], err)
-				}
+			if p.Started != nil && err == nil {
+				errs[i] = p.Started(ctx, cids)
 			}
 			took[i] = time.Since(start)
 		}()
 	}
 	wg.Wait()
 	return ids, took, errors.Join(errs...)
+}
+
+// startPod runs p's sandbox and starts its containers; it returns the
+// sandbox's ID ("" if it did not run), the containers' and the errors.
+func startPod(ctx context.Context, rt CRI, p RuntimePod) (string, []string, error) {
+	id, err := rt.RunPodSandbox(ctx, p.Sandbox, "")
+	if err != nil {
+		return "", nil, err
+	}
+	var cids []string
+	var errs []error
+	for _, cc := range p.Containers {
+		cid, err := rt.CreateContainer(ctx, id, cc, p.Sandbox)
+		if err == nil {
+			cids = append(cids, cid)
+			err = rt.StartContainer(ctx, cid)
+		}
+		errs = append(errs, err)
+	}
+	return id, cids, errors.Join(errs...)
 }
 
 // RemovePods stops (StopPodSandbox) and then removes (RemovePodSandbox)

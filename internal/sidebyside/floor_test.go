@@ -3,9 +3,13 @@ package sidebyside
 import (
 	"context"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
 	"os"
 	"path"
 	"slices"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -210,9 +214,7 @@ func (b *bench) runtimeFloor(f *floors) {
 		}
 	}()
 	f.startPar = podsync.DefaultMaxParallel
-	start := func(prefix string, n, par int) ([]string, []time.Duration) {
-		t.Helper()
-		b.alive()
+	build := func(prefix string, n int) []RuntimePod {
 		pods := make([]RuntimePod, n)
 		for i := range pods {
 			name := fmt.Sprintf("%s-%d", prefix, i)
@@ -223,11 +225,20 @@ func (b *bench) runtimeFloor(f *floors) {
 			logDirs = append(logDirs, sb.LogDirectory)
 			pods[i] = RuntimePod{Sandbox: sb, Containers: []*runtimeapi.ContainerConfig{b.c.BusyboxContainer("app", "sh", "-c", podCommand)}}
 		}
+		return pods
+	}
+	startPods := func(pods []RuntimePod, par int) ([]string, []time.Duration) {
+		t.Helper()
+		b.alive()
 		ids, took, err := StartPods(ctx, rt, pods, par)
 		if err != nil {
-			t.Fatalf("floor: starting %d pods over CRI: %v", n, err)
+			t.Fatalf("floor: starting %d pods over CRI: %v", len(pods), err)
 		}
 		return ids, took
+	}
+	start := func(prefix string, n, par int) ([]string, []time.Duration) {
+		t.Helper()
+		return startPods(build(prefix, n), par)
 	}
 	remove := func(ids []string) (stopped, gone time.Duration) {
 		t.Helper()
@@ -249,17 +260,124 @@ func (b *bench) runtimeFloor(f *floors) {
 	ids, f.par = start("floor-par", b.pods, f.startPar)
 	f.parStopped, f.parGone = remove(ids)
 	for _, size := range b.densities {
+		// The nodes' workload: every other pod serves HTTP and is ready
+		// when its server answers; its exec liveness probe runs as an
+		// agent runs it, through the next pods' starts.
 		d := &densityFigures{}
-		ids, d.ready = start(fmt.Sprintf("floor-d%d", size), size, f.startPar)
+		pods := build(fmt.Sprintf("floor-d%d", size), size)
+		ports := freePorts(t, (size+1)/2)
+		pctx, stopProbes := context.WithCancel(ctx)
+		lv := &livenessLoops{rt: rt, period: probePeriod}
+		began := time.Now()
+		started := make([]time.Duration, size) // to the last StartContainer's return
+		for i := range pods {
+			if i%2 != 0 {
+				continue
+			}
+			pods[i].Containers[0].Command = []string{"sh", "-c", httpdCommand(ports[i/2])}
+			pods[i].Started = func(ctx context.Context, cids []string) error {
+				started[i] = time.Since(began)
+				lv.start(pctx, cids[0])
+				return waitAnswer(ctx, ports[i/2], 2*time.Minute)
+			}
+		}
+		ids, d.ready = startPods(pods, f.startPar)
 		d.allReady = slices.Max(d.ready)
+		for i := range d.ready {
+			if started[i] == 0 {
+				started[i] = d.ready[i]
+			}
+		}
 		for i := range densityMore {
 			more, took := start(fmt.Sprintf("floor-d%d-more-%d", size, i), 1, 1)
 			ids = append(ids, more...)
 			d.more = append(d.more, took[0])
 		}
+		stopProbes()
+		execs, failed := lv.wait()
 		d.stopped, d.gone = remove(ids)
 		f.density[size] = d
-		report("floor: density %d: all started %v after the first call; %d removed: stopped after %v, gone after %v", size,
-			d.allReady.Round(time.Millisecond), len(ids), d.stopped.Round(time.Millisecond), d.gone.Round(time.Millisecond))
+		report("floor: density %d: all started %v, all ready (the servers answering) %v after the first call; %d liveness execs, %d failed; %d removed: stopped after %v, gone after %v",
+			size, slices.Max(started).Round(time.Millisecond), d.allReady.Round(time.Millisecond), execs, failed,
+			len(ids), d.stopped.Round(time.Millisecond), d.gone.Round(time.Millisecond))
+	}
+}
+
+// probePeriod is the API's default probe period, the probed pods'.
+const probePeriod = 10 * time.Second
+
+// livenessLoops run exec liveness probes ("true", the probed pods') straight
+// over CRI, as an agent runs them: the first a random part of the period
+// after the container started, then every period, with the API's default
+// timeout (1s).
+type livenessLoops struct {
+	rt     CRI
+	period time.Duration
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	execs  int
+	failed int
+}
+
+// start runs container id's probe until ctx ends.
+func (l *livenessLoops) start(ctx context.Context, id string) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTimer(rand.N(l.period))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			res, err := l.rt.ExecSync(ctx, id, []string{"true"}, time.Second)
+			if ctx.Err() != nil {
+				return
+			}
+			l.mu.Lock()
+			l.execs++
+			if err != nil || res.ExitCode != 0 {
+				l.failed++
+			}
+			l.mu.Unlock()
+			tick.Reset(l.period)
+		}
+	}()
+}
+
+// wait waits for the loops, whose context has ended, and returns how many
+// probes ran and how many of them failed.
+func (l *livenessLoops) wait() (execs, failed int) {
+	l.wg.Wait()
+	return l.execs, l.failed
+}
+
+// waitAnswer polls the server on the host's port every 100ms until a GET
+// of / answers below 400 (what a readiness probe takes for success), or
+// fails after timeout.
+func waitAnswer(ctx context.Context, port int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode < 400 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the server on port %d did not answer within %v", port, timeout)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

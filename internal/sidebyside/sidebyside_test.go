@@ -552,13 +552,17 @@ func (b *bench) pod(name, nodeName, command string, mod func(*corev1.Container))
 // probedPod serves HTTP on port (host network) with a readiness probe on
 // it and an exec liveness probe, both at the API's default timing.
 func (b *bench) probedPod(name, nodeName string, port int) *corev1.Pod {
-	cmd := fmt.Sprintf("mkdir -p /tmp/www && echo ok >/tmp/www/index.html && trap 'exit 0' TERM; httpd -f -p %d -h /tmp/www & wait", port)
-	return b.pod(name, nodeName, cmd, func(c *corev1.Container) {
+	return b.pod(name, nodeName, httpdCommand(port), func(c *corev1.Container) {
 		c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 			HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(int32(port))}}}
 		c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 			Exec: &corev1.ExecAction{Command: []string{"true"}}}}
 	})
+}
+
+// httpdCommand serves HTTP on port with busybox's httpd until TERM.
+func httpdCommand(port int) string {
+	return fmt.Sprintf("mkdir -p /tmp/www && echo ok >/tmp/www/index.html && trap 'exit 0' TERM; httpd -f -p %d -h /tmp/www & wait", port)
 }
 
 func (b *bench) create(p *corev1.Pod) {
