@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/runtime"
@@ -96,7 +97,9 @@ func startPod(ctx context.Context, rt CRI, p RuntimePod) (string, []string, erro
 
 // RemovePods stops (StopPodSandbox) and then removes (RemovePodSandbox)
 // each sandbox straight over CRI, par at a time, all asked for at the
-// call; empty IDs are skipped. It returns the time from the call to the
+// call; empty IDs are skipped. A stop that runs out of the client's
+// request timeout is asked again (up to stopAttempts times), as an agent
+// retries a failed stop. It returns the time from the call to the
 // last StopPodSandbox's return (no sandbox ready) and to the last
 // RemovePodSandbox's (none left), and the errors, joined.
 func RemovePods(ctx context.Context, rt CRI, ids []string, par int) (stopped, removed time.Duration, err error) {
@@ -117,7 +120,7 @@ func RemovePods(ctx context.Context, rt CRI, ids []string, par int) (stopped, re
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			serr := rt.StopPodSandbox(ctx, id)
+			serr := stopSandbox(ctx, rt, id)
 			s := time.Since(start)
 			rerr := rt.RemovePodSandbox(ctx, id)
 			r := time.Since(start)
@@ -129,4 +132,19 @@ func RemovePods(ctx context.Context, rt CRI, ids []string, par int) (stopped, re
 	}
 	wg.Wait()
 	return stopped, removed, errors.Join(errs...)
+}
+
+// stopAttempts bounds RemovePods' StopPodSandbox calls for one sandbox.
+const stopAttempts = 5
+
+// stopSandbox stops sandbox id, asking again while the call runs out of
+// time (containerd 1.6 stopping a few hundred pods at once on a slow
+// machine takes longer than the 2-minute request timeout for some).
+func stopSandbox(ctx context.Context, rt CRI, id string) error {
+	for attempt := 1; ; attempt++ {
+		err := rt.StopPodSandbox(ctx, id)
+		if err == nil || ctx.Err() != nil || attempt == stopAttempts || runtime.Code(err) != codes.DeadlineExceeded {
+			return err
+		}
+	}
 }
