@@ -21,7 +21,6 @@ type CRI interface {
 	StartContainer(ctx context.Context, containerID string) error
 	StopPodSandbox(ctx context.Context, podSandboxID string) error
 	RemovePodSandbox(ctx context.Context, podSandboxID string) error
-	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtime.ExecResult, error)
 }
 
 // RuntimePod is one pod of the floor's workload: its sandbox and the

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/podsync"
+	"github.com/nodekit/nodekit/runtime"
 	"github.com/nodekit/nodekit/runtime/remote"
 )
 
@@ -311,7 +312,7 @@ const probePeriod = 10 * time.Second
 // after the container started, then every period, with the API's default
 // timeout (1s).
 type livenessLoops struct {
-	rt     CRI
+	rt     runtime.Runtime
 	period time.Duration
 	wg     sync.WaitGroup
 	mu     sync.Mutex

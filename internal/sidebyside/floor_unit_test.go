@@ -14,42 +14,57 @@ import (
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
-// A pod's Started runs with its slot given back: with one slot, the second
-// pod starts while the first waits in Started, and the first's time runs
-// until its Started returns.
+// A pod's Started runs with its slot given back: with one slot, both pods
+// are in their Started at once (whichever started first), and each pod's
+// time runs until its Started returns.
 func TestStartPodsStartedOutsideTheSlot(t *testing.T) {
 	rt := runtimetest.New(runtimetest.Options{})
-	pod := func(name string) RuntimePod {
-		return RuntimePod{
+	var mu sync.Mutex
+	var firstRun time.Time // the first RunPodSandbox: StartPods' clock started before it
+	rt.SetHooks(runtimetest.Hooks{RunPodSandbox: func(context.Context, *runtimeapi.PodSandboxConfig, string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstRun.IsZero() {
+			firstRun = time.Now()
+		}
+		return nil
+	}})
+	var inStarted sync.WaitGroup
+	inStarted.Add(2)
+	both := make(chan struct{})
+	go func() { inStarted.Wait(); close(both) }()
+	returned := make([]time.Time, 2)
+	containers := make([]int, 2)
+	pods := make([]RuntimePod, 2)
+	for i, name := range []string{"first", "second"} {
+		pods[i] = RuntimePod{
 			Sandbox: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: "uid-" + name}},
 			Containers: []*runtimeapi.ContainerConfig{{Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
 				Image: &runtimeapi.ImageSpec{Image: runtimetest.BusyboxImage}}},
+			Started: func(_ context.Context, ids []string) error {
+				containers[i] = len(ids)
+				inStarted.Done()
+				select {
+				case <-both:
+				case <-time.After(30 * time.Second):
+					t.Errorf("pod %s: the other pod did not start while this one waited in Started", name)
+				}
+				returned[i] = time.Now()
+				return nil
+			},
 		}
 	}
-	second := make(chan struct{})
-	var firstIDs []string
-	first := pod("first")
-	first.Started = func(ctx context.Context, ids []string) error {
-		firstIDs = ids
-		select {
-		case <-second:
-			return nil
-		case <-time.After(30 * time.Second):
-			t.Error("the second pod did not start while the first waited in Started")
-			return nil
-		}
-	}
-	next := pod("second")
-	next.Started = func(context.Context, []string) error { close(second); return nil }
-	ids, took, err := StartPods(context.Background(), rt, []RuntimePod{first, next}, 1)
+	ids, took, err := StartPods(context.Background(), rt, pods, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ids[0] == "" || ids[1] == "" || len(firstIDs) != 1 {
-		t.Fatalf("sandboxes %q, the first's containers %q; want two sandboxes, one container", ids, firstIDs)
+	if ids[0] == "" || ids[1] == "" || containers[0] != 1 || containers[1] != 1 {
+		t.Fatalf("sandboxes %q, containers given to Started %v; want two sandboxes, one container each", ids, containers)
 	}
-	if took[0] < took[1] {
-		t.Errorf("the first pod took %v, the second %v: the first's time should run until its Started returned", took[0], took[1])
+	for i := range pods {
+		if atLeast := returned[i].Sub(firstRun); took[i] < atLeast {
+			t.Errorf("pod %d took %v; want at least %v, until its Started returned", i, took[i], atLeast)
+		}
 	}
 	cs, err := rt.ListContainers(context.Background(), &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
 	if err != nil || len(cs) != 2 {

@@ -56,9 +56,8 @@
 //
 // Options.Interval (default 10s, cAdvisor's housekeeping interval). A sample
 // costs a handful of file reads for the node and each pod, four or five CRI
-// calls, and a
-// directory walk per container's logs and per volume on disk; Latest is an
-// atomic load.
+// calls, and a directory walk per container's logs and per volume on disk;
+// Latest is an atomic load.
 //
 // # Why files and not cAdvisor or containerd's cgroups package
 //
