@@ -27,7 +27,9 @@
 # MEASURE_DENSITY_WINDOW (5m: the CPU window with the density pods running),
 # BENCH_PROFILE_SECONDS (30: each density size's CPU profile of both nodes,
 # taken with their heap profiles after the window; 0 for none),
-# BENCH_AGENT_ARGS (more flags for the agent, such as --memory-limit=0).
+# BENCH_AGENT_ARGS (more flags for the agent, such as --memory-limit=0),
+# BENCH_SETTLE_LOAD (3: each node and density size first waits, up to 5
+# minutes, for the one-minute load average to fall to it; 0 for no wait).
 # It prints the load average before and after: on a shared machine the
 # figures are only as good as the machine is quiet.
 set -euo pipefail

@@ -152,7 +152,11 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 	for _, name := range names {
 		b.delete(name, 0)
 	}
-	stopped, gone := b.waitNoSandboxes(uids, timeout, true)
+	// Removal gets more time than a start: the kubelet removes the
+	// sandboxes of deleted pods in its once-a-minute garbage collection,
+	// one after another, which on a loaded runtime took longer than the
+	// start timeout at 250 pods.
+	stopped, gone := b.waitNoSandboxes(uids, 2*time.Minute+time.Duration(size+densityMore)*3*time.Second, true)
 	d.stopped, d.gone = stopped.Sub(del), gone.Sub(del)
 	report("%s: density %d: deleted with grace 0: no sandbox ready after %v, none listed after %v", kind, size,
 		d.stopped.Round(time.Millisecond), d.gone.Round(time.Millisecond))

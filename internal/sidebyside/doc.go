@@ -63,6 +63,14 @@
 // BENCH_AGENT_ARGS adds flags to the agent's command line (for example
 // --memory-limit=0, to measure without the Go runtime's soft limit).
 //
+// Each node, and each density size on it, first waits up to 5 minutes for
+// the one-minute load average to fall to BENCH_SETTLE_LOAD (3; 0 for no
+// wait), so that it does not begin in the load the floor's or the other
+// node's pods left; the output says how long each waited. The density
+// phase waits for its deletions up to 2 minutes plus 3 s a pod (the
+// kubelet removes deleted pods' sandboxes in its once-a-minute garbage
+// collection, one after another).
+//
 // Start latency runs from just before the create call to a watch seeing
 // the pod Running with Ready=True. The latest figures are in README.md and
 // BENCHMARKS.md, earlier runs in BENCHMARKS-HISTORY.md.

@@ -48,6 +48,7 @@ type bench struct {
 	profileSeconds              int      // BENCH_PROFILE_SECONDS: each density size's CPU profile
 	agentExtra                  []string // BENCH_AGENT_ARGS: more agent flags
 	maxPods                     int      // both nodes'
+	settleLoad                  float64  // BENCH_SETTLE_LOAD: a phase waits for the load average to fall to it
 	floor                       *floors  // measured before the first node
 
 	major  int  // containerd's major version (containerdtest.Options.Major); 0: 1
@@ -128,6 +129,12 @@ func TestSideBySide(t *testing.T) {
 		}
 	}
 	b.agentExtra = strings.Fields(os.Getenv("BENCH_AGENT_ARGS"))
+	b.settleLoad = 3
+	if s := os.Getenv("BENCH_SETTLE_LOAD"); s != "" {
+		if b.settleLoad, err = strconv.ParseFloat(s, 64); err != nil || b.settleLoad < 0 {
+			t.Fatalf("BENCH_SETTLE_LOAD=%q: want a load average (0: no wait)", s)
+		}
+	}
 	// The kubelet's default, or room for the largest density size and
 	// the pods started on top of it.
 	b.maxPods = 110
@@ -143,10 +150,10 @@ func TestSideBySide(t *testing.T) {
 			}
 		}
 	}
-	perNode := b.idle + 3*b.window + time.Duration(b.readyRuns)*time.Minute + 15*time.Minute
+	perNode := b.idle + 3*b.window + time.Duration(b.readyRuns)*time.Minute + 15*time.Minute + settleMax
 	floorTime := 5 * time.Minute
 	for _, n := range b.densities {
-		perNode += b.densityWindow + 10*time.Minute + time.Duration(n)*2*time.Second + time.Duration(b.profileSeconds)*time.Second
+		perNode += b.densityWindow + 10*time.Minute + settleMax + time.Duration(n)*3*time.Second + time.Duration(b.profileSeconds)*time.Second
 		floorTime += time.Duration(n) * time.Second
 	}
 	// An interrupt ends the run through the context, so the clean-ups run.
@@ -267,6 +274,36 @@ func buildAgent(t *testing.T, dir string) string {
 	return bin
 }
 
+// settleMax is the longest a phase waits for the machine to settle.
+const settleMax = 5 * time.Minute
+
+// settle waits, up to settleMax, until the one-minute load average is at
+// or below BENCH_SETTLE_LOAD, so that a node's phase does not begin in the
+// load the phase before it left (the floor's pods, the other node's): the
+// load average falls by about 1/e a minute once the work is done. It
+// reports how long it waited and the load it began at.
+func (b *bench) settle(kind, what string) {
+	if b.settleLoad == 0 {
+		return
+	}
+	start, from := time.Now(), testenv.LoadAvg()
+	for {
+		f := strings.Fields(testenv.LoadAvg())
+		load, err := strconv.ParseFloat(f[0], 64)
+		if err != nil || load <= b.settleLoad {
+			break
+		}
+		if time.Since(start) >= settleMax {
+			report("%s: %s: the load average did not fall to %g within %v: %s", kind, what, b.settleLoad, settleMax, testenv.LoadAvg())
+			return
+		}
+		b.pause(5 * time.Second)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		report("%s: %s: waited %v for the load average to fall from %s to %g or less", kind, what, waited.Round(time.Second), from, b.settleLoad)
+	}
+}
+
 // phase logs the start of a phase with the wall-clock time.
 func (b *bench) phase(kind, what string) {
 	b.t.Logf("%s %s: %s", time.Now().Format("15:04:05.000"), kind, what)
@@ -278,6 +315,7 @@ func report(format string, args ...any) { fmt.Printf("BENCH "+format+"\n", args.
 // run measures one kind of node.
 func (b *bench) run(kind string) *result {
 	t := b.t
+	b.settle(kind, "start to Ready")
 	r := &result{loadBefore: testenv.LoadAvg(), density: map[int]*densityFigures{}}
 	b.phase(kind, "start to Ready")
 	report("%s: load average before: %s", kind, r.loadBefore)
@@ -433,6 +471,7 @@ func (b *bench) run(kind string) *result {
 
 	// Many pods at once, with the same maxPods on both nodes.
 	for _, size := range b.densities {
+		b.settle(kind, fmt.Sprintf("density %d", size))
 		b.phase(kind, fmt.Sprintf("density: %d pods", size))
 		r.density[size] = b.density(kind, n, pw, size, r)
 	}
