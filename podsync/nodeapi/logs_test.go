@@ -182,13 +182,21 @@ func TestContainerLogsFollow(t *testing.T) {
 		defer close(done)
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/containerLogs/ns/web/app?follow=true", nil).WithContext(ctx))
 	}()
-	step := func(want string) {
+	// The follower reads to the end of what is there before it waits, so
+	// the test changes the files only while the follower waits: a line
+	// written earlier could be read before the step that expects it.
+	parked := func() {
 		t.Helper()
 		testenv.Eventually(t, 10*time.Second, time.Millisecond, "the follower to wait", clk.HasWaiters)
+	}
+	step := func(want string) {
+		t.Helper()
 		clk.Step(time.Second)
 		w.waitOutput(t, want)
+		parked()
 	}
 	w.waitOutput(t, "a\n") // the first line
+	parked()
 
 	appendFile(t, log, "2026-03-01T12:00:01Z stdout P b\n2026-03-01T12:00:01Z stdout F c\n")
 	step("a\nbc\n")
@@ -205,7 +213,6 @@ func TestContainerLogsFollow(t *testing.T) {
 
 	// A newer run ends the follow.
 	appendFile(t, filepath.Join(dir, "1.log"), "")
-	testenv.Eventually(t, 10*time.Second, time.Millisecond, "the follower to wait", clk.HasWaiters)
 	clk.Step(time.Second)
 	<-done
 
