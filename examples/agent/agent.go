@@ -162,7 +162,7 @@ func (a *agent) newRuntime(cfg *config, clk clock.WithTicker) error {
 		return nil
 	}
 	conn, err := remote.NewConn(remote.ConnOptions{Options: remote.Options{Endpoint: cfg.runtimeEndpoint,
-		ConnectionTimeout: 2 * time.Second, RequestTimeout: cfg.runtimeRequestTimeout}, Clock: clk})
+		ConnectionTimeout: 2 * time.Second, RequestTimeout: cfg.runtimeRequestTimeout, Registerer: a.registry}, Clock: clk})
 	if err != nil {
 		return fmt.Errorf("--container-runtime-endpoint: %w", err)
 	}

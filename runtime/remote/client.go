@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -64,6 +65,12 @@ type Options struct {
 	// Default DefaultMaxMessageSize (16 MiB); between MinMaxMessageSize and
 	// MaxMaxMessageSize.
 	MaxMessageSize int
+	// Registerer, when set, gets kubelet's runtime operation metrics:
+	// kubelet_runtime_operations_total and
+	// kubelet_runtime_operations_duration_seconds by operation_type
+	// (run_podsandbox, create_container, …), for every call the Client
+	// makes. Nil: none.
+	Registerer prometheus.Registerer
 }
 
 // withDefaults fills in the defaults and validates the result.
@@ -103,6 +110,7 @@ type Client struct {
 	endpoint string
 	timeout  time.Duration
 	conn     *grpc.ClientConn
+	metrics  *opMetrics
 }
 
 var (
@@ -126,6 +134,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
+	metrics, err := newOpMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("remote: Options.Registerer: %w", err)
+	}
 	conn, err := grpc.NewClient(opts.Endpoint,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),
@@ -145,7 +157,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, &runtime.Error{Endpoint: opts.Endpoint, Method: "Dial", Err: err}
 	}
-	c := &Client{endpoint: opts.Endpoint, timeout: opts.RequestTimeout, conn: conn}
+	c := &Client{endpoint: opts.Endpoint, timeout: opts.RequestTimeout, conn: conn, metrics: metrics}
 
 	vctx, cancel := context.WithTimeout(ctx, opts.ConnectionTimeout)
 	defer cancel()
@@ -216,6 +228,7 @@ func (c *Client) Close() error { return c.conn.Close() }
 
 // invoke makes one unary call bounded by timeout (0: only ctx bounds it).
 func (c *Client) invoke(ctx context.Context, timeout time.Duration, method, name string, req, resp any) error {
+	defer c.metrics.observe(name, time.Now())
 	var err error
 	if timeout > 0 {
 		cctx, cancel := context.WithTimeout(ctx, timeout)

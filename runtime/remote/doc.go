@@ -25,6 +25,16 @@
 // NotFound. A streaming call (Exec, Attach, PortForward) that gets no URL from
 // the runtime is an error.
 //
+// # Metrics
+//
+// With Options.Registerer set, every call is counted and timed under
+// kubelet's names, kubelet_runtime_operations_total and
+// kubelet_runtime_operations_duration_seconds (kubelet's buckets), by
+// operation_type in kubelet's words (run_podsandbox, create_container,
+// list_containers, exec_sync, …): the time from the call to its answer,
+// a timeout included. Clients on one registerer (a Conn's successive
+// dials) share them.
+//
 // # A runtime that goes away
 //
 // Calls made while the runtime is down fail at once with code Unavailable
