@@ -240,17 +240,55 @@ func zombie(pid int) bool {
 
 // killLeftovers SIGKILLs the instance's remaining processes until every one
 // of them has exited or ctx ends. Frozen cgroups are thawed first so the kill
-// lands. A killed process leaves its cgroup before it finishes exiting (a
-// PID-namespace init may take a while to tear its namespaces down), so the
-// processes once found are followed by PID and start time, not only
-// rediscovered by the scan.
+// lands.
 func (c *Containerd) killLeftovers(ctx context.Context) error {
 	c.thaw()
+	return killUntilGone(ctx, c.Processes)
+}
+
+// KillBelow SIGKILLs every process in the cgroup directory rel (relative
+// to the instance's cgroup root, in every hierarchy) and below it, until
+// none is left or ctx ends. It is for the containers a runtime keeps
+// running when it should not: containerd 1.6 refuses to remove a
+// container whose start timed out while its task still runs ("cannot
+// delete running task"), and removes it once the task has exited.
+func (c *Containerd) KillBelow(ctx context.Context, rel string) error {
+	c.thaw()
+	return killUntilGone(ctx, func() []int {
+		self := os.Getpid()
+		var pids []int
+		for _, root := range c.CgroupDirs() {
+			_ = filepath.WalkDir(filepath.Join(root, rel), func(p string, d fs.DirEntry, err error) error {
+				if err != nil || !d.IsDir() {
+					return nil
+				}
+				data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+				if err != nil {
+					return nil
+				}
+				for _, f := range strings.Fields(string(data)) {
+					if pid, err := strconv.Atoi(f); err == nil && pid != self && !zombie(pid) {
+						pids = append(pids, pid)
+					}
+				}
+				return nil
+			})
+		}
+		return pids
+	})
+}
+
+// killUntilGone SIGKILLs the processes list returns until every one of
+// them has exited or ctx ends. A killed process leaves its cgroup before
+// it finishes exiting (a PID-namespace init may take a while to tear its
+// namespaces down), so the processes once found are followed by PID and
+// start time, not only rediscovered by list.
+func killUntilGone(ctx context.Context, list func() []int) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	pending := map[int]string{} // pid -> start time
 	for {
-		for _, pid := range c.Processes() {
+		for _, pid := range list() {
 			if _, ok := pending[pid]; !ok {
 				pending[pid] = startTime(pid)
 			}

@@ -44,7 +44,11 @@
 //     pods created at once (8 creates in flight), every other one probed
 //     as above (its Ready waits for a successful readiness probe); the
 //     time from the first create to all Running and Ready, and each pod's
-//     p50 and p99; with them running, CPU over MEASURE_DENSITY_WINDOW (5m)
+//     p50 and p99, and, as lines of the output, the node's CPU from just
+//     before the first create to all Ready, the pod worker syncs it ran in
+//     that time (kubelet_pod_worker_duration_seconds on both, by operation
+//     type, with their mean) and, with BENCH_PROFILE_SECONDS, a CPU profile
+//     of the start's first seconds; with them running, CPU over MEASURE_DENSITY_WINDOW (5m)
 //     and VmRSS, and, as a line of the output, the runtime's CPU over the
 //     same window (containerd's, its shims' own, and that of the runc
 //     processes the shims waited for: starts, stops and exec probes) and
@@ -69,7 +73,9 @@
 // node's pods left; the output says how long each waited. The density
 // phase waits for its deletions up to 2 minutes plus 3 s a pod (the
 // kubelet removes deleted pods' sandboxes in its once-a-minute garbage
-// collection, one after another).
+// collection, one after another); sandboxes still listed then are a note
+// and n/a in the table, not a failed run, and the node's clean-up removes
+// them.
 //
 // Start latency runs from just before the create call to a watch seeing
 // the pod Running with Ready=True. The latest figures are in README.md and
@@ -124,7 +130,10 @@
 //
 // After each node is stopped (SIGTERM to its process group, SIGKILL after
 // 10s) everything it left is removed, also when the test fails: pod
-// sandboxes, kubepods cgroups, mounts under its directory, /var/log/containers
+// sandboxes (when the runtime refuses to remove some within a minute,
+// the processes below the kubepods cgroups are killed first: containerd
+// 1.6 keeps a container whose start timed out while its task runs),
+// kubepods cgroups, mounts under its directory, /var/log/containers
 // links, /var/lib/kubelet when it did not exist before, the KUBE-* iptables
 // chains that appeared, and kernel tunables; whatever still differs fails
 // the test. An interrupt ends the run through the test's context, so the

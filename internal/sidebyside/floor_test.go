@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -193,7 +194,10 @@ func (b *bench) apiFloor(f *floors) {
 // returns.
 func (b *bench) runtimeFloor(f *floors) {
 	t, ctx := b.t, b.ctx
-	rt, err := remote.New(remote.Options{Endpoint: b.c.Endpoint})
+	// Its CRI calls are timed as the nodes' are, so that the density
+	// start's line can be set beside theirs.
+	reg := prometheus.NewRegistry()
+	rt, err := remote.New(remote.Options{Endpoint: b.c.Endpoint, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +286,11 @@ func (b *bench) runtimeFloor(f *floors) {
 				return waitAnswer(ctx, ports[i/2], 2*time.Minute)
 			}
 		}
+		ops0 := gatherByOperation(reg, "kubelet_runtime_operations_duration_seconds")
 		ids, d.ready = startPods(pods, f.startPar)
 		d.allReady = slices.Max(d.ready)
+		report("floor: density %d: its CRI calls from the first to all ready: %s", size,
+			syncsDelta(ops0, gatherByOperation(reg, "kubelet_runtime_operations_duration_seconds")))
 		for i := range d.ready {
 			if started[i] == 0 {
 				started[i] = d.ready[i]
@@ -302,6 +309,30 @@ func (b *bench) runtimeFloor(f *floors) {
 			size, slices.Max(started).Round(time.Millisecond), d.allReady.Round(time.Millisecond), execs, failed,
 			len(ids), d.stopped.Round(time.Millisecond), d.gone.Round(time.Millisecond))
 	}
+}
+
+// gatherByOperation is parseByOperation on a registry: a histogram's sum
+// and count by operation_type.
+func gatherByOperation(reg *prometheus.Registry, metric string) map[string][2]float64 {
+	out := map[string][2]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != metric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation_type" {
+					h := m.GetHistogram()
+					out[l.GetValue()] = [2]float64{h.GetSampleSum(), float64(h.GetSampleCount())}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // probePeriod is the API's default probe period, the probed pods'.

@@ -258,9 +258,21 @@ func (n *node) clean() {
 		defer cancel()
 		var errs []error
 		// Sandboxes: one node runs at a time, so every sandbox is this
-		// node's.
+		// node's. Containers the runtime refuses to remove while their
+		// task runs (containerd 1.6 keeps those whose start timed out)
+		// are killed through the node's cgroups, and the removal is
+		// tried again.
 		if err := removeSandboxes(ctx, b.rt); err != nil {
-			errs = append(errs, fmt.Errorf("removing sandboxes: %w", err))
+			report("%s: removing the sandboxes left: %v; killing the processes below kubepods and trying again", n.kind, err)
+			kctx, kcancel := context.WithTimeout(context.Background(), time.Minute)
+			err = b.c.KillBelow(kctx, "kubepods")
+			if err == nil {
+				err = removeSandboxes(kctx, b.rt)
+			}
+			kcancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("removing sandboxes: %w", err))
+			}
 		}
 		if err := b.c.RemoveCgroupsBelow(ctx, "kubepods"); err != nil {
 			errs = append(errs, err)

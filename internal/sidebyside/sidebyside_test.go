@@ -622,32 +622,63 @@ func (b *bench) delete(name string, grace int64) {
 // with the given UIDs is ready or, with untilGone, listed at all, and
 // returns when it first saw none of them ready (all stopped) and when it saw
 // none listed. (The kubelet removes stopped sandboxes in its garbage
-// collection, once a minute; a node's clean-up removes what is left.)
+// collection, once a minute; a node's clean-up removes what is left.) It
+// fails the test when that does not happen within timeout.
 func (b *bench) waitNoSandboxes(uids map[string]bool, timeout time.Duration, untilGone bool) (stopped, gone time.Time) {
 	b.t.Helper()
-	testenv.Eventually(b.t, timeout, 5*time.Millisecond, "no sandbox of the deleted pods", func() bool {
+	stopped, gone, left := b.sandboxesLeft(uids, timeout, untilGone)
+	switch {
+	case left < 0:
+		b.t.Fatalf("no sandbox of the deleted pods: not within %v: the runtime did not list its sandboxes", timeout)
+	case left > 0:
+		b.t.Fatalf("no sandbox of the deleted pods: not within %v: %d left", timeout, left)
+	}
+	return stopped, gone
+}
+
+// sandboxesLeft is waitNoSandboxes that does not fail: it returns, with
+// the times, how many sandboxes of the pods were listed (untilGone) or
+// ready when timeout ran out, 0 when none was, -1 when no listing
+// succeeded.
+func (b *bench) sandboxesLeft(uids map[string]bool, timeout time.Duration, untilGone bool) (stopped, gone time.Time, left int) {
+	b.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
 		b.alive()
 		resp, err := b.rt.ListPodSandbox(b.ctx, &runtimeapi.ListPodSandboxRequest{})
-		if err != nil {
-			return false
-		}
-		listed, ready := false, false
-		for _, sb := range resp.GetItems() {
-			if uids[sb.GetMetadata().GetUid()] {
-				listed = true
-				ready = ready || sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY
+		if err == nil {
+			listed, ready := 0, 0
+			for _, sb := range resp.GetItems() {
+				if uids[sb.GetMetadata().GetUid()] {
+					listed++
+					if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+						ready++
+					}
+				}
+			}
+			now := time.Now()
+			if ready == 0 && stopped.IsZero() {
+				stopped = now
+			}
+			if listed == 0 {
+				return stopped, now, 0
+			}
+			if !untilGone && ready == 0 {
+				return stopped, gone, 0
+			}
+			left = ready
+			if untilGone {
+				left = listed
 			}
 		}
-		now := time.Now()
-		if !ready && stopped.IsZero() {
-			stopped = now
+		if time.Now().After(deadline) {
+			if left == 0 { // no listing succeeded
+				left = -1
+			}
+			return stopped, gone, left
 		}
-		if !listed {
-			gone = now
-		}
-		return !listed || !untilGone && !ready
-	})
-	return stopped, gone
+		b.pause(5 * time.Millisecond)
+	}
 }
 
 // staticPod writes a static pod manifest into the node's manifest

@@ -1,0 +1,58 @@
+package sidebyside
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestParseByOperation reads one histogram's sum and count by operation
+// type from a node's /metrics and skips other series and histograms, and
+// the delta between two readings names each operation with its mean.
+func TestParseByOperation(t *testing.T) {
+	before := parseByOperation(`# HELP kubelet_pod_worker_duration_seconds x
+kubelet_pod_worker_duration_seconds_bucket{operation_type="create",le="0.005"} 0
+kubelet_pod_worker_duration_seconds_sum{operation_type="create"} 1
+kubelet_pod_worker_duration_seconds_count{operation_type="create"} 2
+kubelet_pod_worker_duration_seconds_sum{operation_type="sync"} 0.5
+kubelet_pod_worker_duration_seconds_count{operation_type="sync"} 5
+kubelet_pod_start_duration_seconds_sum 9
+kubelet_runtime_operations_duration_seconds_sum{operation_type="create_container"} 4
+`, "kubelet_pod_worker_duration_seconds")
+	after := parseByOperation(`kubelet_pod_worker_duration_seconds_sum{operation_type="create"} 7
+kubelet_pod_worker_duration_seconds_count{operation_type="create"} 5
+kubelet_pod_worker_duration_seconds_sum{operation_type="sync"} 0.5
+kubelet_pod_worker_duration_seconds_count{operation_type="sync"} 5
+kubelet_pod_worker_duration_seconds_sum{operation_type="update"} 0.25
+kubelet_pod_worker_duration_seconds_count{operation_type="update"} 1
+`, "kubelet_pod_worker_duration_seconds")
+	if got, want := before["create"], [2]float64{1, 2}; got != want {
+		t.Errorf("create before = %v, want %v", got, want)
+	}
+	if len(before) != 2 {
+		t.Errorf("before = %v, want create and sync only", before)
+	}
+	if got, want := syncsDelta(before, after), "create 3 (mean 2.000 s), update 1 (mean 0.250 s)"; got != want {
+		t.Errorf("syncsDelta = %q, want %q", got, want)
+	}
+	if got := syncsDelta(nil, after); got != "not read" {
+		t.Errorf("syncsDelta(nil, …) = %q, want \"not read\"", got)
+	}
+}
+
+// TestGatherByOperation reads the same sums and counts from a registry.
+func TestGatherByOperation(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ops_seconds", Help: "x"}, []string{"operation_type"})
+	reg.MustRegister(h)
+	h.WithLabelValues("start_container").Observe(2)
+	h.WithLabelValues("start_container").Observe(1)
+	h.WithLabelValues("run_podsandbox").Observe(0.5)
+	got := gatherByOperation(reg, "ops_seconds")
+	if len(got) != 2 || got["start_container"] != [2]float64{3, 2} || got["run_podsandbox"] != [2]float64{0.5, 1} {
+		t.Errorf("gatherByOperation = %v", got)
+	}
+	if got := gatherByOperation(reg, "other"); len(got) != 0 {
+		t.Errorf("gatherByOperation of a metric not there = %v, want none", got)
+	}
+}
