@@ -86,7 +86,7 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 	// CRI calls (kubelet_pod_worker_duration_seconds and
 	// kubelet_runtime_operations_duration_seconds on both nodes) and, with
 	// profiles on, a CPU profile of its first BENCH_PROFILE_SECONDS.
-	s0, w0 := b.sample(n), b.readOps(n.name)
+	s0, w0, h0 := b.sample(n), b.readOps(n.name), b.hostTicks()
 	startProfile := b.profileAsync(fmt.Sprintf("%s-density%d-start", kind, size), n)
 	starts := b.createAll(pods, densityCreators)
 	first := starts[pods[0].Name]
@@ -108,10 +108,10 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 	}
 	d.allReady = last.Sub(first)
 	report("%s: density %d: all Running and Ready %v after the first create", kind, size, d.allReady.Round(time.Millisecond))
-	s1, w1 := b.sample(n), b.readOps(n.name)
+	s1, w1, h1 := b.sample(n), b.readOps(n.name), b.hostTicks()
 	cpuStart, _ := cpuPercent(s0, s1)
-	report("%s: density %d: the node's CPU from before the first create to all Ready: %.1f%% of a core over %v; pod worker syncs in that time: %s; its CRI calls: %s",
-		kind, size, cpuStart, s1.at.Sub(s0.at).Round(time.Second), syncsDelta(w0.syncs, w1.syncs), syncsDelta(w0.cri, w1.cri))
+	report("%s: density %d: the node's CPU from before the first create to all Ready: %.1f%% of a core over %v, %s; pod worker syncs in that time: %s; its CRI calls: %s",
+		kind, size, cpuStart, s1.at.Sub(s0.at).Round(time.Second), hostLine(h0, h1, s1.at.Sub(s0.at)), syncsDelta(w0.syncs, w1.syncs), syncsDelta(w0.cri, w1.cri))
 	startProfile()
 	b.densityBreakdown(kind, size, pods, pw, first)
 
@@ -492,6 +492,46 @@ func (b *bench) runtimeTicks() runtimeCPU {
 		}
 	}
 	return r
+}
+
+// hostCPU is what the machine around a node used up to a moment, in clock
+// ticks: the API server and etcd of the control plane, and all CPUs' busy
+// and total time (/proc/stat: busy is all but idle and iowait).
+type hostCPU struct{ apiserver, etcd, busy, total int64 }
+
+func (b *bench) hostTicks() hostCPU {
+	var h hostCPU
+	if t, err := testenv.ProcCPUTicksWithChildren(b.cp.APIServerPID()); err == nil {
+		h.apiserver = t
+	}
+	if t, err := testenv.ProcCPUTicksWithChildren(b.cp.EtcdPID()); err == nil {
+		h.etcd = t
+	}
+	if stat, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(stat), "\n")
+		if f := strings.Fields(line); len(f) > 5 && f[0] == "cpu" {
+			for i, v := range f[1:] {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				h.total += n
+				if i != 3 && i != 4 { // idle, iowait
+					h.busy += n
+				}
+			}
+		}
+	}
+	return h
+}
+
+// hostLine says what the control plane and the machine used between two
+// readings: the API server's and etcd's CPU in % of a core, and the
+// machine's busy share of all its CPUs.
+func hostLine(a, b hostCPU, over time.Duration) string {
+	busy := 0.0
+	if b.total > a.total {
+		busy = 100 * float64(b.busy-a.busy) / float64(b.total-a.total)
+	}
+	return fmt.Sprintf("the API server %.1f%% and etcd %.1f%% of a core, the machine's CPUs %.0f%% busy",
+		ticksPercent(b.apiserver-a.apiserver, over), ticksPercent(b.etcd-a.etcd, over), busy)
 }
 
 func ticksPercent(ticks int64, over time.Duration) float64 {

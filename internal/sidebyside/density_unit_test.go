@@ -2,8 +2,11 @@ package sidebyside
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodekit/nodekit/internal/testenv"
 )
 
 // TestParseByOperation reads one histogram's sum and count by operation
@@ -54,5 +57,20 @@ func TestGatherByOperation(t *testing.T) {
 	}
 	if got := gatherByOperation(reg, "other"); len(got) != 0 {
 		t.Errorf("gatherByOperation of a metric not there = %v, want none", got)
+	}
+}
+
+// testenvTicks is a second of CPU in clock ticks.
+const testenvTicks = int64(testenv.TicksPerSecond)
+
+// TestHostLine turns two readings into the control plane's CPU in % of a
+// core and the machine's busy share.
+func TestHostLine(t *testing.T) {
+	a := hostCPU{apiserver: 100, etcd: 10, busy: 1000, total: 2000}
+	b := hostCPU{apiserver: 100 + 50*testenvTicks, etcd: 10 + 10*testenvTicks, busy: 1750, total: 3000}
+	got := hostLine(a, b, 100*time.Second)
+	want := "the API server 50.0% and etcd 10.0% of a core, the machine's CPUs 75% busy"
+	if got != want {
+		t.Errorf("hostLine = %q, want %q", got, want)
 	}
 }

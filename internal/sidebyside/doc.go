@@ -45,10 +45,14 @@
 //     as above (its Ready waits for a successful readiness probe); the
 //     time from the first create to all Running and Ready, and each pod's
 //     p50 and p99, and, as lines of the output, the node's CPU from just
-//     before the first create to all Ready, the pod worker syncs it ran in
-//     that time (kubelet_pod_worker_duration_seconds on both, by operation
-//     type, with their mean) and, with BENCH_PROFILE_SECONDS, a CPU profile
-//     of the start's first seconds; with them running, CPU over MEASURE_DENSITY_WINDOW (5m)
+//     before the first create to all Ready, with the API server's, etcd's
+//     and the machine's busy share over the same span, the pod worker
+//     syncs and the CRI calls it made in that time
+//     (kubelet_pod_worker_duration_seconds and
+//     kubelet_runtime_operations_duration_seconds on both, by operation
+//     type, with their mean; the floor's CRI calls are timed the same way)
+//     and, with BENCH_PROFILE_SECONDS, a CPU profile of the start's first
+//     seconds; with them running, CPU over MEASURE_DENSITY_WINDOW (5m)
 //     and VmRSS, and, as a line of the output, the runtime's CPU over the
 //     same window (containerd's, its shims' own, and that of the runc
 //     processes the shims waited for: starts, stops and exec probes) and

@@ -286,11 +286,11 @@ func (b *bench) runtimeFloor(f *floors) {
 				return waitAnswer(ctx, ports[i/2], 2*time.Minute)
 			}
 		}
-		ops0 := gatherByOperation(reg, "kubelet_runtime_operations_duration_seconds")
+		ops0, h0, at0 := gatherByOperation(reg, "kubelet_runtime_operations_duration_seconds"), b.hostTicks(), time.Now()
 		ids, d.ready = startPods(pods, f.startPar)
 		d.allReady = slices.Max(d.ready)
-		report("floor: density %d: its CRI calls from the first to all ready: %s", size,
-			syncsDelta(ops0, gatherByOperation(reg, "kubelet_runtime_operations_duration_seconds")))
+		report("floor: density %d: from the first CRI call to all ready: %s; its CRI calls: %s", size,
+			hostLine(h0, b.hostTicks(), time.Since(at0)), syncsDelta(ops0, gatherByOperation(reg, "kubelet_runtime_operations_duration_seconds")))
 		for i := range d.ready {
 			if started[i] == 0 {
 				started[i] = d.ready[i]
