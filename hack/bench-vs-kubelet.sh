@@ -10,7 +10,8 @@
 #   hack/bench-vs-kubelet.sh                 # the full run: about 80 minutes
 #   BENCH_PODS=5 MEASURE_IDLE=5s MEASURE_WINDOW=10s BENCH_READY_RUNS=1 \
 #     BENCH_STATIC_RUNS=1 BENCH_DATA_PODS=1 BENCH_DENSITY=10 \
-#     MEASURE_DENSITY_WINDOW=10s BENCH_PROFILE_SECONDS=1 hack/bench-vs-kubelet.sh   # a smoke run: 3-6 minutes
+#     MEASURE_DENSITY_WINDOW=10s BENCH_PROFILE_SECONDS=1 BENCH_SETTLE_LOAD=0 \
+#     hack/bench-vs-kubelet.sh   # a smoke run: 3-6 minutes
 #
 # (The smoke run's windows are too short for its idle figures to mean
 # anything; it checks that everything runs and is cleaned up. The kubelet's
