@@ -198,22 +198,8 @@ func (c *Containerd) Processes() []int {
 			set[pid] = true
 		}
 	}
-	for _, dir := range c.CgroupDirs() {
-		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-			if err != nil {
-				return nil
-			}
-			for _, f := range strings.Fields(string(data)) {
-				if pid, err := strconv.Atoi(f); err == nil && pid != self && !zombie(pid) {
-					set[pid] = true
-				}
-			}
-			return nil
-		})
+	for _, pid := range cgroupPids(c.CgroupDirs()) {
+		set[pid] = true
 	}
 	pids := make([]int, 0, len(set))
 	for pid := range set {
@@ -255,27 +241,37 @@ func (c *Containerd) killLeftovers(ctx context.Context) error {
 func (c *Containerd) KillBelow(ctx context.Context, rel string) error {
 	c.thaw()
 	return killUntilGone(ctx, func() []int {
-		self := os.Getpid()
-		var pids []int
+		var dirs []string
 		for _, root := range c.CgroupDirs() {
-			_ = filepath.WalkDir(filepath.Join(root, rel), func(p string, d fs.DirEntry, err error) error {
-				if err != nil || !d.IsDir() {
-					return nil
-				}
-				data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-				if err != nil {
-					return nil
-				}
-				for _, f := range strings.Fields(string(data)) {
-					if pid, err := strconv.Atoi(f); err == nil && pid != self && !zombie(pid) {
-						pids = append(pids, pid)
-					}
-				}
-				return nil
-			})
+			dirs = append(dirs, filepath.Join(root, rel))
 		}
-		return pids
+		return cgroupPids(dirs)
 	})
+}
+
+// cgroupPids returns the live processes in the cgroup directories dirs and
+// below them, the calling process left out.
+func cgroupPids(dirs []string) []int {
+	self := os.Getpid()
+	var pids []int
+	for _, dir := range dirs {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			if err != nil {
+				return nil
+			}
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid != self && !zombie(pid) {
+					pids = append(pids, pid)
+				}
+			}
+			return nil
+		})
+	}
+	return pids
 }
 
 // killUntilGone SIGKILLs the processes list returns until every one of
