@@ -249,6 +249,25 @@ func (c *Containerd) KillBelow(ctx context.Context, rel string) error {
 	})
 }
 
+// KillShims SIGKILLs the instance's shims (and with them the containers
+// they run) until none is left or ctx ends; containerd, which stays up,
+// then finds their tasks gone. It is the last resort for a container that
+// containerd 1.6 keeps as a running task after its start timed out, which
+// killing the container's processes does not end.
+func (c *Containerd) KillShims(ctx context.Context) error {
+	c.thaw()
+	return killUntilGone(ctx, func() []int {
+		var shims []int
+		for _, pid := range c.Processes() {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if err == nil && strings.HasPrefix(string(comm), "containerd-shim") {
+				shims = append(shims, pid)
+			}
+		}
+		return shims
+	})
+}
+
 // cgroupPids returns the live processes in the cgroup directories dirs and
 // below them, the calling process left out.
 func cgroupPids(dirs []string) []int {

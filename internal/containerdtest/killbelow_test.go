@@ -49,3 +49,41 @@ func TestKillBelow(t *testing.T) {
 		t.Errorf("removing the pod after its container was killed: %v", err)
 	}
 }
+
+// TestKillShims kills the shim under a running container: containerd
+// stays up, the container is no longer running, and its pod is removed.
+func TestKillShims(t *testing.T) {
+	c := Need(t, ctrd)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := c.RuntimeClient()
+	sandboxID, containerID, _ := runBusybox(t, ctx, c, "killshims")
+	defer func() {
+		_, _ = rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandboxID})
+		_, _ = rt.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID})
+	}()
+	state := func() runtimeapi.ContainerState {
+		st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.GetStatus().GetState()
+	}
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, "the container running", func() bool {
+		return state() == runtimeapi.ContainerState_CONTAINER_RUNNING
+	})
+	before := c.Pid()
+	if err := c.KillShims(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Pid() != before || !c.running() {
+		t.Fatal("KillShims stopped containerd")
+	}
+	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, "the container not running", func() bool {
+		return state() != runtimeapi.ContainerState_CONTAINER_RUNNING
+	})
+	testenv.EventuallyErr(t, 30*time.Second, 50*time.Millisecond, "the pod removed", func() (bool, error) {
+		_, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID})
+		return err == nil, err
+	})
+}

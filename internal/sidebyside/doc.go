@@ -135,8 +135,9 @@
 // After each node is stopped (SIGTERM to its process group, SIGKILL after
 // 10s) everything it left is removed, also when the test fails: pod
 // sandboxes (when the runtime refuses to remove some within a minute,
-// the processes below the kubepods cgroups are killed first: containerd
-// 1.6 keeps a container whose start timed out while its task runs),
+// the processes below the kubepods cgroups are killed and, if that is not
+// enough, the shims, each followed by another try: containerd 1.6 keeps a
+// container whose start timed out as a running task),
 // kubepods cgroups, mounts under its directory, /var/log/containers
 // links, /var/lib/kubelet when it did not exist before, the KUBE-* iptables
 // chains that appeared, and kernel tunables; whatever still differs fails

@@ -260,16 +260,27 @@ func (n *node) clean() {
 		// Sandboxes: one node runs at a time, so every sandbox is this
 		// node's. Containers the runtime refuses to remove while their
 		// task runs (containerd 1.6 keeps those whose start timed out)
-		// are killed through the node's cgroups, and the removal is
-		// tried again.
+		// are killed through the node's cgroups and, when that is not
+		// enough, through their shims, and the removal is tried again
+		// after each.
 		if err := removeSandboxes(ctx, b.rt); err != nil {
-			report("%s: removing the sandboxes left: %v; killing the processes below kubepods and trying again", n.kind, err)
-			kctx, kcancel := context.WithTimeout(context.Background(), time.Minute)
-			err = b.c.KillBelow(kctx, "kubepods")
-			if err == nil {
-				err = removeSandboxes(kctx, b.rt)
+			for _, step := range []struct {
+				what string
+				kill func(context.Context) error
+			}{
+				{"the processes below kubepods", func(ctx context.Context) error { return b.c.KillBelow(ctx, "kubepods") }},
+				{"the shims", b.c.KillShims},
+			} {
+				report("%s: removing the sandboxes left: %v; killing %s and trying again", n.kind, err, step.what)
+				kctx, kcancel := context.WithTimeout(context.Background(), time.Minute)
+				if err = step.kill(kctx); err == nil {
+					err = removeSandboxes(kctx, b.rt)
+				}
+				kcancel()
+				if err == nil {
+					break
+				}
 			}
-			kcancel()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("removing sandboxes: %w", err))
 			}
