@@ -10,20 +10,17 @@ import (
 	"github.com/nodekit/nodekit/internal/testenv"
 )
 
-// TestKillBelow kills a running container through its pod's cgroup: the
-// runtime then reports it exited, and the pod is removed. A cgroup
-// directory that does not exist has nothing to kill.
-func TestKillBelow(t *testing.T) {
-	c := Need(t, ctrd)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// runningBusybox starts runBusybox's pod, removes it when the test ends,
+// and waits until its container runs; state reads the container's state.
+func runningBusybox(t *testing.T, ctx context.Context, c *Containerd, pod string) (sandboxID string, state func() runtimeapi.ContainerState) {
+	t.Helper()
 	rt := c.RuntimeClient()
-	sandboxID, containerID, _ := runBusybox(t, ctx, c, "killbelow")
-	defer func() {
+	sandboxID, containerID, _ := runBusybox(t, ctx, c, pod)
+	t.Cleanup(func() {
 		_, _ = rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandboxID})
 		_, _ = rt.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID})
-	}()
-	state := func() runtimeapi.ContainerState {
+	})
+	state = func() runtimeapi.ContainerState {
 		st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID})
 		if err != nil {
 			t.Fatal(err)
@@ -33,6 +30,18 @@ func TestKillBelow(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, "the container running", func() bool {
 		return state() == runtimeapi.ContainerState_CONTAINER_RUNNING
 	})
+	return sandboxID, state
+}
+
+// TestKillBelow kills a running container through its pod's cgroup: the
+// runtime then reports it exited, and the pod is removed. A cgroup
+// directory that does not exist has nothing to kill.
+func TestKillBelow(t *testing.T) {
+	c := Need(t, ctrd)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt := c.RuntimeClient()
+	sandboxID, state := runningBusybox(t, ctx, c, "killbelow")
 	if err := c.KillBelow(ctx, "no-such-pod"); err != nil {
 		t.Errorf("KillBelow of a cgroup that does not exist: %v", err)
 	}
@@ -57,21 +66,7 @@ func TestKillShims(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt := c.RuntimeClient()
-	sandboxID, containerID, _ := runBusybox(t, ctx, c, "killshims")
-	defer func() {
-		_, _ = rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sandboxID})
-		_, _ = rt.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sandboxID})
-	}()
-	state := func() runtimeapi.ContainerState {
-		st, err := rt.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: containerID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.GetStatus().GetState()
-	}
-	testenv.Eventually(t, 30*time.Second, 20*time.Millisecond, "the container running", func() bool {
-		return state() == runtimeapi.ContainerState_CONTAINER_RUNNING
-	})
+	sandboxID, state := runningBusybox(t, ctx, c, "killshims")
 	before := c.Pid()
 	if err := c.KillShims(ctx); err != nil {
 		t.Fatal(err)
