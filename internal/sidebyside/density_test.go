@@ -180,7 +180,7 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 	}
 	if left != 0 {
 		d.gone = -1
-		note := fmt.Sprintf("%s: density %d: %d sandboxes of the %d deleted pods still listed after %v (grace 0); the node's clean-up removed them",
+		note := fmt.Sprintf("%s: density %d: %d sandboxes of the %d deleted pods still listed after %v (grace 0), left for the node's clean-up",
 			kind, size, left, len(names), wait)
 		if left < 0 {
 			note = fmt.Sprintf("%s: density %d: the runtime did not list its sandboxes within %v after the %d pods were deleted", kind, size, wait, len(names))

@@ -642,43 +642,36 @@ func (b *bench) waitNoSandboxes(uids map[string]bool, timeout time.Duration, unt
 // succeeded.
 func (b *bench) sandboxesLeft(uids map[string]bool, timeout time.Duration, untilGone bool) (stopped, gone time.Time, left int) {
 	b.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	left = -1 // until a listing succeeds
+	_ = testenv.Poll(timeout, 5*time.Millisecond, "no sandbox of the deleted pods", func() (bool, error) {
 		b.alive()
 		resp, err := b.rt.ListPodSandbox(b.ctx, &runtimeapi.ListPodSandboxRequest{})
-		if err == nil {
-			listed, ready := 0, 0
-			for _, sb := range resp.GetItems() {
-				if uids[sb.GetMetadata().GetUid()] {
-					listed++
-					if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
-						ready++
-					}
+		if err != nil {
+			return false, err
+		}
+		listed, ready := 0, 0
+		for _, sb := range resp.GetItems() {
+			if uids[sb.GetMetadata().GetUid()] {
+				listed++
+				if sb.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY {
+					ready++
 				}
 			}
-			now := time.Now()
-			if ready == 0 && stopped.IsZero() {
-				stopped = now
-			}
-			if listed == 0 {
-				return stopped, now, 0
-			}
-			if !untilGone && ready == 0 {
-				return stopped, gone, 0
-			}
-			left = ready
-			if untilGone {
-				left = listed
-			}
 		}
-		if time.Now().After(deadline) {
-			if left == 0 { // no listing succeeded
-				left = -1
-			}
-			return stopped, gone, left
+		now := time.Now()
+		if ready == 0 && stopped.IsZero() {
+			stopped = now
 		}
-		b.pause(5 * time.Millisecond)
-	}
+		if listed == 0 {
+			gone = now
+		}
+		left = ready
+		if untilGone {
+			left = listed
+		}
+		return left == 0, nil
+	})
+	return stopped, gone, left
 }
 
 // staticPod writes a static pod manifest into the node's manifest

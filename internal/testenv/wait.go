@@ -27,15 +27,16 @@ func Eventually(t PollTB, timeout, interval time.Duration, what string, cond fun
 // "<what>: not within <timeout> (last error: <err>)".
 func EventuallyErr(t PollTB, timeout, interval time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	if err := poll(timeout, interval, what, cond); err != nil {
+	if err := Poll(timeout, interval, what, cond); err != nil {
 		t.Fatalf("%v", err)
 	}
 }
 
-// poll checks cond at once and then every interval, and returns nil when it
-// holds, or an error naming what, timeout and cond's last error once
-// timeout has passed.
-func poll(timeout, interval time.Duration, what string, cond func() (bool, error)) error {
+// Poll is EventuallyErr that returns its failure instead of failing a
+// test, for a wait whose running out is a result: it checks cond at once
+// and then every interval, and returns nil when it holds, or an error
+// naming what, timeout and cond's last error once timeout has passed.
+func Poll(timeout, interval time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()

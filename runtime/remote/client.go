@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/optcheck"
 	"github.com/nodekit/nodekit/runtime"
@@ -71,6 +72,9 @@ type Options struct {
 	// (run_podsandbox, create_container, …), for every call the Client
 	// makes. Nil: none.
 	Registerer prometheus.Registerer
+	// Clock times the calls for those metrics. Default the real clock (a
+	// Conn's ConnOptions.Clock when the Client is a Conn's).
+	Clock clock.PassiveClock
 }
 
 // withDefaults fills in the defaults and validates the result.
@@ -86,6 +90,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxMessageSize == 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	var errs []error
 	if path, ok := strings.CutPrefix(o.Endpoint, "unix://"); !ok || path == "" {
@@ -134,7 +141,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
-	metrics, err := newOpMetrics(opts.Registerer)
+	metrics, err := newOpMetrics(opts.Registerer, opts.Clock)
 	if err != nil {
 		return nil, fmt.Errorf("remote: Options.Registerer: %w", err)
 	}
@@ -228,7 +235,7 @@ func (c *Client) Close() error { return c.conn.Close() }
 
 // invoke makes one unary call bounded by timeout (0: only ctx bounds it).
 func (c *Client) invoke(ctx context.Context, timeout time.Duration, method, name string, req, resp any) error {
-	defer c.metrics.observe(name, time.Now())
+	defer c.metrics.observe(name, c.metrics.clock.Now())
 	var err error
 	if timeout > 0 {
 		cctx, cancel := context.WithTimeout(ctx, timeout)

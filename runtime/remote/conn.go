@@ -37,7 +37,8 @@ type ConnOptions struct {
 	// Options configure each dial. Options.ConnectionTimeout defaults to
 	// DialTimeout; the other fields have Dial's defaults.
 	Options Options
-	// Clock times the waits between dials. Default the real clock.
+	// Clock times the waits between dials and, when Options.Clock is not
+	// set, the calls for the metrics. Default the real clock.
 	Clock clock.Clock
 	// RetryInitial is the wait after the first failed dial; each further
 	// failure doubles it up to RetryMax. Default DefaultRetryInitial (500ms);
@@ -92,6 +93,9 @@ func NewConn(opts ConnOptions) (*Conn, error) {
 	}
 	if opts.Options.ConnectionTimeout == 0 {
 		opts.Options.ConnectionTimeout = opts.DialTimeout
+	}
+	if opts.Options.Clock == nil {
+		opts.Options.Clock = opts.Clock
 	}
 	dialOpts, err := opts.Options.withDefaults()
 	errs := []error{err,

@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/promutil"
 )
@@ -13,14 +14,17 @@ import (
 // opMetrics are kubelet's runtime operation metrics, under its names,
 // labels and buckets: every CRI call a Client makes is counted and timed
 // by its operation type (run_podsandbox, create_container, list_containers,
-// …), its time from the call to its answer or error, timeout included.
+// …), its time from the call to its answer or error, timeout included, by
+// Options.Clock.
 type opMetrics struct {
 	total    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	clock    clock.PassiveClock
 }
 
-func newOpMetrics(reg prometheus.Registerer) (*opMetrics, error) {
+func newOpMetrics(reg prometheus.Registerer, clk clock.PassiveClock) (*opMetrics, error) {
 	m := &opMetrics{
+		clock: clk,
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "kubelet", Name: "runtime_operations_total",
 			Help: "Cumulative number of runtime operations by operation type.",
@@ -45,7 +49,7 @@ func newOpMetrics(reg prometheus.Registerer) (*opMetrics, error) {
 func (m *opMetrics) observe(name string, start time.Time) {
 	op := operationType(name)
 	m.total.WithLabelValues(op).Inc()
-	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	m.duration.WithLabelValues(op).Observe(m.clock.Since(start).Seconds())
 }
 
 // operationType is kubelet's operation_type label for a CRI method: its

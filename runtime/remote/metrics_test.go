@@ -4,25 +4,34 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
-// TestOperationMetrics counts and times each call under kubelet's metric
-// names and operation types, failed calls included; two clients on one
+// TestOperationMetrics counts and times each call (by Options.Clock) under
+// kubelet's metric names and operation types, failed calls included; two clients on one
 // registerer share the metrics (a reconnecting Conn dials again); a
 // registerer that holds another collector under the name is an error that
 // names the option.
 func TestOperationMetrics(t *testing.T) {
-	_, ep := fakeServer(t)
+	f, ep := fakeServer(t)
+	// Each ListPodSandbox takes 2s and ImageStatus 0.5s of the clients'
+	// clock, stepped by the runtime while it answers.
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	f.SetHooks(runtimetest.Hooks{
+		ListPodSandbox: func(context.Context, *runtimeapi.PodSandboxFilter) error { clk.Step(2 * time.Second); return nil },
+		ImageStatus:    func(context.Context, *runtimeapi.ImageSpec, bool) error { clk.Step(time.Second / 2); return nil },
+	})
 	reg := prometheus.NewRegistry()
-	c := dial(t, remote.Options{Endpoint: ep, Registerer: reg})
-	c2 := dial(t, remote.Options{Endpoint: ep, Registerer: reg})
+	c := dial(t, remote.Options{Endpoint: ep, Registerer: reg, Clock: clk})
+	c2 := dial(t, remote.Options{Endpoint: ep, Registerer: reg, Clock: clk})
 	ctx := context.Background()
 	if _, err := c.ListPodSandbox(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -52,6 +61,24 @@ kubelet_runtime_operations_total{operation_type="update_container"} 1
 	}
 	if n := testutil.CollectAndCount(reg, "kubelet_runtime_operations_duration_seconds"); n != 4 {
 		t.Errorf("duration series = %d, want 4 (one per operation type)", n)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "kubelet_runtime_operations_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sums[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleSum()
+		}
+	}
+	for op, want := range map[string]float64{"list_podsandbox": 4, "image_status": 0.5, "container_status": 0, "update_container": 0} {
+		if sums[op] != want {
+			t.Errorf("%s took %v s in all by the clients' clock, want %v", op, sums[op], want)
+		}
 	}
 
 	bad := prometheus.NewRegistry()
