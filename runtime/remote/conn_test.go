@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/leakcheck"
@@ -146,5 +148,53 @@ func TestConnConnectsAndRetries(t *testing.T) {
 	}
 	if _, err := c.Version(ctx); !errors.Is(err, remote.ErrNotConnected) {
 		t.Errorf("Version after Run returned: %v, want ErrNotConnected", err)
+	}
+}
+
+// A Conn times its calls for the metrics by ConnOptions.Clock when
+// Options.Clock is not set.
+func TestConnTimesCallsByItsClock(t *testing.T) {
+	defer leakcheck.Check(t)()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	path := socketPath(t)
+	f := runtimetest.New(runtimetest.Options{})
+	// Each ListContainers takes 3s of the Conn's clock, stepped by the
+	// runtime while it answers.
+	f.SetHooks(runtimetest.Hooks{
+		ListContainers: func(context.Context, *runtimeapi.ContainerFilter) error { clk.Step(3 * time.Second); return nil },
+	})
+	down := serve(t, path, runtimetest.NewServer(f).Register)
+	defer down()
+	reg := prometheus.NewRegistry()
+	c := newConn(t, remote.ConnOptions{Options: remote.Options{Endpoint: "unix://" + path, Registerer: reg}, Clock: clk})
+	stop := run(t, c)
+	testenv.Eventually(t, 15*time.Second, 20*time.Millisecond, "Conn connects", func() bool { return c.Err() == nil })
+	ctx := context.Background()
+	for range 2 {
+		if _, err := c.ListContainers(ctx, nil); err != nil {
+			t.Fatalf("ListContainers: %v", err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	var count uint64
+	for _, mf := range mfs {
+		if mf.GetName() != "kubelet_runtime_operations_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "list_containers" {
+				sum, count = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if count != 2 || sum != 6 {
+		t.Errorf("list_containers: %d calls taking %v s by the Conn's clock, want 2 taking 6 s", count, sum)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run = %v", err)
 	}
 }
