@@ -171,7 +171,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	// The runtime.v1 service answering at all is the check: the version
 	// strings in the response are free-form (cri-client's fake says "0.1.0").
 	resp := new(runtimeapi.VersionResponse)
-	if err := conn.Invoke(vctx, runtimeapi.RuntimeService_Version_FullMethodName, &runtimeapi.VersionRequest{Version: "v1"}, resp); err != nil {
+	start := metrics.clock.Now()
+	err = conn.Invoke(vctx, runtimeapi.RuntimeService_Version_FullMethodName, &runtimeapi.VersionRequest{Version: "v1"}, resp)
+	metrics.observe("Version", start)
+	if err != nil {
 		_ = conn.Close()
 		if status.Code(err) == codes.Unimplemented {
 			return nil, &runtime.Error{Endpoint: opts.Endpoint, Method: "Version",
@@ -499,6 +502,7 @@ func (c *Client) ListPodSandboxMetrics(ctx context.Context) ([]*runtimeapi.PodSa
 // Runtimes without events (containerd 1.6) answer Unimplemented. The request
 // timeout does not apply: the stream lives as long as ctx.
 func (c *Client) WatchContainerEvents(ctx context.Context, fn func(*runtimeapi.ContainerEventResponse)) error {
+	defer c.metrics.observe("GetContainerEvents", c.metrics.clock.Now())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.conn.NewStream(ctx, &containerEventsDesc, runtimeapi.RuntimeService_GetContainerEvents_FullMethodName)

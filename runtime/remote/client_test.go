@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -444,11 +446,13 @@ func TestOptionalMethodsUnimplemented(t *testing.T) {
 }
 
 // A stream the runtime ends (a restart) is the runtime's error, with its
-// gRPC code; one the caller ends is the context's error.
+// gRPC code; one the caller ends is the context's error. Each stream is one
+// get_container_events operation.
 func TestWatchContainerEventsEnds(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t)) // after the server and client close
 	f, ep := fakeServer(t)
-	c := dial(t, remote.Options{Endpoint: ep})
+	reg := prometheus.NewRegistry()
+	c := dial(t, remote.Options{Endpoint: ep, Registerer: reg})
 	ctx := context.Background()
 	got := make(chan *runtimeapi.ContainerEventResponse, 16)
 	done := make(chan error, 1)
@@ -476,4 +480,13 @@ func TestWatchContainerEventsEnds(t *testing.T) {
 		t.Errorf("WatchContainerEvents after cancel: %v, want context.Canceled", err)
 	}
 	testenv.Eventually(t, 5*time.Second, time.Millisecond, "stream closed", func() bool { return f.ContainerEventStreams() == 0 })
+	want := `
+# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by operation type.
+# TYPE kubelet_runtime_operations_total counter
+kubelet_runtime_operations_total{operation_type="get_container_events"} 2
+kubelet_runtime_operations_total{operation_type="version"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kubelet_runtime_operations_total"); err != nil {
+		t.Error(err)
+	}
 }

@@ -32,7 +32,9 @@
 // kubelet_runtime_operations_duration_seconds (kubelet's buckets), by
 // operation_type in kubelet's words (run_podsandbox, create_container,
 // list_containers, exec_sync, …): the time from the call to its answer,
-// a timeout included. Clients on one registerer (a Conn's successive
+// a timeout included. A dial's Version call counts as one, and a container
+// event stream as one get_container_events, recorded when it ends, as
+// kubelet records them. Clients on one registerer (a Conn's successive
 // dials) share them.
 //
 // # A runtime that goes away

@@ -12,10 +12,12 @@ import (
 )
 
 // opMetrics are kubelet's runtime operation metrics, under its names,
-// labels and buckets: every CRI call a Client makes is counted and timed
-// by its operation type (run_podsandbox, create_container, list_containers,
-// …), its time from the call to its answer or error, timeout included, by
-// Options.Clock.
+// labels and buckets: every CRI call a Client makes (its dial's Version
+// included) is counted and timed by its operation type (run_podsandbox,
+// create_container, list_containers, …), its time from the call to its
+// answer or error, timeout included, by Options.Clock; a container event
+// stream is one call, recorded when it ends. (Failures are counted where
+// they are acted on: podsync/cri's kubelet_runtime_operations_errors_total.)
 type opMetrics struct {
 	total    *prometheus.CounterVec
 	duration *prometheus.HistogramVec

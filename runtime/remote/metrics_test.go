@@ -16,7 +16,8 @@ import (
 )
 
 // TestOperationMetrics counts and times each call (by Options.Clock) under
-// kubelet's metric names and operation types, failed calls included; two clients on one
+// kubelet's metric names and operation types, each dial's Version and
+// failed calls included; two clients on one
 // registerer share the metrics (a reconnecting Conn dials again); a
 // registerer that holds another collector under the name is an error that
 // names the option.
@@ -55,12 +56,13 @@ kubelet_runtime_operations_total{operation_type="container_status"} 1
 kubelet_runtime_operations_total{operation_type="image_status"} 1
 kubelet_runtime_operations_total{operation_type="list_podsandbox"} 2
 kubelet_runtime_operations_total{operation_type="update_container"} 1
+kubelet_runtime_operations_total{operation_type="version"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kubelet_runtime_operations_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(reg, "kubelet_runtime_operations_duration_seconds"); n != 4 {
-		t.Errorf("duration series = %d, want 4 (one per operation type)", n)
+	if n := testutil.CollectAndCount(reg, "kubelet_runtime_operations_duration_seconds"); n != 5 {
+		t.Errorf("duration series = %d, want 5 (one per operation type)", n)
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -75,7 +77,7 @@ kubelet_runtime_operations_total{operation_type="update_container"} 1
 			sums[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleSum()
 		}
 	}
-	for op, want := range map[string]float64{"list_podsandbox": 4, "image_status": 0.5, "container_status": 0, "update_container": 0} {
+	for op, want := range map[string]float64{"list_podsandbox": 4, "image_status": 0.5, "container_status": 0, "update_container": 0, "version": 0} {
 		if sums[op] != want {
 			t.Errorf("%s took %v s in all by the clients' clock, want %v", op, sums[op], want)
 		}
