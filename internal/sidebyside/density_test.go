@@ -264,14 +264,10 @@ func (b *bench) profiles(name string, n *node) {
 }
 
 // profile takes one profile of the node (path below /debug/pprof/), writes
-// it to BENCH_LOG_DIR as <name>-<kind>.pb.gz and reports its top functions
+// it to b.profileDir as <name>-<kind>.pb.gz and reports its top functions
 // (go tool pprof -top, with the top flag when not ""); a failure is
 // reported, not fatal.
 func (b *bench) profile(name string, n *node, kind, path, top string) {
-	dir := os.Getenv("BENCH_LOG_DIR")
-	if dir == "" {
-		dir = b.t.TempDir()
-	}
 	ctx, cancel := context.WithTimeout(b.ctx, time.Duration(b.profileSeconds)*time.Second+time.Minute)
 	raw, err := b.admin.CoreV1().RESTClient().Get().RequestURI("/api/v1/nodes/" + n.name + "/proxy/debug/pprof/" + path).DoRaw(ctx)
 	cancel()
@@ -279,7 +275,7 @@ func (b *bench) profile(name string, n *node, kind, path, top string) {
 		report("%s: %s profile: %v", name, kind, err)
 		return
 	}
-	file := filepath.Join(dir, name+"-"+kind+".pb.gz")
+	file := filepath.Join(b.profileDir, name+"-"+kind+".pb.gz")
 	if err := os.WriteFile(file, raw, 0o644); err != nil {
 		report("%s: %s profile: %v", name, kind, err)
 		return

@@ -46,6 +46,7 @@ type bench struct {
 	densities                   []int // BENCH_DENSITY
 	densityWindow               time.Duration
 	profileSeconds              int      // BENCH_PROFILE_SECONDS: each density size's CPU profile
+	profileDir                  string   // where profiles are written: BENCH_LOG_DIR, else the test's temporary directory
 	agentExtra                  []string // BENCH_AGENT_ARGS: more agent flags
 	maxPods                     int      // both nodes'
 	settleLoad                  float64  // BENCH_SETTLE_LOAD: a phase waits for the load average to fall to it
@@ -127,6 +128,9 @@ func TestSideBySide(t *testing.T) {
 		if b.profileSeconds, err = strconv.Atoi(s); err != nil || b.profileSeconds < 0 || b.profileSeconds > 300 {
 			t.Fatalf("BENCH_PROFILE_SECONDS=%q: want 0 (no profiles) to 300", s)
 		}
+	}
+	if b.profileDir = os.Getenv("BENCH_LOG_DIR"); b.profileDir == "" && b.profileSeconds > 0 {
+		b.profileDir = t.TempDir() // here: profileAsync writes from a goroutine of its own
 	}
 	b.agentExtra = strings.Fields(os.Getenv("BENCH_AGENT_ARGS"))
 	b.settleLoad = 3
