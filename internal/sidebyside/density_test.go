@@ -316,9 +316,11 @@ func (b *bench) profileAsync(name string, n *node) (wait func()) {
 // operation's sum and count. Nil maps when /metrics could not be read.
 type opsReading struct{ syncs, cri map[string][2]float64 }
 
-// readOps reads the node's opsReading through the API server.
+// readOps reads the node's opsReading through the API server, waiting up
+// to 3 minutes: at 250 pods on two cores (load average 150) the kubelet's
+// /metrics took more than one.
 func (b *bench) readOps(node string) opsReading {
-	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Minute)
 	defer cancel()
 	raw, err := b.admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").DoRaw(ctx)
 	if err != nil {
