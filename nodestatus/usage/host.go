@@ -150,8 +150,13 @@ func netStats(t metav1.Time, ifaces []iface, def string) *statsapi.NetworkStats 
 // namespace of one of the processes in its cgroup (pf.dirs, or their child
 // cgroups), as cAdvisor does for the kubelet: none when no process is
 // found or the process is in the host's network namespace (PID 1's). The
-// process found is kept in pf.pid until it is gone.
+// process found is kept in pf.pid until it is gone; a pod found in the
+// host's namespace is not looked at again (pf.hostNetwork: a pod's
+// hostNetwork cannot change, and every sandbox of it shares the host's).
 func (h *host) podNetwork(pf *podFiles) ([]iface, bool) {
+	if pf.hostNetwork {
+		return nil, false
+	}
 	for attempt := 0; attempt < 2; attempt++ {
 		if pf.pid == "" {
 			for _, d := range pf.dirs {
@@ -168,7 +173,12 @@ func (h *host) podNetwork(pf *podFiles) ([]iface, bool) {
 			pf.pid = "" // gone: find another
 			continue
 		}
-		if hostNs, err := os.Stat(h.path("proc/1/ns/net")); err != nil || os.SameFile(own, hostNs) {
+		hostNs, err := os.Stat(h.path("proc/1/ns/net"))
+		if err != nil {
+			return nil, false
+		}
+		if os.SameFile(own, hostNs) {
+			pf.hostNetwork = true
 			return nil, false
 		}
 		ifaces, err := netDev(h.path("proc/" + pf.pid + "/net/dev"))

@@ -255,8 +255,9 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 
 // podFiles is where a pod's figures are read from, kept between samples.
 type podFiles struct {
-	dirs []string // its cgroup's directories (none: no cgroup)
-	pid  string   // a process in it, for its network namespace ("": look again)
+	dirs        []string // its cgroup's directories (none: no cgroup)
+	pid         string   // a process in it, for its network namespace ("": look again)
+	hostNetwork bool     // pid was in the host's network namespace: the pod has no network figures of its own
 }
 
 // podCgroup reads a pod's cgroup and reports whether it had CPU or memory

@@ -251,6 +251,28 @@ func TestPodsFromTheirCgroups(t *testing.T) {
 		t.Errorf("pod c (no cgroup) cpu %d ws %d usage %d, want the containers' sums 3e9, 4Mi, 5Mi",
 			val(cc.CPU.UsageCoreNanoSeconds), val(cc.Memory.WorkingSetBytes), val(cc.Memory.UsageBytes))
 	}
+
+	// A pod found in the host's network namespace is not looked at again:
+	// were pod b's process now in a namespace of its own, the next sample
+	// would still give it no network figures (and no file of it is read).
+	if err := os.Remove(filepath.Join(root, "proc/4343/ns/net")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WriteTree(t, root, map[string]string{"proc/4343/ns/net": "pod b\n"})
+	if err := c.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b := findPod(c.Latest().Summary, "b"); b.Network != nil {
+		t.Errorf("pod b (host network) network on a later sample %+v, want none without looking again", b.Network)
+	}
+	// Pod a's process, in a namespace of its own, is read every sample.
+	testenv.WriteTree(t, root, map[string]string{"proc/4242/net/dev": "  eth0: 2000 10 2 0 0 0 0 0 3000 30 4 0 0 0 0 0\n"})
+	if err := c.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if a := findPod(c.Latest().Summary, "a"); a.Network == nil || val(a.Network.RxBytes) != 2000 {
+		t.Errorf("pod a network on a later sample %+v, want rx 2000 bytes", a.Network)
+	}
 }
 
 func TestRuntimeErrorIsReported(t *testing.T) {
