@@ -7,7 +7,7 @@
 # the ratio nodekit/floor. internal/sidebyside's package documentation says
 # what is measured and how, and what is cleaned up after each node.
 #
-#   hack/bench-vs-kubelet.sh                 # the full run: about 80 minutes
+#   hack/bench-vs-kubelet.sh                 # the full run: 80 minutes to over 2 hours
 #   BENCH_PODS=5 MEASURE_IDLE=5s MEASURE_WINDOW=10s BENCH_READY_RUNS=1 \
 #     BENCH_STATIC_RUNS=1 BENCH_DATA_PODS=1 BENCH_DENSITY=10 \
 #     MEASURE_DENSITY_WINDOW=10s BENCH_PROFILE_SECONDS=1 BENCH_SETTLE_LOAD=0 \
