@@ -254,7 +254,7 @@ func TestPodsFromTheirCgroups(t *testing.T) {
 
 	// A pod found in the host's network namespace is not looked at again:
 	// were pod b's process now in a namespace of its own, the next sample
-	// would still give it no network figures (and no file of it is read).
+	// would still give it no network figures.
 	if err := os.Remove(filepath.Join(root, "proc/4343/ns/net")); err != nil {
 		t.Fatal(err)
 	}

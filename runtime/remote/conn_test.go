@@ -175,24 +175,8 @@ func TestConnTimesCallsByItsClock(t *testing.T) {
 			t.Fatalf("ListContainers: %v", err)
 		}
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	var count uint64
-	for _, mf := range mfs {
-		if mf.GetName() != "kubelet_runtime_operations_duration_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == "list_containers" {
-				sum, count = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	if count != 2 || sum != 6 {
-		t.Errorf("list_containers: %d calls taking %v s by the Conn's clock, want 2 taking 6 s", count, sum)
+	if d := durations(t, reg)["list_containers"]; d.count != 2 || d.sum != 6 {
+		t.Errorf("list_containers: %d calls taking %v s by the Conn's clock, want 2 taking 6 s", d.count, d.sum)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("Run = %v", err)

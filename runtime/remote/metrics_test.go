@@ -64,22 +64,10 @@ kubelet_runtime_operations_total{operation_type="version"} 2
 	if n := testutil.CollectAndCount(reg, "kubelet_runtime_operations_duration_seconds"); n != 5 {
 		t.Errorf("duration series = %d, want 5 (one per operation type)", n)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sums := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "kubelet_runtime_operations_duration_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sums[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleSum()
-		}
-	}
+	took := durations(t, reg)
 	for op, want := range map[string]float64{"list_podsandbox": 4, "image_status": 0.5, "container_status": 0, "update_container": 0, "version": 0} {
-		if sums[op] != want {
-			t.Errorf("%s took %v s in all by the clients' clock, want %v", op, sums[op], want)
+		if took[op].sum != want {
+			t.Errorf("%s took %v s in all by the clients' clock, want %v", op, took[op].sum, want)
 		}
 	}
 
@@ -88,4 +76,31 @@ kubelet_runtime_operations_total{operation_type="version"} 2
 	if _, err := remote.Dial(ctx, remote.Options{Endpoint: ep, Registerer: bad}); err == nil || !strings.Contains(err.Error(), "Options.Registerer") {
 		t.Errorf("Dial with a clashing registerer = %v; want an error naming Options.Registerer", err)
 	}
+}
+
+// opDurations is one operation type's kubelet_runtime_operations_duration_seconds:
+// its calls' seconds in all and their count.
+type opDurations struct {
+	sum   float64
+	count uint64
+}
+
+// durations gathers reg's kubelet_runtime_operations_duration_seconds by
+// operation type.
+func durations(t *testing.T, reg *prometheus.Registry) map[string]opDurations {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]opDurations{}
+	for _, mf := range mfs {
+		if mf.GetName() != "kubelet_runtime_operations_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = opDurations{m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()}
+		}
+	}
+	return out
 }
