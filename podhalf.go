@@ -33,6 +33,10 @@ import (
 // registered before they start.
 const registrationPoll = 100 * time.Millisecond
 
+// mirrorFirstWait bounds how long a change of the static pods waits for the
+// mirror pods' sync before the pod workers get it.
+const mirrorFirstWait = time.Second
+
 // PodHalfOptions configure NewPodHalf. The zero value of each field means
 // its default.
 type PodHalfOptions struct {
@@ -417,7 +421,11 @@ func (p *PodHalf) Group() *Group { return &p.group }
 
 // runRelay passes the merged updates on to the engine and asks the mirror
 // pods for a sync whenever static pods change, so that a mirror pod is
-// created or deleted at once rather than at the next period.
+// created or deleted at once rather than at the next period. As the
+// kubelet creates a static pod's mirror pod before it starts the pod, the
+// engine gets such a change once that sync has ended (at most
+// mirrorFirstWait later; at once while mirror pods do not run, before the
+// Node is registered): the pod's start does not compete with the create.
 func (p *PodHalf) runRelay(ctx context.Context) error {
 	from := p.merger.Updates()
 	for {
@@ -426,7 +434,7 @@ func (p *PodHalf) runRelay(ctx context.Context) error {
 			return nil
 		case u := <-from:
 			if p.mirrors != nil && (u.Source == podsource.FileSource || u.Source == podsource.HTTPSource) {
-				p.mirrors.Trigger()
+				p.mirrors.TriggerWait(ctx, mirrorFirstWait)
 			}
 			select {
 			case <-ctx.Done():

@@ -124,6 +124,14 @@ type MirrorPods struct {
 
 	mu      sync.Mutex
 	nodeUID types.UID
+
+	// Run's syncs, for TriggerWait (under mu): whether Run is running, how
+	// many waits were asked, how many of them the last ended sync covered,
+	// and a channel closed (and replaced) when a sync ends.
+	running bool
+	asked   uint64
+	covered uint64
+	ended   chan struct{}
 }
 
 // NewMirrorPods checks the options and returns MirrorPods.
@@ -158,6 +166,7 @@ func NewMirrorPods(opts MirrorPodsOptions) (*MirrorPods, error) {
 		period:     opts.Period,
 		clock:      opts.Clock,
 		trigger:    make(chan struct{}, 1),
+		ended:      make(chan struct{}),
 	}
 	if m.nodeUIDFn == nil {
 		m.nodeUIDFn = m.getNodeUID
@@ -173,14 +182,81 @@ func (m *MirrorPods) Trigger() {
 	}
 }
 
+// TriggerWait asks Run for a sync, as Trigger does, and waits until a sync
+// that began after the call has ended (whether it failed or not: Run logs
+// its errors): true. It gives up after timeout on the Clock, or when ctx
+// ends: false. While Run is not running it returns true at once: there is
+// no sync to wait for (an agent starts its static pods before it can reach
+// the API server, as the kubelet does). The kubelet creates a static pod's
+// mirror pod before it starts the pod's containers; an agent that calls
+// TriggerWait before it hands a static pod to its pod workers does the
+// same.
+func (m *MirrorPods) TriggerWait(ctx context.Context, timeout time.Duration) bool {
+	m.mu.Lock()
+	if !m.running {
+		m.mu.Unlock()
+		return true
+	}
+	m.asked++
+	want := m.asked
+	m.mu.Unlock()
+	m.Trigger()
+	t := m.clock.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		m.mu.Lock()
+		if !m.running || m.covered >= want {
+			m.mu.Unlock()
+			return true
+		}
+		ended := m.ended
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return false
+		case <-ended:
+		}
+	}
+}
+
+// syncEnded records that a sync which began when asked waits had been
+// asked has ended, and wakes TriggerWait's callers.
+func (m *MirrorPods) syncEnded(asked uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.covered = asked
+	close(m.ended)
+	m.ended = make(chan struct{})
+}
+
+// setRunning records whether Run is running; when it stops, TriggerWait's
+// callers return.
+func (m *MirrorPods) setRunning(running bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.running = running
+	if !running {
+		close(m.ended)
+		m.ended = make(chan struct{})
+	}
+}
+
 // Run syncs at once, then every Period and on Trigger, until ctx ends. Sync
 // errors are logged; the next round retries.
 func (m *MirrorPods) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	m.setRunning(true)
+	defer m.setRunning(false)
 	return loop.Run(ctx, m.clock, func(ctx context.Context) (time.Duration, error) {
+		m.mu.Lock()
+		asked := m.asked
+		m.mu.Unlock()
 		if err := m.SyncOnce(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Mirror pod sync failed; retrying next round")
 		}
+		m.syncEnded(asked)
 		return m.period, nil
 	}, loop.Signal(m.trigger))
 }

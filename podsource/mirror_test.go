@@ -231,6 +231,114 @@ func TestMirrorPodsRun(t *testing.T) {
 	}
 }
 
+// TriggerWait returns once a sync that began after the call has ended (a
+// sync already running when it is called does not count), gives up after
+// its timeout on the clock or when its context ends, and returns at once
+// while Run is not running or once it stops.
+func TestMirrorPodsTriggerWait(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	client := fake.NewClientset()
+	fc := clocktesting.NewFakeClock(seenTime)
+	var static staticSet
+	entered, release := make(chan struct{}), make(chan struct{})
+	mp, err := NewMirrorPods(MirrorPodsOptions{Pods: podsOf(client.CoreV1()), Nodes: client.CoreV1().Nodes(), NodeName: "n1", Clock: fc,
+		NodeUID: func(context.Context) (types.UID, error) { return "node-uid", nil },
+		// Each sync reads the static pods, then waits for the test.
+		StaticPods: func() []*v1.Pod {
+			pods := static.get()
+			entered <- struct{}{}
+			<-release
+			return pods
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if !mp.TriggerWait(ctx, time.Second) {
+		t.Error("TriggerWait before Run: false, want true at once")
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- mp.Run(runCtx) }()
+	<-entered // the first sync
+	release <- struct{}{}
+	asked := func(n uint64) func() bool {
+		return func() bool {
+			mp.mu.Lock()
+			defer mp.mu.Unlock()
+			return mp.asked == n
+		}
+	}
+	waitResult := func() chan bool {
+		got := make(chan bool, 1)
+		go func() { got <- mp.TriggerWait(ctx, time.Second) }()
+		return got
+	}
+	mirrorExists := func() bool {
+		_, err := client.CoreV1().Pods("default").Get(ctx, "web-n1", metav1.GetOptions{})
+		return err == nil
+	}
+
+	// A sync that read the static pods before the call does not count.
+	mp.Trigger()
+	<-entered // it has read the empty set
+	static.mu.Lock()
+	static.pods = []*v1.Pod{staticPod(t, "web", "web:1")}
+	static.mu.Unlock()
+	got := waitResult()
+	testenv.Eventually(t, waitTimeout, time.Millisecond, "TriggerWait asked", asked(1))
+	release <- struct{}{}
+	<-entered // the sync TriggerWait asked for
+	select {
+	case <-got:
+		t.Fatal("TriggerWait returned when a sync that began before it ended")
+	default:
+	}
+	release <- struct{}{}
+	if !<-got {
+		t.Fatal("TriggerWait: false, want true")
+	}
+	if !mirrorExists() {
+		t.Error("TriggerWait returned before the sync it asked for created the mirror pod")
+	}
+
+	// Its timeout runs on the clock while a sync holds.
+	got = waitResult()
+	<-entered
+	testenv.Eventually(t, waitTimeout, time.Millisecond, "TriggerWait's timer", fc.HasWaiters)
+	fc.Step(time.Second)
+	if <-got {
+		t.Error("TriggerWait past its timeout: true, want false")
+	}
+	release <- struct{}{}
+
+	// Its context.
+	cctx, cancel := context.WithCancel(ctx)
+	got = make(chan bool, 1)
+	go func() { got <- mp.TriggerWait(cctx, time.Hour) }()
+	<-entered // the sync it asked for, held
+	cancel()
+	if <-got {
+		t.Error("TriggerWait with its context ended: true, want false")
+	}
+	release <- struct{}{}
+
+	// Run's end releases it while a sync that began before it holds.
+	mp.Trigger()
+	<-entered
+	got = waitResult()
+	testenv.Eventually(t, waitTimeout, time.Millisecond, "TriggerWait asked", asked(4))
+	stop()
+	release <- struct{}{}
+	if !<-got {
+		t.Error("TriggerWait when Run ended: false, want true")
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
 // With NodePods, a sync reads mirror pods from the watch's view and makes
 // no LIST; while that view is not complete it LISTs.
 func TestMirrorPodsFromNodePods(t *testing.T) {
