@@ -45,6 +45,7 @@ maxPods: 20
 podsPerCore: 4
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 runtimeRequestTimeout: 30s
+volumeStatsAggPeriod: 2m
 registerNode: false
 registerWithTaints:
 - key: dedicated
@@ -75,7 +76,7 @@ serverTLSBootstrap: true
 		cfg.manifestURL != "http://example.com/pods" || cfg.syncFrequency != 30*time.Second || cfg.podLogRoot != "/var/log/mypods" ||
 		cfg.statusUpdateFrequency != 4*time.Second || cfg.statusReportFrequency != time.Minute || cfg.leaseDuration != 20*time.Second ||
 		cfg.cgroupDriver != "systemd" || cfg.cgroupRoot != "/custom" || strings.Join(cfg.clusterDNS, ",") != "10.96.0.10,10.96.0.11" ||
-		cfg.resolvConf != "-" || cfg.podsPerCore != 4 || cfg.runtimeEndpoint != "unix:///run/containerd/containerd.sock" || cfg.runtimeRequestTimeout != 30*time.Second ||
+		cfg.resolvConf != "-" || cfg.podsPerCore != 4 || cfg.runtimeEndpoint != "unix:///run/containerd/containerd.sock" || cfg.runtimeRequestTimeout != 30*time.Second || cfg.volumeStatsAggPeriod != 2*time.Minute ||
 		cfg.registerNode || cfg.providerID != "edge://n1" || !cfg.seccompDefault || cfg.listen != "0.0.0.0:10300" ||
 		cfg.cgroupsPerQOS || cfg.kubeAPIQPS != 20 || cfg.kubeAPIBurst != 40 || cfg.logMaxSize != 5<<20 || cfg.logMaxFiles != 3 || cfg.logMonitorInterval != 30*time.Second || !cfg.serverTLS {
 		t.Errorf("cfg = %+v", cfg)
@@ -140,6 +141,7 @@ func TestConfigFileErrors(t *testing.T) {
 		{"bad taint effect", configHeader + "registerWithTaints: [{key: a, effect: Sometimes}]\n", `field "registerWithTaints": --register-with-taints: taint "a": effect "Sometimes" must be NoSchedule, PreferNoSchedule or NoExecute`},
 		{"bad value", configHeader + "cgroupDriver: cgroupsd\n", `field "cgroupDriver": --cgroup-driver "cgroupsd" must be cgroupfs or systemd`},
 		{"bad resource", configHeader + "systemReserved: {cpu: lots}\n", `field "systemReserved": --system-reserved: cpu: quantities must match`},
+		{"volume stats off", configHeader + "volumeStatsAggPeriod: 0s\n", `field "volumeStatsAggPeriod": --volume-stats-agg-period`},
 		{"not yaml", configHeader + "maxPods: [\n", "--config "},
 		{"list", "- a\n", "not a KubeletConfiguration object"},
 	} {

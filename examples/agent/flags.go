@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodekit/nodekit/nodestatus"
+	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync/admission"
 	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/podsync/eviction"
@@ -39,22 +40,22 @@ import (
 // defaults that depend on each other (the report frequency follows an explicitly set update frequency). serverTLS is
 // --rotate-server-certificates; nodeAPIOff says why the node API is not served though --port asked for it.
 type config struct {
-	configFile, kubeconfig, hostnameOverride, runtimeEndpoint, providerID, diskUsagePath, diskUsageResource, listen                      string
-	tlsCertFile, tlsKeyFile, certDir, clientCAFile, authzMode, nodeAPIOff                                                                string
-	podManifestPath, manifestURL, rootDir, podLogRoot, cgroupDriver, cgroupRoot, clusterDomain, resolvConf, podInfraImage                string
-	statusUpdateFrequency, statusReportFrequency, leaseDuration, runtimeDownAfter, syncFrequency, logMonitorInterval, pendingStatusDelay time.Duration
-	authzAllowedTTL, authzDeniedTTL, evictionTransition, imageMinAge, fileCheckFrequency, httpCheckFrequency, runtimeRequestTimeout      time.Duration
-	registerNode, seccompDefault, cgroupsPerQOS, serverTLS, tokenWebhook, anonymousAuth                                                  bool
-	maxPods, podsPerCore, kubeAPIBurst, logMaxFiles, port, imageGCHigh, imageGCLow                                                       int
-	memoryLimit, logMaxSize, evictionMaxPodGrace                                                                                         int64
-	diskUsageThreshold, kubeAPIQPS                                                                                                       float64
-	address                                                                                                                              net.IP
-	nodeIPs                                                                                                                              []net.IP
-	nodeLabels, evictionHard, evictionSoft, evictionSoftGrace, evictionMinReclaim                                                        map[string]string
-	registerWithTaints                                                                                                                   []corev1.Taint
-	systemReserved, kubeReserved                                                                                                         corev1.ResourceList
-	manifestURLHeader                                                                                                                    http.Header
-	clusterDNS, allowedUnsafeSysctls                                                                                                     []string
+	configFile, kubeconfig, hostnameOverride, runtimeEndpoint, providerID, diskUsagePath, diskUsageResource, listen                                       string
+	tlsCertFile, tlsKeyFile, certDir, clientCAFile, authzMode, nodeAPIOff                                                                                 string
+	podManifestPath, manifestURL, rootDir, podLogRoot, cgroupDriver, cgroupRoot, clusterDomain, resolvConf, podInfraImage                                 string
+	statusUpdateFrequency, statusReportFrequency, leaseDuration, runtimeDownAfter, syncFrequency, logMonitorInterval, pendingStatusDelay                  time.Duration
+	authzAllowedTTL, authzDeniedTTL, evictionTransition, imageMinAge, fileCheckFrequency, httpCheckFrequency, runtimeRequestTimeout, volumeStatsAggPeriod time.Duration
+	registerNode, seccompDefault, cgroupsPerQOS, serverTLS, tokenWebhook, anonymousAuth                                                                   bool
+	maxPods, podsPerCore, kubeAPIBurst, logMaxFiles, port, imageGCHigh, imageGCLow                                                                        int
+	memoryLimit, logMaxSize, evictionMaxPodGrace                                                                                                          int64
+	diskUsageThreshold, kubeAPIQPS                                                                                                                        float64
+	address                                                                                                                                               net.IP
+	nodeIPs                                                                                                                                               []net.IP
+	nodeLabels, evictionHard, evictionSoft, evictionSoftGrace, evictionMinReclaim                                                                         map[string]string
+	registerWithTaints                                                                                                                                    []corev1.Taint
+	systemReserved, kubeReserved                                                                                                                          corev1.ResourceList
+	manifestURLHeader                                                                                                                                     http.Header
+	clusterDNS, allowedUnsafeSysctls                                                                                                                      []string
 }
 
 const (
@@ -122,6 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 		{"system-reserved", "systemReserved", asPairs("="), &sysRes, nil, nil, nil, "Resources reserved for the system, for example cpu=500m,memory=1Gi."},
 		{"kube-reserved", "kubeReserved", asPairs("="), &kubeRes, nil, nil, nil, "Resources reserved for Kubernetes daemons, for example cpu=100m,memory=256Mi."},
 		{"runtime-request-timeout", "runtimeRequestTimeout", asDuration, &c.runtimeRequestTimeout, remote.DefaultRequestTimeout, time.Second, remote.MaxTimeout, "How long a call to the runtime may take: RunPodSandbox gets twice as long, StopContainer and ExecSync this plus their own timeout, a pull no limit (kubelet's); between 1s and 1h."},
+		{"volume-stats-agg-period", "volumeStatsAggPeriod", asDuration, &c.volumeStatsAggPeriod, usage.DefaultVolumeInterval, usage.MinInterval, usage.MaxInterval, "How often each pod's volumes are measured on disk for its stats (kubelet's); between 1s and 10m (kubelet's 0, no volume stats, is refused)."},
 		{"runtime-down-after", "", nil, &c.runtimeDownAfter, nodestatus.DefaultRuntimeDownAfter, time.Second, time.Hour, "How long after the runtime's last good status check the node reports \"container runtime is down\" (kubelet's is fixed at 30s); between 1s and 1h."},
 		{"disk-usage-path", "", nil, &c.diskUsagePath, "/", nil, nil, "Directory whose file system the custom DiskUsageHigh condition reports on. Empty: no such condition."},
 		{"disk-usage-threshold", "", nil, &c.diskUsageThreshold, 90.0, nil, nil, "Usage in percent at or above which DiskUsageHigh is True."},
@@ -406,7 +408,7 @@ func parseTaints(s string) ([]corev1.Taint, error) {
 // than k8s.io/kubelet's types: those link component-base's configuration and logging machinery for fields the agent
 // rejects anyway. unsupportedFields are the v1beta1 fields it rejects as not supported rather than unknown.
 var unsupportedFields = strings.Fields(`enableServer readOnlyPort tlsCipherSuites tlsCurvePreferences tlsMinVersion rotateCertificates authentication authorization registryPullQPS registryBurst imagePullCredentialsVerificationPolicy preloadedImagesVerificationAllowlist
-	eventRecordQPS eventBurst enableDebuggingHandlers enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout imageMaximumGCAge volumeStatsAggPeriod kubeletCgroups systemCgroups cpuManagerPolicy singleProcessOOMKill
+	eventRecordQPS eventBurst enableDebuggingHandlers enableContentionProfiling oomScoreAdj streamingConnectionIdleTimeout imageMaximumGCAge kubeletCgroups systemCgroups cpuManagerPolicy singleProcessOOMKill
 	cpuManagerPolicyOptions cpuManagerReconcilePeriod memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved hairpinMode podCIDR podPidsLimit runOnce cpuCFSQuota
 	cpuCFSQuotaPeriod nodeStatusMaxImages maxOpenFiles contentType serializeImagePulls maxParallelImagePulls mergeDefaultEvictionSettings enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains iptablesMasqueradeBit
 	iptablesDropBit featureGates failSwapOn memorySwap containerLogMaxWorkers configMapAndSecretChangeDetectionStrategy reservedSystemCPUs showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup enforceNodeAllocatable

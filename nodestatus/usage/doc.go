@@ -44,8 +44,10 @@
 // that cost the runtime more CPU than anything else but the exec probes,
 // and slowed every container start (BENCHMARKS.md).
 // A pod's volumes on disk (Options.PodVolumeDirs) are its VolumeStats, each
-// the size of its directory; its ephemeral storage is its containers'
-// writable layers and logs and those volumes.
+// the size of its directory, measured every VolumeInterval (1m, the
+// kubelet's volumeStatsAggPeriod) and reported with the time it was taken
+// in between; its ephemeral storage is its containers' writable layers and
+// logs and those volumes.
 //
 // Rates (usageNanoCores) are computed between two samples of the same
 // cumulative counter on the times the counter was read (a runtime's own

@@ -25,9 +25,13 @@ const (
 	// DefaultInterval is how often Run samples: cAdvisor's housekeeping
 	// interval, from which kubelet serves its stats.
 	DefaultInterval = 10 * time.Second
-	// MinInterval and MaxInterval bound Options.Interval.
+	// MinInterval and MaxInterval bound Options.Interval and
+	// Options.VolumeInterval.
 	MinInterval = time.Second
 	MaxInterval = 10 * time.Minute
+	// DefaultVolumeInterval is how often a pod's volumes are measured
+	// again: the kubelet's volumeStatsAggPeriod.
+	DefaultVolumeInterval = time.Minute
 	// DefaultHostRoot is where /proc and /sys are read from.
 	DefaultHostRoot = "/"
 	// DefaultRootDir is kubelet's root directory, whose file system is the
@@ -76,6 +80,13 @@ type Options struct {
 	// ephemeral storage. Nil: pods have no VolumeStats. cri.Syncer's
 	// PodVolumeDirs is one.
 	PodVolumeDirs func(podUID string) map[string]string
+	// VolumeInterval is how often a pod's volumes (PodVolumeDirs) are
+	// looked up and measured again (a walk of each directory); the samples
+	// in between report the last figures, with the time they were taken,
+	// as the kubelet caches its volume stats for volumeStatsAggPeriod.
+	// Default DefaultVolumeInterval (1m); between MinInterval and
+	// MaxInterval.
+	VolumeInterval time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -84,6 +95,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Interval == 0 {
 		o.Interval = DefaultInterval
+	}
+	if o.VolumeInterval == 0 {
+		o.VolumeInterval = DefaultVolumeInterval
 	}
 	if o.HostRoot == "" {
 		o.HostRoot = DefaultHostRoot
@@ -99,6 +113,9 @@ func (o Options) withDefaults() (Options, error) {
 		errs = append(errs, optcheck.Required("Options.NodeName"))
 	}
 	if err := optcheck.Range("Options.Interval", o.Interval, MinInterval, MaxInterval); err != nil {
+		errs = append(errs, err)
+	}
+	if err := optcheck.Range("Options.VolumeInterval", o.VolumeInterval, MinInterval, MaxInterval); err != nil {
 		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)

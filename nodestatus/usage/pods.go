@@ -216,25 +216,16 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 			}
 		}
 		if c.opts.PodVolumeDirs != nil {
-			vols := c.opts.PodVolumeDirs(md.GetUid())
-			names := make([]string, 0, len(vols))
-			for name := range vols {
-				names = append(names, name)
-			}
-			slices.Sort(names)
-			for _, name := range names {
-				used, inodes, err := dirUsage(vols[name])
-				if err != nil || inodes == 0 { // no directory: not set up, or gone
-					continue
-				}
-				fs := statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: u64p(used), InodesUsed: u64p(inodes)}
+			vols, at := c.podVolumes(md.GetUid(), now)
+			for _, v := range vols {
+				fs := statsapi.FsStats{Time: metav1.NewTime(at), UsedBytes: u64p(v.used), InodesUsed: u64p(v.inodes)}
 				if haveNodeFs {
 					fs.CapacityBytes, fs.AvailableBytes = u64p(nodeFs.capacity), u64p(nodeFs.available)
 					fs.Inodes, fs.InodesFree = u64p(nodeFs.inodes), u64p(nodeFs.inodesFree)
 				}
-				ps.VolumeStats = append(ps.VolumeStats, statsapi.VolumeStats{Name: name, FsStats: fs})
-				ephemeral += used
-				ephemeralInodes += inodes
+				ps.VolumeStats = append(ps.VolumeStats, statsapi.VolumeStats{Name: v.name, FsStats: fs})
+				ephemeral += v.used
+				ephemeralInodes += v.inodes
 			}
 		}
 		if len(ctrs) > 0 {
@@ -258,6 +249,43 @@ type podFiles struct {
 	dirs        []string // its cgroup's directories (none: no cgroup)
 	pid         string   // a process in it, for its network namespace ("": look again)
 	hostNetwork bool     // pid was in the host's network namespace: the pod has no network figures of its own
+	vols        []volumeUsage
+	volsAt      time.Time // when vols were measured (zero: not yet)
+}
+
+// volumeUsage is one volume's directory as last measured.
+type volumeUsage struct {
+	name         string
+	used, inodes uint64
+}
+
+// podVolumes returns a pod's volumes on disk by name, measured at most
+// VolumeInterval before now, and when they were measured. A pod whose
+// files the sample keeps (c.files) keeps its figures until they are due;
+// one it does not is measured every sample.
+func (c *Collector) podVolumes(uid string, now time.Time) ([]volumeUsage, time.Time) {
+	pf := c.files[uid]
+	if pf != nil && !pf.volsAt.IsZero() && now.Sub(pf.volsAt) < c.opts.VolumeInterval {
+		return pf.vols, pf.volsAt
+	}
+	dirs := c.opts.PodVolumeDirs(uid)
+	names := make([]string, 0, len(dirs))
+	for name := range dirs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var vols []volumeUsage
+	for _, name := range names {
+		used, inodes, err := dirUsage(dirs[name])
+		if err != nil || inodes == 0 { // no directory: not set up, or gone
+			continue
+		}
+		vols = append(vols, volumeUsage{name: name, used: used, inodes: inodes})
+	}
+	if pf != nil {
+		pf.vols, pf.volsAt = vols, now
+	}
+	return vols, now
 }
 
 // podCgroup reads a pod's cgroup and reports whether it had CPU or memory

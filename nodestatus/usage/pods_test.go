@@ -356,4 +356,33 @@ func TestPodVolumeStats(t *testing.T) {
 	if e := val(p.EphemeralStorage.UsedBytes); e < 4005 {
 		t.Errorf("ephemeral storage %d bytes; want at least the volumes' 4005", e)
 	}
+
+	// The figures are kept for VolumeInterval (1m), with the time they
+	// were taken, as the kubelet's volumeStatsAggPeriod; then measured
+	// again.
+	testenv.WriteTree(t, vols, map[string]string{"scratch/c": strings.Repeat("z", 2000)})
+	scratch := func() (uint64, time.Time) {
+		t.Helper()
+		if err := c.SyncOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range findPod(c.Latest().Summary, "a").VolumeStats {
+			if v.Name == "scratch" {
+				return val(v.UsedBytes), v.Time.Time
+			}
+		}
+		t.Fatal("no scratch volume")
+		return 0, time.Time{}
+	}
+	clk.Step(usage.DefaultVolumeInterval - time.Second)
+	if used, at := scratch(); used != 4000 || !at.Equal(t0) {
+		t.Errorf("scratch within the interval: %d bytes at %v; want the first figures, 4000 at %v", used, at, t0)
+	}
+	clk.Step(time.Second)
+	if used, at := scratch(); used != 6000 || !at.Equal(clk.Now()) {
+		t.Errorf("scratch after the interval: %d bytes at %v; want 6000 at %v", used, at, clk.Now())
+	}
+	if _, err := usage.New(usage.Options{NodeName: "n", Runtime: f, VolumeInterval: time.Hour}); err == nil || !strings.Contains(err.Error(), "Options.VolumeInterval") {
+		t.Errorf("VolumeInterval 1h: %v; want an error naming it", err)
+	}
 }
