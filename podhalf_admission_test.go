@@ -52,15 +52,7 @@ func TestPodHalfSecurityAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runPodHalf(t, p)
 	want := map[string]struct{ reason, message string }{
 		"unsafe-sysctl": {admission.ReasonSysctlForbidden, `Pod was rejected: forbidden sysctl: "vm.swappiness" not allowlisted`},
 		"apparmor":      {admission.ReasonAppArmor, "Pod was rejected: Cannot enforce AppArmor: AppArmor is not enabled on the host"},
@@ -83,6 +75,22 @@ func TestPodHalfSecurityAdmission(t *testing.T) {
 		s, _ := p.Engine().PodStatus("uid-allowed-sysctl")
 		return ok && l == podsync.Syncing && s.Phase != corev1.PodFailed && s.Phase != ""
 	})
+}
+
+// runPodHalf runs p until the test ends, and then checks that Run
+// returned no error; it returns the context p runs in.
+func runPodHalf(t *testing.T, p *nodekit.PodHalf) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return ctx
 }
 
 type relistNothing struct{}

@@ -75,15 +75,7 @@ func TestPodHalfMirrorPodFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	ctx := runPodHalf(t, p)
 	synced := func(name string) func() bool {
 		return func() bool {
 			mu.Lock()
