@@ -93,7 +93,7 @@ func TestPodHalfMirrorPodFirst(t *testing.T) {
 	})
 
 	manifest("web")
-	<-entered
+	testenv.Receive(t, entered, 30*time.Second, "web's mirror pod create")
 	close(release)
 	testenv.Eventually(t, 30*time.Second, 5*time.Millisecond, "web synced", synced("web-n1"))
 	mu.Lock()

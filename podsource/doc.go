@@ -44,10 +44,11 @@
 // are fetched every 20s with a 10s timeout (10ms to 5m). Mirror pods are
 // synced every 10s and on Trigger; TriggerWait also waits (with a timeout
 // on the clock) for that sync to end, so that an agent can create a static
-// pod's mirror pod before it starts the pod, as the kubelet does. All timers, the URL timeout too, come
-// from the injected clock. Merged updates are buffered (50, as kubelet); a
-// full buffer blocks the merger, and so the sources. Each loop has the step
-// SyncOnce(ctx) error; Merge is the merger's step.
+// pod's mirror pod before it starts the pod, as the kubelet does. All
+// timers, the URL timeout too, come from the injected clock. Merged
+// updates are buffered (50, as kubelet); a full buffer blocks the merger,
+// and so the sources. Each loop has the step SyncOnce(ctx) error; Merge is
+// the merger's step.
 //
 // # Limits
 //

@@ -261,7 +261,7 @@ func TestMirrorPodsTriggerWait(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- mp.Run(runCtx) }()
-	<-entered // the first sync
+	testenv.Receive(t, entered, waitTimeout, "the first sync")
 	release <- struct{}{}
 	asked := func(n uint64) func() bool {
 		return func() bool {
@@ -282,21 +282,21 @@ func TestMirrorPodsTriggerWait(t *testing.T) {
 
 	// A sync that read the static pods before the call does not count.
 	mp.Trigger()
-	<-entered // it has read the empty set
+	testenv.Receive(t, entered, waitTimeout, "a sync that read the empty set")
 	static.mu.Lock()
 	static.pods = []*v1.Pod{staticPod(t, "web", "web:1")}
 	static.mu.Unlock()
 	got := waitResult()
 	testenv.Eventually(t, waitTimeout, time.Millisecond, "TriggerWait asked", asked(1))
 	release <- struct{}{}
-	<-entered // the sync TriggerWait asked for
+	testenv.Receive(t, entered, waitTimeout, "the sync TriggerWait asked for")
 	select {
 	case <-got:
 		t.Fatal("TriggerWait returned when a sync that began before it ended")
 	default:
 	}
 	release <- struct{}{}
-	if !<-got {
+	if !testenv.Receive(t, got, waitTimeout, "TriggerWait's result") {
 		t.Fatal("TriggerWait: false, want true")
 	}
 	if !mirrorExists() {
@@ -305,10 +305,10 @@ func TestMirrorPodsTriggerWait(t *testing.T) {
 
 	// Its timeout runs on the clock while a sync holds.
 	got = waitResult()
-	<-entered
+	testenv.Receive(t, entered, waitTimeout, "the sync TriggerWait asked for")
 	testenv.Eventually(t, waitTimeout, time.Millisecond, "TriggerWait's timer", fc.HasWaiters)
 	fc.Step(time.Second)
-	if <-got {
+	if testenv.Receive(t, got, waitTimeout, "TriggerWait's result") {
 		t.Error("TriggerWait past its timeout: true, want false")
 	}
 	release <- struct{}{}
@@ -317,24 +317,24 @@ func TestMirrorPodsTriggerWait(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	got = make(chan bool, 1)
 	go func() { got <- mp.TriggerWait(cctx, time.Hour) }()
-	<-entered // the sync it asked for, held
+	testenv.Receive(t, entered, waitTimeout, "the sync TriggerWait asked for")
 	cancel()
-	if <-got {
+	if testenv.Receive(t, got, waitTimeout, "TriggerWait's result") {
 		t.Error("TriggerWait with its context ended: true, want false")
 	}
 	release <- struct{}{}
 
 	// Run's end releases it while a sync that began before it holds.
 	mp.Trigger()
-	<-entered
+	testenv.Receive(t, entered, waitTimeout, "a sync")
 	got = waitResult()
 	testenv.Eventually(t, waitTimeout, time.Millisecond, "TriggerWait asked", asked(4))
 	stop()
 	release <- struct{}{}
-	if !<-got {
+	if !testenv.Receive(t, got, waitTimeout, "TriggerWait's result") {
 		t.Error("TriggerWait when Run ended: false, want true")
 	}
-	if err := <-done; err != nil {
+	if err := testenv.Receive(t, done, waitTimeout, "Run's return"); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 }

@@ -51,11 +51,11 @@ func TestGatherByOperation(t *testing.T) {
 	h.WithLabelValues("start_container").Observe(2)
 	h.WithLabelValues("start_container").Observe(1)
 	h.WithLabelValues("run_podsandbox").Observe(0.5)
-	got := gatherByOperation(reg, "ops_seconds")
+	got := gatherByOperation(t, reg, "ops_seconds")
 	if len(got) != 2 || got["start_container"] != [2]float64{3, 2} || got["run_podsandbox"] != [2]float64{0.5, 1} {
 		t.Errorf("gatherByOperation = %v", got)
 	}
-	if got := gatherByOperation(reg, "other"); len(got) != 0 {
+	if got := gatherByOperation(t, reg, "other"); len(got) != 0 {
 		t.Errorf("gatherByOperation of a metric not there = %v, want none", got)
 	}
 }

@@ -286,11 +286,11 @@ func (b *bench) runtimeFloor(f *floors) {
 				return waitAnswer(ctx, ports[i/2], 2*time.Minute)
 			}
 		}
-		ops0, h0, at0 := gatherByOperation(reg, "kubelet_runtime_operations_duration_seconds"), b.hostTicks(), time.Now()
+		ops0, h0, at0 := gatherByOperation(t, reg, "kubelet_runtime_operations_duration_seconds"), b.hostTicks(), time.Now()
 		ids, d.ready = startPods(pods, f.startPar)
 		d.allReady = slices.Max(d.ready)
 		report("floor: density %d: from the first CRI call to all ready: %s; its CRI calls: %s", size,
-			hostLine(h0, b.hostTicks(), time.Since(at0)), syncsDelta(ops0, gatherByOperation(reg, "kubelet_runtime_operations_duration_seconds")))
+			hostLine(h0, b.hostTicks(), time.Since(at0)), syncsDelta(ops0, gatherByOperation(t, reg, "kubelet_runtime_operations_duration_seconds")))
 		for i := range d.ready {
 			if started[i] == 0 {
 				started[i] = d.ready[i]
@@ -313,24 +313,10 @@ func (b *bench) runtimeFloor(f *floors) {
 
 // gatherByOperation is parseByOperation on a registry: a histogram's sum
 // and count by operation_type.
-func gatherByOperation(reg *prometheus.Registry, metric string) map[string][2]float64 {
+func gatherByOperation(t testenv.FatalTB, reg prometheus.Gatherer, metric string) map[string][2]float64 {
 	out := map[string][2]float64{}
-	mfs, err := reg.Gather()
-	if err != nil {
-		return nil
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != metric {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "operation_type" {
-					h := m.GetHistogram()
-					out[l.GetValue()] = [2]float64{h.GetSampleSum(), float64(h.GetSampleCount())}
-				}
-			}
-		}
+	for op, h := range testenv.Histograms(t, reg, metric, "operation_type") {
+		out[op] = [2]float64{h.Sum, float64(h.Count)}
 	}
 	return out
 }

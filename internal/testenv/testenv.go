@@ -70,7 +70,39 @@ func Metrics(t FatalTB, reg prometheus.Gatherer) map[string]float64 {
 	return got
 }
 
-// FatalTB is the part of testing.TB that Metrics uses.
+// Histogram is a histogram's sum and sample count.
+type Histogram struct {
+	Sum   float64
+	Count uint64
+}
+
+// Histograms gathers reg and returns histogram metric's sums and counts
+// by the value of its label (series with the same value added up; series
+// without the label left out).
+func Histograms(t FatalTB, reg prometheus.Gatherer, metric, label string) map[string]Histogram {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	out := map[string]Histogram{}
+	for _, mf := range mfs {
+		if mf.GetName() != metric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					h, sum := m.GetHistogram(), out[l.GetValue()]
+					out[l.GetValue()] = Histogram{Sum: sum.Sum + h.GetSampleSum(), Count: sum.Count + h.GetSampleCount()}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// FatalTB is the part of testing.TB that Metrics and Histograms use.
 type FatalTB interface {
 	Helper()
 	Fatalf(format string, args ...any)

@@ -22,6 +22,24 @@ func Eventually(t PollTB, timeout, interval time.Duration, what string, cond fun
 	EventuallyErr(t, timeout, interval, what, func() (bool, error) { return cond(), nil })
 }
 
+// Receive waits for ch's next value (the zero value once ch is closed) and
+// returns it; it fails t with "<what>: not within <timeout>" when none
+// comes within timeout. It is the wait for what a test is told on a
+// channel. Call it from the test's goroutine.
+func Receive[T any](t PollTB, ch <-chan T, timeout time.Duration, what string) T {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("%s: not within %v", what, timeout)
+		var zero T
+		return zero
+	}
+}
+
 // EventuallyErr is Eventually for a condition that can say why it does not
 // hold yet: the failure ends with the last error cond returned,
 // "<what>: not within <timeout> (last error: <err>)".

@@ -41,3 +41,15 @@ func TestEventuallyErr(t *testing.T) {
 		t.Errorf("failure without an error %q", r.msg)
 	}
 }
+
+func TestReceive(t *testing.T) {
+	var r fatalRecorder
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := Receive(&r, ch, 10*time.Second, "a value"); got != 7 || r.msg != "" {
+		t.Errorf("a sent value: %d, failure %q", got, r.msg)
+	}
+	if got := Receive(&r, ch, 5*time.Millisecond, "nothing"); got != 0 || r.msg != "nothing: not within 5ms" {
+		t.Errorf("nothing sent: %d, failure %q", got, r.msg)
+	}
+}

@@ -175,8 +175,8 @@ func TestConnTimesCallsByItsClock(t *testing.T) {
 			t.Fatalf("ListContainers: %v", err)
 		}
 	}
-	if d := durations(t, reg)["list_containers"]; d.count != 2 || d.sum != 6 {
-		t.Errorf("list_containers: %d calls taking %v s by the Conn's clock, want 2 taking 6 s", d.count, d.sum)
+	if d := testenv.Histograms(t, reg, "kubelet_runtime_operations_duration_seconds", "operation_type")["list_containers"]; d.Count != 2 || d.Sum != 6 {
+		t.Errorf("list_containers: %d calls taking %v s by the Conn's clock, want 2 taking 6 s", d.Count, d.Sum)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("Run = %v", err)

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/testenv"
 	"github.com/nodekit/nodekit/runtime/remote"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
@@ -64,10 +65,10 @@ kubelet_runtime_operations_total{operation_type="version"} 2
 	if n := testutil.CollectAndCount(reg, "kubelet_runtime_operations_duration_seconds"); n != 5 {
 		t.Errorf("duration series = %d, want 5 (one per operation type)", n)
 	}
-	took := durations(t, reg)
+	took := testenv.Histograms(t, reg, "kubelet_runtime_operations_duration_seconds", "operation_type")
 	for op, want := range map[string]float64{"list_podsandbox": 4, "image_status": 0.5, "container_status": 0, "update_container": 0, "version": 0} {
-		if took[op].sum != want {
-			t.Errorf("%s took %v s in all by the clients' clock, want %v", op, took[op].sum, want)
+		if took[op].Sum != want {
+			t.Errorf("%s took %v s in all by the clients' clock, want %v", op, took[op].Sum, want)
 		}
 	}
 
@@ -76,31 +77,4 @@ kubelet_runtime_operations_total{operation_type="version"} 2
 	if _, err := remote.Dial(ctx, remote.Options{Endpoint: ep, Registerer: bad}); err == nil || !strings.Contains(err.Error(), "Options.Registerer") {
 		t.Errorf("Dial with a clashing registerer = %v; want an error naming Options.Registerer", err)
 	}
-}
-
-// opDurations is one operation type's kubelet_runtime_operations_duration_seconds:
-// its calls' seconds in all and their count.
-type opDurations struct {
-	sum   float64
-	count uint64
-}
-
-// durations gathers reg's kubelet_runtime_operations_duration_seconds by
-// operation type.
-func durations(t *testing.T, reg *prometheus.Registry) map[string]opDurations {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]opDurations{}
-	for _, mf := range mfs {
-		if mf.GetName() != "kubelet_runtime_operations_duration_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			out[m.GetLabel()[0].GetValue()] = opDurations{m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()}
-		}
-	}
-	return out
 }
