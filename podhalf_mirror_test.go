@@ -46,10 +46,11 @@ func TestPodHalfMirrorPodFirst(t *testing.T) {
 	var mu sync.Mutex
 	created := map[string]bool{} // mirror pods whose create returned
 	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		name := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod).Name
 		if name == "web-n1" {
-			entered <- struct{}{}
+			once.Do(func() { close(entered) }) // a create asked again does not block here
 			<-release
 		}
 		mu.Lock()
