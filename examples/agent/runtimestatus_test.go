@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync/cri"
@@ -16,18 +17,21 @@ import (
 // The node's Ready condition follows the pod half's relists: before the
 // pod half runs it says the runtime check has not completed; after a relist
 // it is Ready; a network that goes down shows only once a relist saw it
-// (the setters do not ask the runtime themselves), with kubelet's message.
+// (the setters do not ask the runtime themselves; a ready runtime is asked
+// every 5s), with kubelet's message.
 func TestNodeReadyFromPodHalfRelist(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := &config{hostnameOverride: "n1", maxPods: 110}
 	rt := runtimetest.New(runtimetest.Options{NoCallLog: true})
-	syncer, err := cri.New(cri.Options{Runtime: rt, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-"})
+	clk := testingclock.NewFakeClock(time.Now())
+	syncer, err := cri.New(cri.Options{Runtime: rt, Clock: clk, PodLogRoot: t.TempDir(), PodRoot: t.TempDir(), ResolvConf: "-"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	so := statusOptions(cfg, "n1", rt)
 	so.RuntimeStatus = syncer // as the node half takes it from the pod half's backend
+	so.Clock = clk
 	setters, err := nodestatus.DefaultSetters(so)
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +65,7 @@ func TestNodeReadyFromPodHalfRelist(t *testing.T) {
 	if c := ready(); c.Status != corev1.ConditionTrue {
 		t.Fatalf("before the next relist: %s %q", c.Status, c.Message)
 	}
+	clk.Step(cri.DefaultStatusPeriod)
 	if _, err := syncer.Relist(ctx); err != nil {
 		t.Fatal(err)
 	}

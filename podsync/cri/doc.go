@@ -84,9 +84,11 @@
 // Relist and RelistPod read sandboxes and containers, fetching a
 // container's status only when its state changed. WatchEvents streams the
 // runtime's CRI container events (containerd 2, not 1.6: podsync.ErrNoEvents)
-// and CheckHealth asks the runtime's Status. Every relist and check keeps
-// the answer: LatestRuntimeStatus gives it to nodestatus without a second
-// poll. It records the kubelet's events through Options.Recorder and counts
+// and CheckHealth asks the runtime's Status. Relists and checks ask it
+// every Options.StatusPeriod (5s, the kubelet's runtime check) while the
+// runtime and its network are ready, at every relist while they are not,
+// and keep the answer: LatestRuntimeStatus gives it to nodestatus without
+// a second poll. It records the kubelet's events through Options.Recorder and counts
 // kubelet_runtime_operations_errors_total.
 //
 // # Cgroups

@@ -45,9 +45,13 @@ func podEvent(ev *runtimeapi.ContainerEventResponse) podsync.PodEvent {
 	return pe
 }
 
-// CheckHealth asks the runtime's status, as a relist does (so
-// LatestRuntimeStatus stays fresh while events make relists rare).
+// CheckHealth asks the runtime's status when a relist would (so
+// LatestRuntimeStatus stays fresh while events make relists rare); within
+// Options.StatusPeriod of a good answer it returns nil without asking.
 func (c *Syncer) CheckHealth(ctx context.Context) error {
+	if !c.statusDue() {
+		return nil
+	}
 	st, err := c.rt.Status(ctx, false)
 	c.observeStatus(st, err)
 	if err != nil {

@@ -26,6 +26,25 @@ func (c *Syncer) observeStatus(st *runtimeapi.StatusResponse, err error) {
 	c.status = observedStatus{status: st, at: now}
 }
 
+// statusDue reports whether the runtime's status is to be asked now: not
+// yet asked, the last ask failed, the last answer said the runtime or its
+// network is not ready, or StatusPeriod has passed since it.
+func (c *Syncer) statusDue() bool {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.status
+	if s.status == nil || s.err != nil || !c.netReady || now.Before(s.at) || !now.Before(s.at.Add(c.statusPeriod)) {
+		return true
+	}
+	for _, cond := range s.status.GetStatus().GetConditions() {
+		if cond.Type == runtimeapi.RuntimeReady {
+			return !cond.Status
+		}
+	}
+	return true
+}
+
 // observeNetReady records the NetworkReady condition of a status answer.
 func (c *Syncer) observeNetReady(st *runtimeapi.StatusResponse) {
 	ready := false

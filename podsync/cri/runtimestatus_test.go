@@ -19,6 +19,8 @@ var _ nodestatus.RuntimeStatusSource = (*Syncer)(nil)
 
 // The relist's Status call is what LatestRuntimeStatus returns, dated by
 // the relist; a failed call is its error; nothing before the first relist.
+// A ready runtime is asked every StatusPeriod (5s), not at every relist;
+// one not ready, or whose last ask failed, at every relist.
 func TestCRILatestRuntimeStatus(t *testing.T) {
 	h := newHarness(t)
 	if _, _, err := h.Syncer.LatestRuntimeStatus(); err == nil {
@@ -29,13 +31,37 @@ func TestCRILatestRuntimeStatus(t *testing.T) {
 	if err != nil || !at.Equal(t0) || len(st.GetStatus().GetConditions()) != 2 {
 		t.Fatalf("after a relist: %v at %v, %v", st, at, err)
 	}
+	statusCalls := func() int {
+		n := 0
+		for _, c := range h.RT.Calls() {
+			if c.Method == "Status" {
+				n++
+			}
+		}
+		return n
+	}
 
+	// Within StatusPeriod of a ready answer relists keep it.
 	h.RT.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
+	h.RT.ResetCalls()
+	for range 4 {
+		h.Clock.Step(time.Second)
+		h.Steps(1)
+	}
+	if _, at, err := h.Syncer.LatestRuntimeStatus(); err != nil || !at.Equal(t0) || statusCalls() != 0 {
+		t.Fatalf("relists within 5s: status at %v, %v, %d Status calls", at, err, statusCalls())
+	}
 	h.Clock.Step(time.Second)
 	h.Steps(1)
 	st, at, err = h.Syncer.LatestRuntimeStatus()
-	if err != nil || !at.Equal(t0.Add(time.Second)) {
-		t.Fatalf("second relist: at %v, %v", at, err)
+	if err != nil || !at.Equal(t0.Add(5*time.Second)) || statusCalls() != 1 {
+		t.Fatalf("relist at 5s: at %v, %v, %d Status calls", at, err, statusCalls())
+	}
+	// Not ready: every relist asks.
+	h.Clock.Step(time.Second)
+	h.Steps(1)
+	if _, at, err := h.Syncer.LatestRuntimeStatus(); err != nil || !at.Equal(t0.Add(6*time.Second)) || statusCalls() != 2 {
+		t.Fatalf("relist while the network is not ready: at %v, %v, %d Status calls", at, err, statusCalls())
 	}
 	for _, c := range st.GetStatus().GetConditions() {
 		if c.Type == runtimeapi.NetworkReady && (c.Status || c.Reason != "NetworkPluginNotReady") {
@@ -67,11 +93,28 @@ func TestCRILatestRuntimeStatus(t *testing.T) {
 		}
 	}
 
-	fail := runtimetest.Errors(errors.New("deadline exceeded"))
-	h.RT.SetHooks(runtimetest.Hooks{Status: func(context.Context, bool) error { return fail() }})
+	// Ready again: asked at the next relist, then kept.
+	h.RT.SetCondition(runtimeapi.NetworkReady, true, "", "")
 	h.Clock.Step(time.Second)
 	h.Steps(1)
-	if _, at, err := h.Syncer.LatestRuntimeStatus(); err == nil || err.Error() == "" || !at.Equal(t0.Add(2*time.Second)) {
+	h.Clock.Step(time.Second)
+	h.Steps(1)
+	if _, at, err := h.Syncer.LatestRuntimeStatus(); err != nil || !at.Equal(t0.Add(7*time.Second)) {
+		t.Fatalf("ready again: at %v, %v", at, err)
+	}
+
+	// A failed ask is its error, and the next relist asks again.
+	fail := runtimetest.Errors(errors.New("deadline exceeded"))
+	h.RT.SetHooks(runtimetest.Hooks{Status: func(context.Context, bool) error { return fail() }})
+	h.Clock.Step(4 * time.Second)
+	h.Steps(1)
+	if _, at, err := h.Syncer.LatestRuntimeStatus(); err == nil || err.Error() == "" || !at.Equal(t0.Add(12*time.Second)) {
 		t.Fatalf("failed status call: at %v, %v", at, err)
+	}
+	h.RT.SetHooks(runtimetest.Hooks{})
+	h.Clock.Step(time.Second)
+	h.Steps(1)
+	if _, at, err := h.Syncer.LatestRuntimeStatus(); err != nil || !at.Equal(t0.Add(13*time.Second)) {
+		t.Fatalf("after a failed ask: at %v, %v", at, err)
 	}
 }

@@ -124,7 +124,18 @@ type Options struct {
 	// Registerer receives kubelet_runtime_operations_errors_total (shared,
 	// idempotently, with the engine's metrics). Default nil: none.
 	Registerer prometheus.Registerer
+	// StatusPeriod is how often the runtime's status is asked while the
+	// last answer said the runtime and its network are ready, as the
+	// kubelet checks the runtime every 5s: a relist or health check within
+	// it keeps that answer. While the runtime or its network is not ready,
+	// or the last ask failed, every relist asks again. Default
+	// DefaultStatusPeriod; between 10ms and 1m.
+	StatusPeriod time.Duration
 }
+
+// DefaultStatusPeriod is Options.StatusPeriod's default, the kubelet's
+// runtime status check period.
+const DefaultStatusPeriod = 5 * time.Second
 
 // ErrNetworkNotReady is SyncPod's error for a pod-network pod while the
 // runtime reports NetworkReady false; the pod is retried after 1s.
@@ -132,18 +143,19 @@ var ErrNetworkNotReady = errors.New("network is not ready: container runtime net
 
 // Syncer is the kubelet-exact PodSyncer and Relister on a runtime.Runtime.
 type Syncer struct {
-	rt       runtime.Runtime
-	handler  string
-	classes  podsync.RuntimeClasses
-	userns   *usernsAllocator
-	probes   podsync.ProbeResults
-	clock    clock.Clock
-	recorder record.EventRecorder
-	hooks    *probe.Handlers
-	pulls    chan struct{}
-	b        builder
-	metrics  *metrics
-	cgroups  *podCgroups // nil: CgroupsPerQOS off or the systemd driver
+	rt           runtime.Runtime
+	handler      string
+	classes      podsync.RuntimeClasses
+	userns       *usernsAllocator
+	probes       podsync.ProbeResults
+	clock        clock.Clock
+	recorder     record.EventRecorder
+	hooks        *probe.Handlers
+	pulls        chan struct{}
+	statusPeriod time.Duration
+	b            builder
+	metrics      *metrics
+	cgroups      *podCgroups // nil: CgroupsPerQOS off or the systemd driver
 	// started is when the syncer was made: a container created before it
 	// was created by an earlier agent on this node.
 	started time.Time
@@ -186,6 +198,10 @@ func New(o Options) (*Syncer, error) {
 	def(&o.CrashLoopMax, 5*time.Minute)
 	def(&o.ImagePullInitial, 10*time.Second)
 	def(&o.ImagePullMax, 5*time.Minute)
+	def(&o.StatusPeriod, DefaultStatusPeriod)
+	if err := optcheck.Range("cri: Options.StatusPeriod", o.StatusPeriod, 10*time.Millisecond, time.Minute); err != nil {
+		return nil, err
+	}
 	for _, c := range []struct {
 		what      string
 		init, max time.Duration
@@ -253,7 +269,7 @@ func New(o Options) (*Syncer, error) {
 			return nil, err
 		}
 	}
-	c := &Syncer{rt: o.Runtime, classes: o.RuntimeClasses, userns: userns, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls),
+	c := &Syncer{rt: o.Runtime, classes: o.RuntimeClasses, userns: userns, cgroups: cg, started: o.Clock.Now(), handler: o.RuntimeHandler, probes: o.Probes, clock: o.Clock, recorder: o.Recorder, hooks: hooks, metrics: m, pulls: make(chan struct{}, o.MaxParallelImagePulls), statusPeriod: o.StatusPeriod,
 		b: builder{podLogRoot: o.PodLogRoot, podRoot: o.PodRoot, cgroupDriver: o.CgroupDriver, cgroupRoot: o.CgroupRoot,
 			clusterDNS: o.ClusterDNS, clusterDomain: o.ClusterDomain, resolvConf: resolv, nodeName: o.NodeName,
 			hostIPs: o.HostIPs, memoryCapacity: o.MemoryCapacity, seccompDefault: o.SeccompDefault, seccompRoot: o.SeccompProfileRoot, appArmor: admission.HostAppArmorEnabled(), data: o.PodData},
@@ -289,7 +305,8 @@ func (c *Syncer) opError(op string, err error) error {
 // kubelet's pod labels and returns them by pod UID. Anything without
 // io.kubernetes.pod.uid is not a pod's and is left out. Sandbox and
 // container statuses are fetched only for objects new or changed since the
-// last relist.
+// last relist. It asks the runtime's status too when that is due
+// (Options.StatusPeriod).
 func (c *Syncer) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, error) {
 	if c.RuntimeName() == "" {
 		v, err := c.rt.Version(ctx)
@@ -300,10 +317,12 @@ func (c *Syncer) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, e
 		c.name = v.RuntimeName
 		c.mu.Unlock()
 	}
-	st, err := c.rt.Status(ctx, false)
-	c.observeStatus(st, err)
-	if err == nil {
-		c.observeNetReady(st)
+	if c.statusDue() {
+		st, err := c.rt.Status(ctx, false)
+		c.observeStatus(st, err)
+		if err == nil {
+			c.observeNetReady(st)
+		}
 	}
 	sbs, err := c.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
