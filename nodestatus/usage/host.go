@@ -17,8 +17,10 @@ import (
 // host reads the node's own figures from files under a root directory:
 // <root>/proc and <root>/sys.
 type host struct {
-	root string
-	v2   bool // the unified hierarchy is mounted at <root>/sys/fs/cgroup
+	root    string
+	v2      bool // the unified hierarchy is mounted at <root>/sys/fs/cgroup
+	r       reader
+	rootVer cgroupVersion // the root cgroup's
 }
 
 func newHost(root string) *host {
@@ -45,7 +47,7 @@ const userHZ = 100
 // procStat reads /proc/stat: the CPU time spent other than idle and iowait,
 // in nanoseconds, and the boot time.
 func (h *host) procStat() (cpuNanos uint64, boot time.Time, err error) {
-	err = scanLines(h.path("proc/stat"), func(line string) {
+	err = h.r.lines(h.path("proc/stat"), func(line string) {
 		f := strings.Fields(line)
 		switch {
 		case len(f) > 1 && f[0] == "btime":
@@ -89,7 +91,7 @@ type nodeMemory struct {
 
 func (h *host) nodeMemory(cg cgroupUsage) (nodeMemory, error) {
 	var total, free, inactiveFile, anon uint64
-	if err := readKeyed(h.path("proc/meminfo"), map[string]*uint64{
+	if err := h.r.keyed(h.path("proc/meminfo"), map[string]*uint64{
 		"MemTotal": &total, "MemFree": &free, "Inactive(file)": &inactiveFile, "AnonPages": &anon,
 	}); err != nil {
 		return nodeMemory{}, err
@@ -101,7 +103,7 @@ func (h *host) nodeMemory(cg cgroupUsage) (nodeMemory, error) {
 	if !cg.hasMemory {
 		m.usage, m.inactiveFile, m.rss = total-free, inactiveFile, anon
 		m.hasMemory = true
-		if err := readKeyed(h.path("proc/vmstat"), map[string]*uint64{"pgfault": &m.pgfault, "pgmajfault": &m.pgmajf}); err != nil {
+		if err := h.r.keyed(h.path("proc/vmstat"), map[string]*uint64{"pgfault": &m.pgfault, "pgmajfault": &m.pgmajf}); err != nil {
 			return m, err
 		}
 	}
@@ -118,12 +120,12 @@ type iface struct {
 // loopback interface, and names the interface of the default route in
 // /proc/net/route ("eth0" when there is none).
 func (h *host) network() (ifaces []iface, defaultIface string, err error) {
-	ifaces, err = netDev(h.path("proc/net/dev"))
+	ifaces, err = h.netDev(h.path("proc/net/dev"))
 	if err != nil {
 		return nil, "", err
 	}
 	defaultIface = "eth0"
-	_ = scanLines(h.path("proc/net/route"), func(line string) {
+	_ = h.r.lines(h.path("proc/net/route"), func(line string) {
 		f := strings.Fields(line)
 		if len(f) > 2 && f[1] == "00000000" && defaultIface == "eth0" {
 			defaultIface = f[0]
@@ -181,7 +183,7 @@ func (h *host) podNetwork(pf *podFiles) ([]iface, bool) {
 			pf.hostNetwork = true
 			return nil, false
 		}
-		ifaces, err := netDev(h.path("proc/" + pf.pid + "/net/dev"))
+		ifaces, err := h.netDev(h.path("proc/" + pf.pid + "/net/dev"))
 		return ifaces, err == nil
 	}
 	return nil, false
@@ -210,8 +212,8 @@ func cgroupPid(dir string, depth int) string {
 }
 
 // netDev reads a /proc/<pid>/net/dev file without the loopback interface.
-func netDev(path string) (ifaces []iface, err error) {
-	err = scanLines(path, func(line string) {
+func (h *host) netDev(path string) (ifaces []iface, err error) {
+	err = h.r.lines(path, func(line string) {
 		name, rest, ok := strings.Cut(line, ":")
 		if !ok {
 			return
@@ -233,7 +235,7 @@ func netDev(path string) (ifaces []iface, err error) {
 func (h *host) rlimit() (maxPID, procs int64, err error) {
 	maxPID = -1
 	for _, f := range []string{"proc/sys/kernel/pid_max", "proc/sys/kernel/threads-max"} {
-		v, ok, err := readUint(h.path(f))
+		v, ok, err := h.r.uint(h.path(f))
 		if err != nil || !ok {
 			continue
 		}
@@ -241,10 +243,11 @@ func (h *host) rlimit() (maxPID, procs int64, err error) {
 			maxPID = int64(v)
 		}
 	}
-	b, err := readFileString(h.path("proc/loadavg"))
+	raw, err := h.r.read(h.path("proc/loadavg"))
 	if err != nil {
 		return maxPID, 0, err
 	}
+	b := string(raw)
 	f := strings.Fields(b)
 	if len(f) < 4 {
 		return maxPID, 0, fmt.Errorf("usage: /proc/loadavg %q: want 5 fields", b)

@@ -246,9 +246,10 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 
 // podFiles is where a pod's figures are read from, kept between samples.
 type podFiles struct {
-	dirs        []string // its cgroup's directories (none: no cgroup)
-	pid         string   // a process in it, for its network namespace ("": look again)
-	hostNetwork bool     // pid was in the host's network namespace: the pod has no network figures of its own
+	dirs        []string      // its cgroup's directories (none: no cgroup)
+	pid         string        // a process in it, for its network namespace ("": look again)
+	hostNetwork bool          // pid was in the host's network namespace: the pod has no network figures of its own
+	ver         cgroupVersion // which version's files dirs hold (0: not known yet)
 	vols        []volumeUsage
 	volsAt      time.Time // when vols were measured (zero: not yet)
 }
@@ -295,7 +296,7 @@ func (c *Collector) podCgroup(ctx context.Context, uid string, pf *podFiles) (cg
 	if pf == nil || len(pf.dirs) == 0 {
 		return cgroupUsage{}, false
 	}
-	cg, err := readCgroup(pf.dirs)
+	cg, err := c.host.cgroup(pf.dirs, &pf.ver)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Reading a pod cgroup", "podUID", uid, "err", err)
 	}

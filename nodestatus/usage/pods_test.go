@@ -273,6 +273,17 @@ func TestPodsFromTheirCgroups(t *testing.T) {
 	if a := findPod(c.Latest().Summary, "a"); a.Network == nil || val(a.Network.RxBytes) != 2000 {
 		t.Errorf("pod a network on a later sample %+v, want rx 2000 bytes", a.Network)
 	}
+
+	// A pod's cgroup version is learned at its first read and the other
+	// version's files are not opened again: a cgroup v1 file in pod b's v2
+	// directory is not read.
+	testenv.WriteTree(t, cg, map[string]string{"v2/kubepods/podB/cpuacct.usage": "1\n"})
+	if err := c.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b := findPod(c.Latest().Summary, "b"); val(b.CPU.UsageCoreNanoSeconds) != 3e9 {
+		t.Errorf("pod b (cgroup v2) cpu %d with a v1 file beside its v2 files, want cpu.stat's 3e9", val(b.CPU.UsageCoreNanoSeconds))
+	}
 }
 
 func TestRuntimeErrorIsReported(t *testing.T) {

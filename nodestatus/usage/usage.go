@@ -142,7 +142,7 @@ func (c *Collector) SyncOnce(ctx context.Context) error {
 	var errs []error
 
 	// CPU and memory.
-	root, err := readCgroup(c.host.rootCgroupDirs())
+	root, err := c.host.cgroup(c.host.rootCgroupDirs(), &c.host.rootVer)
 	if err != nil {
 		logger.V(4).Info("Reading the root cgroup", "err", err)
 	}
