@@ -86,7 +86,7 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 	// CRI calls (kubelet_pod_worker_duration_seconds and
 	// kubelet_runtime_operations_duration_seconds on both nodes) and, with
 	// profiles on, a CPU profile of its first BENCH_PROFILE_SECONDS.
-	s0, w0, h0 := b.sample(n), b.readOps(n.name), b.hostTicks()
+	s0, w0, h0, rs0 := b.sample(n), b.readOps(n.name), b.hostTicks(), b.runtimeTicks()
 	startProfile := b.profileAsync(fmt.Sprintf("%s-density%d-start", kind, size), n)
 	starts := b.createAll(pods, densityCreators)
 	first := starts[pods[0].Name]
@@ -108,10 +108,10 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 	}
 	d.allReady = last.Sub(first)
 	report("%s: density %d: all Running and Ready %v after the first create", kind, size, d.allReady.Round(time.Millisecond))
-	s1, w1, h1 := b.sample(n), b.readOps(n.name), b.hostTicks()
+	s1, w1, h1, rs1 := b.sample(n), b.readOps(n.name), b.hostTicks(), b.runtimeTicks()
 	cpuStart, _ := cpuPercent(s0, s1)
-	report("%s: density %d: the node's CPU from before the first create to all Ready: %.1f%% of a core over %v, %s; pod worker syncs in that time: %s; its CRI calls: %s",
-		kind, size, cpuStart, s1.at.Sub(s0.at).Round(time.Second), hostLine(h0, h1, s1.at.Sub(s0.at)), syncsDelta(w0.syncs, w1.syncs), syncsDelta(w0.cri, w1.cri))
+	report("%s: density %d: the node's CPU from before the first create to all Ready: %.1f%% of a core over %v, %s, the runtime: %s; pod worker syncs in that time: %s; its CRI calls: %s",
+		kind, size, cpuStart, s1.at.Sub(s0.at).Round(time.Second), hostLine(h0, h1, s1.at.Sub(s0.at)), runtimeLine(rs0, rs1, s1.at.Sub(s0.at)), syncsDelta(w0.syncs, w1.syncs), syncsDelta(w0.cri, w1.cri))
 	startProfile()
 	b.densityBreakdown(kind, size, pods, pw, first)
 
@@ -127,9 +127,8 @@ func (b *bench) density(kind string, n *node, pw *podWatch, size int, r *result)
 		t.Fatal(err)
 	}
 	report("%s: density %d: CPU of waited-for children %.3f%% over %v", kind, size, children, d.window.Round(time.Second))
-	report("%s: density %d: the runtime's CPU over the window: containerd %.1f%%, its shims %.1f%% and the runc they ran (starts, execs) %.1f%% of a core; %.1f processes started a second on the machine",
-		kind, size, ticksPercent(rt1.containerd-rt0.containerd, d.window), ticksPercent(rt1.shims-rt0.shims, d.window),
-		ticksPercent(rt1.shimChildren-rt0.shimChildren, d.window), float64(rt1.forks-rt0.forks)/d.window.Seconds())
+	report("%s: density %d: the runtime's CPU over the window: %s; %.1f processes started a second on the machine",
+		kind, size, runtimeLine(rt0, rt1, d.window), float64(rt1.forks-rt0.forks)/d.window.Seconds())
 	b.profiles(fmt.Sprintf("%s-density%d", kind, size), n)
 	notReady := 0
 	for _, p := range pods {
@@ -492,10 +491,18 @@ func (b *bench) runtimeTicks() runtimeCPU {
 	return r
 }
 
+// runtimeLine says what the runtime used between two readings, in % of a
+// core.
+func runtimeLine(a, b runtimeCPU, over time.Duration) string {
+	return fmt.Sprintf("containerd %.1f%%, its shims %.1f%% and the runc they ran (starts, execs) %.1f%% of a core",
+		ticksPercent(b.containerd-a.containerd, over), ticksPercent(b.shims-a.shims, over), ticksPercent(b.shimChildren-a.shimChildren, over))
+}
+
 // hostCPU is what the machine around a node used up to a moment, in clock
-// ticks: the API server and etcd of the control plane, and all CPUs' busy
+// ticks: the API server and etcd of the control plane, this process (the
+// bench's clients, watches and probes of the servers), and all CPUs' busy
 // and total time (/proc/stat: busy is all but idle and iowait).
-type hostCPU struct{ apiserver, etcd, busy, total int64 }
+type hostCPU struct{ apiserver, etcd, bench, busy, total int64 }
 
 func (b *bench) hostTicks() hostCPU {
 	var h hostCPU
@@ -504,6 +511,9 @@ func (b *bench) hostTicks() hostCPU {
 	}
 	if t, err := testenv.ProcCPUTicksWithChildren(b.cp.EtcdPID()); err == nil {
 		h.etcd = t
+	}
+	if t, err := testenv.ProcCPUTicks(os.Getpid()); err == nil {
+		h.bench = t
 	}
 	if stat, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(stat), "\n")
@@ -520,16 +530,16 @@ func (b *bench) hostTicks() hostCPU {
 	return h
 }
 
-// hostLine says what the control plane and the machine used between two
-// readings: the API server's and etcd's CPU in % of a core, and the
-// machine's busy share of all its CPUs.
+// hostLine says what the control plane, the bench and the machine used
+// between two readings: the API server's, etcd's and the bench's CPU in %
+// of a core, and the machine's busy share of all its CPUs.
 func hostLine(a, b hostCPU, over time.Duration) string {
 	busy := 0.0
 	if b.total > a.total {
 		busy = 100 * float64(b.busy-a.busy) / float64(b.total-a.total)
 	}
-	return fmt.Sprintf("the API server %.1f%% and etcd %.1f%% of a core, the machine's CPUs %.0f%% busy",
-		ticksPercent(b.apiserver-a.apiserver, over), ticksPercent(b.etcd-a.etcd, over), busy)
+	return fmt.Sprintf("the API server %.1f%%, etcd %.1f%% and the bench %.1f%% of a core, the machine's CPUs %.0f%% busy",
+		ticksPercent(b.apiserver-a.apiserver, over), ticksPercent(b.etcd-a.etcd, over), ticksPercent(b.bench-a.bench, over), busy)
 }
 
 func ticksPercent(ticks int64, over time.Duration) float64 {

@@ -63,14 +63,25 @@ func TestGatherByOperation(t *testing.T) {
 // testenvTicks is a second of CPU in clock ticks.
 const testenvTicks = int64(testenv.TicksPerSecond)
 
-// TestHostLine turns two readings into the control plane's CPU in % of a
-// core and the machine's busy share.
+// TestHostLine turns two readings into the control plane's and the
+// bench's CPU in % of a core and the machine's busy share.
 func TestHostLine(t *testing.T) {
-	a := hostCPU{apiserver: 100, etcd: 10, busy: 1000, total: 2000}
-	b := hostCPU{apiserver: 100 + 50*testenvTicks, etcd: 10 + 10*testenvTicks, busy: 1750, total: 3000}
+	a := hostCPU{apiserver: 100, etcd: 10, bench: 5, busy: 1000, total: 2000}
+	b := hostCPU{apiserver: 100 + 50*testenvTicks, etcd: 10 + 10*testenvTicks, bench: 5 + 2*testenvTicks, busy: 1750, total: 3000}
 	got := hostLine(a, b, 100*time.Second)
-	want := "the API server 50.0% and etcd 10.0% of a core, the machine's CPUs 75% busy"
+	want := "the API server 50.0%, etcd 10.0% and the bench 2.0% of a core, the machine's CPUs 75% busy"
 	if got != want {
 		t.Errorf("hostLine = %q, want %q", got, want)
+	}
+}
+
+// TestRuntimeLine turns two readings into the runtime's CPU in % of a core.
+func TestRuntimeLine(t *testing.T) {
+	a := runtimeCPU{containerd: 1, shims: 2, shimChildren: 3, forks: 4}
+	b := runtimeCPU{containerd: 1 + 30*testenvTicks, shims: 2 + 20*testenvTicks, shimChildren: 3 + 10*testenvTicks, forks: 5}
+	got := runtimeLine(a, b, 100*time.Second)
+	want := "containerd 30.0%, its shims 20.0% and the runc they ran (starts, execs) 10.0% of a core"
+	if got != want {
+		t.Errorf("runtimeLine = %q, want %q", got, want)
 	}
 }

@@ -286,11 +286,12 @@ func (b *bench) runtimeFloor(f *floors) {
 				return waitAnswer(ctx, ports[i/2], 2*time.Minute)
 			}
 		}
-		ops0, h0, at0 := gatherByOperation(t, reg, "kubelet_runtime_operations_duration_seconds"), b.hostTicks(), time.Now()
+		ops0, h0, rs0, at0 := gatherByOperation(t, reg, "kubelet_runtime_operations_duration_seconds"), b.hostTicks(), b.runtimeTicks(), time.Now()
 		ids, d.ready = startPods(pods, f.startPar)
 		d.allReady = slices.Max(d.ready)
-		report("floor: density %d: from the first CRI call to all ready: %s; its CRI calls: %s", size,
-			hostLine(h0, b.hostTicks(), time.Since(at0)), syncsDelta(ops0, gatherByOperation(t, reg, "kubelet_runtime_operations_duration_seconds")))
+		over := time.Since(at0)
+		report("floor: density %d: from the first CRI call to all ready: %s, the runtime: %s; its CRI calls: %s", size,
+			hostLine(h0, b.hostTicks(), over), runtimeLine(rs0, b.runtimeTicks(), over), syncsDelta(ops0, gatherByOperation(t, reg, "kubelet_runtime_operations_duration_seconds")))
 		for i := range d.ready {
 			if started[i] == 0 {
 				started[i] = d.ready[i]
