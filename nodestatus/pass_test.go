@@ -73,15 +73,7 @@ func TestPodCIDRToRuntime(t *testing.T) {
 	if setters[0].Name != nodestatus.SetterPodCIDR {
 		t.Fatalf("first setter %q, want %q", setters[0].Name, nodestatus.SetterPodCIDR)
 	}
-	calls := func() int {
-		n := 0
-		for _, c := range rt.Calls() {
-			if c.Method == "UpdateRuntimeConfig" {
-				n++
-			}
-		}
-		return n
-	}
+	calls := func() int { return rt.CallCount("UpdateRuntimeConfig") }
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
 	pass := func() error { return setters.SetStatus(ctx, node) }

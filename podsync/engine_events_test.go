@@ -126,15 +126,7 @@ func (h *eventHarness) ev() evSnapshot {
 	return s
 }
 
-func (h *eventHarness) watchCalls() int {
-	n := 0
-	for _, c := range h.RT.Calls() {
-		if c.Method == "WatchContainerEvents" {
-			n++
-		}
-	}
-	return n
-}
+func (h *eventHarness) watchCalls() int { return h.RT.CallCount("WatchContainerEvents") }
 
 // step advances the clock by d and waits until the engine has done the
 // relist or health check then due: its next one is later.

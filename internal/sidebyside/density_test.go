@@ -313,7 +313,7 @@ func (b *bench) profileAsync(name string, n *node) (wait func()) {
 // /metrics: the pod worker syncs (kubelet_pod_worker_duration_seconds)
 // and the CRI calls (kubelet_runtime_operations_duration_seconds), each
 // operation's sum and count. Nil maps when /metrics could not be read.
-type opsReading struct{ syncs, cri map[string][2]float64 }
+type opsReading struct{ syncs, cri map[string]testenv.Histogram }
 
 // readOps reads the node's opsReading through the API server, waiting up
 // to 3 minutes: at 250 pods on two cores (load average 150) the kubelet's
@@ -334,16 +334,11 @@ func (b *bench) readOps(node string) opsReading {
 
 // parseByOperation reads a histogram's _sum and _count by operation_type
 // from a Prometheus text exposition.
-func parseByOperation(text, metric string) map[string][2]float64 {
-	out := map[string][2]float64{}
+func parseByOperation(text, metric string) map[string]testenv.Histogram {
+	out := map[string]testenv.Histogram{}
 	for _, line := range strings.Split(text, "\n") {
-		var i int
-		switch {
-		case strings.HasPrefix(line, metric+"_sum{"):
-			i = 0
-		case strings.HasPrefix(line, metric+"_count{"):
-			i = 1
-		default:
+		sum, count := strings.HasPrefix(line, metric+"_sum{"), strings.HasPrefix(line, metric+"_count{")
+		if !sum && !count {
 			continue
 		}
 		_, rest, ok := strings.Cut(line, `operation_type="`)
@@ -353,26 +348,30 @@ func parseByOperation(text, metric string) map[string][2]float64 {
 		if !ok || !ok2 || err != nil {
 			continue
 		}
-		f := out[op]
-		f[i] += v
-		out[op] = f
+		h := out[op]
+		if sum {
+			h.Sum += v
+		} else {
+			h.Count += uint64(v)
+		}
+		out[op] = h
 	}
 	return out
 }
 
 // syncsDelta says how many of each operation ran between two readings of
 // a histogram by operation and their mean duration.
-func syncsDelta(a, b map[string][2]float64) string {
+func syncsDelta(a, b map[string]testenv.Histogram) string {
 	if a == nil || b == nil {
 		return "not read"
 	}
 	var parts []string
 	for _, op := range slices.Sorted(maps.Keys(b)) {
-		n := b[op][1] - a[op][1]
+		n := float64(b[op].Count) - float64(a[op].Count)
 		if n <= 0 {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %.0f (mean %.3f s)", op, n, (b[op][0]-a[op][0])/n))
+		parts = append(parts, fmt.Sprintf("%s %.0f (mean %.3f s)", op, n, (b[op].Sum-a[op].Sum)/n))
 	}
 	if len(parts) == 0 {
 		return "none"

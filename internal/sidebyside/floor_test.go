@@ -286,12 +286,12 @@ func (b *bench) runtimeFloor(f *floors) {
 				return waitAnswer(ctx, ports[i/2], 2*time.Minute)
 			}
 		}
-		ops0, h0, rs0, at0 := gatherByOperation(t, reg, "kubelet_runtime_operations_duration_seconds"), b.hostTicks(), b.runtimeTicks(), time.Now()
+		ops0, h0, rs0, at0 := testenv.Histograms(t, reg, "kubelet_runtime_operations_duration_seconds", "operation_type"), b.hostTicks(), b.runtimeTicks(), time.Now()
 		ids, d.ready = startPods(pods, f.startPar)
 		d.allReady = slices.Max(d.ready)
 		over := time.Since(at0)
 		report("floor: density %d: from the first CRI call to all ready: %s, the runtime: %s; its CRI calls: %s", size,
-			hostLine(h0, b.hostTicks(), over), runtimeLine(rs0, b.runtimeTicks(), over), syncsDelta(ops0, gatherByOperation(t, reg, "kubelet_runtime_operations_duration_seconds")))
+			hostLine(h0, b.hostTicks(), over), runtimeLine(rs0, b.runtimeTicks(), over), syncsDelta(ops0, testenv.Histograms(t, reg, "kubelet_runtime_operations_duration_seconds", "operation_type")))
 		for i := range d.ready {
 			if started[i] == 0 {
 				started[i] = d.ready[i]
@@ -310,16 +310,6 @@ func (b *bench) runtimeFloor(f *floors) {
 			size, slices.Max(started).Round(time.Millisecond), d.allReady.Round(time.Millisecond), execs, failed,
 			len(ids), d.stopped.Round(time.Millisecond), d.gone.Round(time.Millisecond))
 	}
-}
-
-// gatherByOperation is parseByOperation on a registry: a histogram's sum
-// and count by operation_type.
-func gatherByOperation(t testenv.FatalTB, reg prometheus.Gatherer, metric string) map[string][2]float64 {
-	out := map[string][2]float64{}
-	for op, h := range testenv.Histograms(t, reg, metric, "operation_type") {
-		out[op] = [2]float64{h.Sum, float64(h.Count)}
-	}
-	return out
 }
 
 // probePeriod is the API's default probe period, the probed pods'.

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // RequireAll reports whether NODEKIT_REQUIRE_ALL=1 is set, in which case a
@@ -53,12 +54,8 @@ func MissingMain(what, target string, cause error) string {
 // each metric).
 func Metrics(t FatalTB, reg prometheus.Gatherer) map[string]float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
 	got := map[string]float64{}
-	for _, mf := range mfs {
+	for _, mf := range gather(t, reg) {
 		m := mf.GetMetric()[0]
 		switch {
 		case m.Counter != nil:
@@ -81,12 +78,8 @@ type Histogram struct {
 // without the label left out).
 func Histograms(t FatalTB, reg prometheus.Gatherer, metric, label string) map[string]Histogram {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
 	out := map[string]Histogram{}
-	for _, mf := range mfs {
+	for _, mf := range gather(t, reg) {
 		if mf.GetName() != metric {
 			continue
 		}
@@ -100,6 +93,16 @@ func Histograms(t FatalTB, reg prometheus.Gatherer, metric, label string) map[st
 		}
 	}
 	return out
+}
+
+// gather gathers reg, failing t when it cannot.
+func gather(t FatalTB, reg prometheus.Gatherer) []*dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	return mfs
 }
 
 // FatalTB is the part of testing.TB that Metrics and Histograms use.

@@ -193,15 +193,7 @@ func TestPodsFromTheirCgroups(t *testing.T) {
 		o.Runtime = f
 		o.PodCgroupDirs = func(uid string) []string { lookups++; return dirs[uid] }
 	})
-	sandboxStatsCalls := func(f *runtimetest.Runtime) int {
-		n := 0
-		for _, call := range f.Calls() {
-			if call.Method == "ListPodSandboxStats" {
-				n++
-			}
-		}
-		return n
-	}
+	sandboxStatsCalls := func(f *runtimetest.Runtime) int { return f.CallCount("ListPodSandboxStats") }
 	for range 2 { // the second sample does not ask for sandbox stats again
 		if err := c.SyncOnce(context.Background()); err != nil {
 			t.Fatal(err)

@@ -49,14 +49,8 @@ func podEvent(ev *runtimeapi.ContainerEventResponse) podsync.PodEvent {
 // LatestRuntimeStatus stays fresh while events make relists rare); within
 // Options.StatusPeriod of a good answer it returns nil without asking.
 func (c *Syncer) CheckHealth(ctx context.Context) error {
-	if !c.statusDue() {
-		return nil
-	}
-	st, err := c.rt.Status(ctx, false)
-	c.observeStatus(st, err)
-	if err != nil {
+	if err := c.refreshStatus(ctx); err != nil {
 		return fmt.Errorf("podsync: runtime status: %w", c.opError("status", err))
 	}
-	c.observeNetReady(st)
 	return nil
 }

@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -14,48 +15,42 @@ type observedStatus struct {
 	err    error
 }
 
-// observeStatus records the runtime status call of a relist.
-func (c *Syncer) observeStatus(st *runtimeapi.StatusResponse, err error) {
-	now := c.clock.Now()
+// refreshStatus asks the runtime's status when that is due and records
+// the answer (and its NetworkReady) or the failure, which it returns. It
+// is due when not yet asked, after a failed ask, while the last answer
+// said the runtime or its network is not ready, and StatusPeriod after
+// the last answer.
+func (c *Syncer) refreshStatus(ctx context.Context) error {
+	c.mu.Lock()
+	s, now := c.status, c.clock.Now()
+	due := s.status == nil || s.err != nil || !c.netReady || !conditionTrue(s.status, runtimeapi.RuntimeReady) ||
+		now.Before(s.at) || !now.Before(s.at.Add(c.statusPeriod))
+	c.mu.Unlock()
+	if !due {
+		return nil
+	}
+	st, err := c.rt.Status(ctx, false)
+	now = c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		c.status.err, c.status.at = err, now
-		return
+		return err
 	}
 	c.status = observedStatus{status: st, at: now}
+	c.netReady = conditionTrue(st, runtimeapi.NetworkReady)
+	return nil
 }
 
-// statusDue reports whether the runtime's status is to be asked now: not
-// yet asked, the last ask failed, the last answer said the runtime or its
-// network is not ready, or StatusPeriod has passed since it.
-func (c *Syncer) statusDue() bool {
-	now := c.clock.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.status
-	if s.status == nil || s.err != nil || !c.netReady || now.Before(s.at) || !now.Before(s.at.Add(c.statusPeriod)) {
-		return true
-	}
-	for _, cond := range s.status.GetStatus().GetConditions() {
-		if cond.Type == runtimeapi.RuntimeReady {
-			return !cond.Status
-		}
-	}
-	return true
-}
-
-// observeNetReady records the NetworkReady condition of a status answer.
-func (c *Syncer) observeNetReady(st *runtimeapi.StatusResponse) {
-	ready := false
+// conditionTrue reports whether a status answer has the condition typ and
+// it holds.
+func conditionTrue(st *runtimeapi.StatusResponse, typ string) bool {
 	for _, cond := range st.GetStatus().GetConditions() {
-		if cond.Type == runtimeapi.NetworkReady {
-			ready = cond.Status
+		if cond.Type == typ {
+			return cond.Status
 		}
 	}
-	c.mu.Lock()
-	c.netReady = ready
-	c.mu.Unlock()
+	return false
 }
 
 // LatestRuntimeStatus returns the runtime's status as the last relist

@@ -31,15 +31,7 @@ func TestCRILatestRuntimeStatus(t *testing.T) {
 	if err != nil || !at.Equal(t0) || len(st.GetStatus().GetConditions()) != 2 {
 		t.Fatalf("after a relist: %v at %v, %v", st, at, err)
 	}
-	statusCalls := func() int {
-		n := 0
-		for _, c := range h.RT.Calls() {
-			if c.Method == "Status" {
-				n++
-			}
-		}
-		return n
-	}
+	statusCalls := func() int { return h.RT.CallCount("Status") }
 
 	// Within StatusPeriod of a ready answer relists keep it.
 	h.RT.SetCondition(runtimeapi.NetworkReady, false, "NetworkPluginNotReady", "cni config uninitialized")
@@ -87,10 +79,8 @@ func TestCRILatestRuntimeStatus(t *testing.T) {
 		c.Message != "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:cni config uninitialized" {
 		t.Fatalf("Ready %s %q", c.Status, c.Message)
 	}
-	for _, c := range h.RT.Calls() {
-		if c.Method == "Status" {
-			t.Fatal("node status asked the runtime for its status")
-		}
+	if h.RT.CallCount("Status") != 0 {
+		t.Fatal("node status asked the runtime for its status")
 	}
 
 	// Ready again: asked at the next relist, then kept.

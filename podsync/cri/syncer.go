@@ -317,13 +317,7 @@ func (c *Syncer) Relist(ctx context.Context) (map[types.UID]*podsync.PodState, e
 		c.name = v.RuntimeName
 		c.mu.Unlock()
 	}
-	if c.statusDue() {
-		st, err := c.rt.Status(ctx, false)
-		c.observeStatus(st, err)
-		if err == nil {
-			c.observeNetReady(st)
-		}
-	}
+	_ = c.refreshStatus(ctx) // recorded for LatestRuntimeStatus; the lists below fail too when the runtime is gone
 	sbs, err := c.rt.ListPodSandbox(ctx, nil)
 	if err != nil {
 		return nil, c.opError("list_podsandbox", err)

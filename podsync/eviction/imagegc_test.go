@@ -189,15 +189,7 @@ func TestImageGCErrors(t *testing.T) {
 func TestImageGCRun(t *testing.T) {
 	defer leakcheck.Check(t)()
 	n := newImageNode(t, map[string]uint64{"a:1": 100}, eviction.ImageGCOptions{})
-	lists := func() int {
-		k := 0
-		for _, c := range n.rt.Calls() {
-			if c.Method == "ListImages" {
-				k++
-			}
-		}
-		return k
-	}
+	lists := func() int { return n.rt.CallCount("ListImages") }
 	ctx, cancel := context.WithCancel(n.ctx)
 	done := make(chan error, 1)
 	go func() { done <- n.gc.Run(ctx) }()

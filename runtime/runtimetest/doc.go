@@ -33,7 +33,7 @@
 // SetContainerUsage and SetPodSandboxUsage (the figures the CRI stats calls
 // report; SetPodSandboxStatsUnimplemented makes the sandbox ones answer
 // Unimplemented, as an older containerd may), and read
-// what happened with Calls (Options.NoCallLog turns the log off, for a fake
+// what happened with Calls and CallCount (Options.NoCallLog turns the log off, for a fake
 // that runs as long as a process does). Missing objects are gRPC NotFound errors
 // (runtime.IsNotFound), and stop and remove of something gone succeed, as CRI
 // specifies. All methods are safe for concurrent use.

@@ -197,6 +197,20 @@ func (f *Runtime) Calls() []Call {
 	return out
 }
 
+// CallCount returns how many calls of method (its name, "Status") were
+// made so far (none when Options.NoCallLog is set).
+func (f *Runtime) CallCount(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c.Method == method {
+			n++
+		}
+	}
+	return n
+}
+
 // ResetCalls forgets the calls made so far.
 func (f *Runtime) ResetCalls() {
 	f.mu.Lock()

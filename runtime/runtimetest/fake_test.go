@@ -113,6 +113,9 @@ func TestHooksAndCalls(t *testing.T) {
 	}) {
 		t.Errorf("Calls() = %+v\nwant %+v", got, want)
 	}
+	if n, m := f.CallCount("StartContainer"), f.CallCount("StopContainer"); n != 3 || m != 0 {
+		t.Errorf("CallCount: StartContainer %d, StopContainer %d; want 3 and 0", n, m)
+	}
 	f.ResetCalls()
 	if n := len(f.Calls()); n != 0 {
 		t.Errorf("after ResetCalls: %d calls", n)
