@@ -54,6 +54,9 @@ type SandboxManager interface {
 	// gRPC code NotFound (see IsNotFound).
 	PodSandboxStatus(ctx context.Context, podSandboxID string, verbose bool) (*runtimeapi.PodSandboxStatusResponse, error)
 	// ListPodSandbox lists the sandboxes that match filter (nil: all).
+	// The sandboxes are the caller's to read, not to change: an
+	// implementation may return the same message again in a later list
+	// (remote.Client does for a sandbox that did not change).
 	ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
 }
 
@@ -70,7 +73,8 @@ type ContainerManager interface {
 	// RemoveContainer removes a container, stopping it first if it runs.
 	// Removing a container that is gone is not an error.
 	RemoveContainer(ctx context.Context, containerID string) error
-	// ListContainers lists the containers that match filter (nil: all).
+	// ListContainers lists the containers that match filter (nil: all),
+	// to be read, not changed, as ListPodSandbox's.
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	// ContainerStatus inspects a container. A missing container is an error with
 	// gRPC code NotFound (see IsNotFound).

@@ -14,7 +14,10 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/status"
+	protov2 "google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -118,6 +121,11 @@ type Client struct {
 	timeout  time.Duration
 	conn     *grpc.ClientConn
 	metrics  *opMetrics
+
+	// The lists' items kept between calls (lists.go).
+	sandboxes  *listCache[*runtimeapi.PodSandbox]
+	containers *listCache[*runtimeapi.Container]
+	listCodec  grpc.CallOption
 }
 
 var (
@@ -164,7 +172,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, &runtime.Error{Endpoint: opts.Endpoint, Method: "Dial", Err: err}
 	}
-	c := &Client{endpoint: opts.Endpoint, timeout: opts.RequestTimeout, conn: conn, metrics: metrics}
+	c := &Client{endpoint: opts.Endpoint, timeout: opts.RequestTimeout, conn: conn, metrics: metrics,
+		sandboxes: newSandboxCache(), containers: newContainerCache(),
+		listCodec: grpc.ForceCodecV2(listCodec{proto: encoding.GetCodecV2(proto.Name)})}
 
 	vctx, cancel := context.WithTimeout(ctx, opts.ConnectionTimeout)
 	defer cancel()
@@ -237,19 +247,19 @@ func (c *Client) Endpoint() string { return c.endpoint }
 func (c *Client) Close() error { return c.conn.Close() }
 
 // invoke makes one unary call bounded by timeout (0: only ctx bounds it).
-func (c *Client) invoke(ctx context.Context, timeout time.Duration, method, name string, req, resp any) error {
+func (c *Client) invoke(ctx context.Context, timeout time.Duration, method, name string, req, resp any, opts ...grpc.CallOption) error {
 	defer c.metrics.observe(name, c.metrics.clock.Now())
 	var err error
 	if timeout > 0 {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
-		err = c.conn.Invoke(cctx, method, req, resp)
+		err = c.conn.Invoke(cctx, method, req, resp, opts...)
 		if err != nil {
 			err = runtime.WrapError(cctx, c.endpoint, name, err)
 		}
 		cancel()
 		return err
 	}
-	err = c.conn.Invoke(ctx, method, req, resp)
+	err = c.conn.Invoke(ctx, method, req, resp, opts...)
 	if err != nil {
 		err = runtime.WrapError(ctx, c.endpoint, name, err)
 	}
@@ -323,14 +333,17 @@ func (c *Client) PodSandboxStatus(ctx context.Context, podSandboxID string, verb
 	return resp, nil
 }
 
-// ListPodSandbox lists the sandboxes that match filter (nil: all).
+// ListPodSandbox lists the sandboxes that match filter (nil: all). A
+// sandbox the last list without a filter returned, and the runtime reports
+// again byte for byte, is the message returned then, not decoded again:
+// read the sandboxes, do not change them.
 func (c *Client) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	resp := new(runtimeapi.ListPodSandboxResponse)
+	resp := &listResponse[*runtimeapi.PodSandbox]{cache: c.sandboxes, complete: protov2.Size(filter) == 0}
 	if err := c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_ListPodSandbox_FullMethodName, "ListPodSandbox",
-		&runtimeapi.ListPodSandboxRequest{Filter: filter}, resp); err != nil {
+		&runtimeapi.ListPodSandboxRequest{Filter: filter}, resp, c.listCodec); err != nil {
 		return nil, err
 	}
-	return resp.Items, nil
+	return resp.items, nil
 }
 
 // CreateContainer creates a container in a sandbox and returns its ID.
@@ -376,14 +389,16 @@ func (c *Client) RemoveContainer(ctx context.Context, containerID string) error 
 		&runtimeapi.RemoveContainerRequest{ContainerId: containerID}, new(runtimeapi.RemoveContainerResponse)))
 }
 
-// ListContainers lists the containers that match filter (nil: all).
+// ListContainers lists the containers that match filter (nil: all). As
+// with ListPodSandbox, a container that did not change since the last list
+// without a filter is the message returned then: read, do not change.
 func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	resp := new(runtimeapi.ListContainersResponse)
+	resp := &listResponse[*runtimeapi.Container]{cache: c.containers, complete: protov2.Size(filter) == 0}
 	if err := c.invoke(ctx, c.timeout, runtimeapi.RuntimeService_ListContainers_FullMethodName, "ListContainers",
-		&runtimeapi.ListContainersRequest{Filter: filter}, resp); err != nil {
+		&runtimeapi.ListContainersRequest{Filter: filter}, resp, c.listCodec); err != nil {
 		return nil, err
 	}
-	return resp.Containers, nil
+	return resp.items, nil
 }
 
 // ContainerStatus inspects a container. A missing container is an error for

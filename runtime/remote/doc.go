@@ -25,6 +25,18 @@
 // NotFound. A streaming call (Exec, Attach, PortForward) that gets no URL from
 // the runtime is an error.
 //
+// # Lists
+//
+// A relist asks for every sandbox and container each second, and nearly
+// all of them are what the last list held. The Client keeps the items of
+// the last ListPodSandbox and ListContainers without a filter, each with
+// its encoded bytes, and decodes only items that are new or whose bytes
+// changed; the others are the messages returned before. A list with a
+// filter uses them and does not add to them, so what is kept is the
+// runtime's sandboxes and containers at the last complete list. The
+// returned messages are therefore shared between calls: read them, do not
+// change them.
+//
 // # Metrics
 //
 // With Options.Registerer set, every call is counted and timed under
