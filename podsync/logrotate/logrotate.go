@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -91,6 +92,9 @@ func (o *Options) defaults() error {
 // container log manager does.
 type Manager struct {
 	o Options
+
+	mu    sync.Mutex        // one look at a time
+	paths map[string]string // log path by ID of the running containers of the last look
 }
 
 // New returns a Manager.
@@ -103,27 +107,37 @@ func New(o Options) (*Manager, error) {
 
 // SyncOnce looks at every running container's log once and rotates those
 // at MaxSize or more. A container that fails does not stop the others;
-// the errors are returned together.
+// the errors are returned together. A container's log path is asked of the
+// runtime (ContainerStatus) at the first look that finds it running and
+// kept while it runs.
 func (m *Manager) SyncOnce(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	running := &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
 	ctrs, err := m.o.Runtime.ListContainers(ctx, running)
 	if err != nil {
 		return fmt.Errorf("logrotate: listing containers: %w", err)
 	}
+	paths := make(map[string]string, len(ctrs))
+	defer func() { m.paths = paths }()
 	var errs []error
 	for _, c := range ctrs {
 		if ctx.Err() != nil {
 			break
 		}
-		st, err := m.o.Runtime.ContainerStatus(ctx, c.Id, false)
-		if runtime.IsNotFound(err) {
-			continue // removed since the list
+		path, ok := m.paths[c.Id]
+		if !ok {
+			st, err := m.o.Runtime.ContainerStatus(ctx, c.Id, false)
+			if runtime.IsNotFound(err) {
+				continue // removed since the list
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("logrotate: container %s: %w", c.Id, err))
+				continue
+			}
+			path = st.GetStatus().GetLogPath()
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("logrotate: container %s: %w", c.Id, err))
-			continue
-		}
-		path := st.GetStatus().GetLogPath()
+		paths[c.Id] = path
 		if path == "" {
 			continue
 		}

@@ -131,7 +131,7 @@ func TestRotation(t *testing.T) {
 	if err := m.SyncOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if c := rt.Calls(); len(c) < 3 || c[len(c)-1].Method != "ReopenContainerLog" {
+	if c := rt.Calls(); len(c) < 2 || c[len(c)-1].Method != "ReopenContainerLog" {
 		t.Errorf("calls %v, want a reopen of the missing log", c)
 	}
 }
@@ -286,5 +286,56 @@ func TestContainerGoneIsSkipped(t *testing.T) {
 	}
 	if err := m.SyncOnce(context.Background()); err != nil {
 		t.Errorf("SyncOnce: %v; want nil for a container that is gone", err)
+	}
+}
+
+// A container's log path is asked of the runtime once while it runs, and
+// forgotten once it no longer does.
+func TestLogPathAskedOnce(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(t0)
+	rt := runtimetest.New(runtimetest.Options{Clock: clk})
+	dir := t.TempDir()
+	first, firstPath := running(t, rt, dir, "first")
+	m, err := New(Options{Runtime: rt, MaxSize: 1024, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := m.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rt.CallCount("ContainerStatus"); n != 1 {
+		t.Errorf("ContainerStatus called %d times in three looks, want once", n)
+	}
+	// The path kept is the one rotated.
+	write(t, firstPath, 2048, 'x')
+	if err := m.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := files(t, firstPath); len(got) != 1 {
+		t.Errorf("rotated files %v, want one", got)
+	}
+
+	rt.ResetCalls()
+	if err := rt.Exit(first, 0); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := running(t, rt, dir, "second")
+	if err := m.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	for _, c := range rt.Calls() {
+		if c.Method == "ContainerStatus" {
+			asked = append(asked, c.ID)
+		}
+	}
+	if !slices.Equal(asked, []string{second}) {
+		t.Errorf("ContainerStatus asked for %v, want the new container %s alone", asked, second)
+	}
+	if _, kept := m.paths[first]; kept || len(m.paths) != 1 {
+		t.Errorf("paths kept %v, want the running container's alone", m.paths)
 	}
 }
