@@ -26,7 +26,13 @@
 //
 //   - start → Node Ready, over BENCH_READY_RUNS (3) fresh nodes; the median.
 //   - VmRSS after MEASURE_IDLE (2m) idle; CPU, API requests and bytes over
-//     MEASURE_WINDOW (5m) idle, extrapolated to an hour.
+//     MEASURE_WINDOW (5m) idle, extrapolated to an hour. A window of the
+//     status report period (5m) or more runs from just after one of the
+//     node's status reports (seen in a watch of its Node) to just after
+//     the one that ends its whole number of periods, so that it holds one
+//     report per period for both nodes (a fixed 5m window holds one or
+//     none, none for the kubelet when its period, checked every 10s, runs
+//     a few seconds over 5m); a shorter one is taken as it comes.
 //   - CPU over MEASURE_WINDOW while the real metrics-server scrapes
 //     /metrics/resource every 15s (n/a when it is missing or its scrapes
 //     cannot be confirmed from the node's kubelet_http_requests_total).

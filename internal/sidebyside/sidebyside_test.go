@@ -348,6 +348,7 @@ func (b *bench) run(kind string) *result {
 	b.phase(kind, "started; idle")
 
 	// Idle.
+	reports, stopReports := b.watchStatusReports(n.name)
 	b.pause(b.idle)
 	n.alive()
 	rss, err := testenv.ProcRSS(n.pid())
@@ -355,11 +356,12 @@ func (b *bench) run(kind string) *result {
 		t.Fatal(err)
 	}
 	r.rssIdle = rss
-	f0 := b.sample(n)
-	b.pause(b.window)
-	n.alive()
-	f1 := b.sample(n)
+	f0, f1, periods := b.idleSamples(n, reports)
+	stopReports()
 	r.idleWindow = f1.at.Sub(f0.at)
+	if periods > 0 {
+		report("%s: idle window %v: from just after a status report to just after the %d report(s) that followed", kind, r.idleWindow.Round(time.Millisecond), periods)
+	}
 	r.cpuIdle, r.idleChildCPU = cpuPercent(f0, f1)
 	reqs, detail := b.requests(n.name, f0.at, f1.at)
 	hour := float64(time.Hour) / float64(r.idleWindow)
@@ -500,6 +502,53 @@ type figures struct {
 	at            time.Time
 	cpu, childCPU int64
 	sent, recv    int64
+}
+
+// idleSamples takes the idle window's first and last samples. A window
+// of a status report period (5m) or more, MEASURE_WINDOW's default, runs
+// from just after one of the node's status reports to just after the
+// report that ends its whole number of periods (returned, the window's
+// length rounded down to periods), so that it holds one report per period
+// for both nodes whatever their phase: a fixed 5m window holds one report
+// or none, none for a node whose period runs a few seconds over 5m, as the
+// kubelet's does, when its report falls just outside. A shorter window
+// (the smoke knobs) is taken as it comes, and periods is 0.
+func (b *bench) idleSamples(n *node, reports <-chan time.Time) (first, last figures, periods int) {
+	if b.window < statusReportFrequency {
+		first = b.sample(n)
+		b.pause(b.window)
+		n.alive()
+		return first, b.sample(n), 0
+	}
+	periods = int(b.window / statusReportFrequency)
+	for drained := false; !drained; { // reports seen during the pause before
+		select {
+		case <-reports:
+		default:
+			drained = true
+		}
+	}
+	b.nextReport(n, reports)
+	first = b.sample(n)
+	for range periods {
+		b.nextReport(n, reports)
+	}
+	return first, b.sample(n), periods
+}
+
+// nextReport waits for the node's next status report, failing when none
+// comes within a report period and a minute.
+func (b *bench) nextReport(n *node, reports <-chan time.Time) {
+	tm := time.NewTimer(statusReportFrequency + time.Minute)
+	defer tm.Stop()
+	select {
+	case <-reports:
+	case <-tm.C:
+		b.t.Fatalf("%s: no status report within %v", n.name, statusReportFrequency+time.Minute)
+	case <-b.ctx.Done():
+		b.t.Fatalf("stopping (interrupted, or out of time): %v", b.ctx.Err())
+	}
+	n.alive()
 }
 
 func (b *bench) sample(n *node) figures {

@@ -271,3 +271,76 @@ func formatDetail(d map[string]int, scale float64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// watchStatusReports watches Node name from the admin client and delivers
+// the time it sees each status report: an update that moves the Ready
+// condition's lastHeartbeatTime, which both nodes set at every report.
+// Reports the receiver has not taken when the buffer is full are dropped.
+// stop ends the watch.
+func (b *bench) watchStatusReports(name string) (reports <-chan time.Time, stop func()) {
+	t := b.t
+	ctx, cancel := context.WithCancel(b.ctx)
+	out := make(chan time.Time, 16)
+	done := make(chan struct{})
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	nodes := b.admin.CoreV1().Nodes()
+	list, err := nodes.List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("listing node %s: %d found, %v", name, len(list.Items), err)
+	}
+	last := heartbeat(&list.Items[0])
+	rv := list.ResourceVersion
+	w, err := nodes.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(done)
+		for {
+			for ev := range w.ResultChan() {
+				n, ok := ev.Object.(*corev1.Node)
+				if !ok {
+					continue
+				}
+				rv = n.ResourceVersion
+				if hb := heartbeat(n); !hb.Equal(last) {
+					last = hb
+					select {
+					case out <- time.Now():
+					default:
+					}
+				}
+			}
+			w.Stop()
+			// The server ends watches after a while: go on from the last
+			// version seen.
+			for {
+				if ctx.Err() != nil {
+					return
+				}
+				if w, err = nodes.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv}); err == nil {
+					break
+				}
+				tm := time.NewTimer(100 * time.Millisecond)
+				select {
+				case <-ctx.Done():
+					tm.Stop()
+					return
+				case <-tm.C:
+				}
+			}
+		}
+	}()
+	return out, func() { cancel(); <-done }
+}
+
+// heartbeat is the lastHeartbeatTime of n's Ready condition (zero when it
+// has none).
+func heartbeat(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastHeartbeatTime.Time
+		}
+	}
+	return time.Time{}
+}
