@@ -360,7 +360,7 @@ func (b *bench) run(kind string) *result {
 	stopReports()
 	r.idleWindow = f1.at.Sub(f0.at)
 	if periods > 0 {
-		report("%s: idle window %v: from just after a status report to just after the %d report(s) that followed", kind, r.idleWindow.Round(time.Millisecond), periods)
+		report("%s: idle window %v: from just after a status report to just after the one that ended %d report period(s)", kind, r.idleWindow.Round(time.Millisecond), periods)
 	}
 	r.cpuIdle, r.idleChildCPU = cpuPercent(f0, f1)
 	reqs, detail := b.requests(n.name, f0.at, f1.at)
@@ -507,8 +507,9 @@ type figures struct {
 // idleSamples takes the idle window's first and last samples. A window
 // of a status report period (5m) or more, MEASURE_WINDOW's default, runs
 // from just after one of the node's status reports to just after the
-// report that ends its whole number of periods (returned, the window's
-// length rounded down to periods), so that it holds one report per period
+// first report at least its whole number of periods (returned, the
+// window's length rounded down to periods) less reportSlack after that
+// one, so that it holds one periodic report per period
 // for both nodes whatever their phase: a fixed 5m window holds one report
 // or none, none for a node whose period runs a few seconds over 5m, as the
 // kubelet's does, when its report falls just outside. A shorter window
@@ -530,25 +531,35 @@ func (b *bench) idleSamples(n *node, reports <-chan time.Time) (first, last figu
 	}
 	b.nextReport(n, reports)
 	first = b.sample(n)
-	for range periods {
-		b.nextReport(n, reports)
+	// A report the node makes for a change of its own, within the
+	// window, is counted in it and does not end it.
+	end := first.at.Add(time.Duration(periods)*statusReportFrequency - reportSlack)
+	for at := first.at; at.Before(end); {
+		at = b.nextReport(n, reports)
 	}
 	return first, b.sample(n), periods
 }
 
-// nextReport waits for the node's next status report, failing when none
-// comes within a report period and a minute.
-func (b *bench) nextReport(n *node, reports <-chan time.Time) {
+// reportSlack is how much earlier than a whole number of report periods
+// after its start a status report may end the idle window: a node's
+// period runs from its last report, checked every few seconds.
+const reportSlack = 30 * time.Second
+
+// nextReport waits for the node's next status report and returns when it
+// was seen, failing when none comes within a report period and a minute.
+func (b *bench) nextReport(n *node, reports <-chan time.Time) time.Time {
 	tm := time.NewTimer(statusReportFrequency + time.Minute)
 	defer tm.Stop()
+	var at time.Time
 	select {
-	case <-reports:
+	case at = <-reports:
 	case <-tm.C:
 		b.t.Fatalf("%s: no status report within %v", n.name, statusReportFrequency+time.Minute)
 	case <-b.ctx.Done():
 		b.t.Fatalf("stopping (interrupted, or out of time): %v", b.ctx.Err())
 	}
 	n.alive()
+	return at
 }
 
 func (b *bench) sample(n *node) figures {
