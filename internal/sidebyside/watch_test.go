@@ -111,22 +111,11 @@ func (b *bench) watchPods(nodeName string) *podWatch {
 				}
 			}
 			w.Stop()
-			// The server ends watches after a while: go on from the last
-			// version seen.
-			for {
-				if ctx.Err() != nil {
-					return
-				}
-				if w, err = pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true}); err == nil {
-					break
-				}
-				tm := time.NewTimer(100 * time.Millisecond)
-				select {
-				case <-ctx.Done():
-					tm.Stop()
-					return
-				case <-tm.C:
-				}
+			var ok bool
+			if w, ok = rewatch(ctx, func() (watch.Interface, error) {
+				return pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+			}); !ok {
+				return
 			}
 		}
 	}()
@@ -312,22 +301,11 @@ func (b *bench) watchStatusReports(name string) (reports <-chan time.Time, stop 
 				}
 			}
 			w.Stop()
-			// The server ends watches after a while: go on from the last
-			// version seen.
-			for {
-				if ctx.Err() != nil {
-					return
-				}
-				if w, err = nodes.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv}); err == nil {
-					break
-				}
-				tm := time.NewTimer(100 * time.Millisecond)
-				select {
-				case <-ctx.Done():
-					tm.Stop()
-					return
-				case <-tm.C:
-				}
+			var ok bool
+			if w, ok = rewatch(ctx, func() (watch.Interface, error) {
+				return nodes.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv})
+			}); !ok {
+				return
 			}
 		}
 	}()
@@ -343,4 +321,25 @@ func heartbeat(n *corev1.Node) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// rewatch opens a watch again with open, every 100ms until it opens, after
+// the server ended the last one (it ends watches after a while; open goes
+// on from the last version seen). It returns false when ctx ends first.
+func rewatch(ctx context.Context, open func() (watch.Interface, error)) (watch.Interface, bool) {
+	for {
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if w, err := open(); err == nil {
+			return w, true
+		}
+		tm := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return nil, false
+		case <-tm.C:
+		}
+	}
 }
