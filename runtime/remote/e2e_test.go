@@ -176,7 +176,7 @@ func clientMatchesGenerated(t *testing.T, c *containerdtest.Containerd) {
 		t.Errorf("ExecSync = %+v, %v", res, err)
 	}
 	// Listed again unchanged, the container and the sandbox are the
-	// messages of the first lists (containerd 2 writes their labels in
+	// messages of the first lists (both containerds write their labels in
 	// map order, rarely the same twice); a stopped container is decoded
 	// again.
 	sbs, err := client.ListPodSandbox(ctx, nil)

@@ -22,9 +22,8 @@ import (
 // most of a relist's CPU.
 //
 // "Unchanged" is decided on the item's encoding with its map entries
-// sorted: a runtime built on google.golang.org/protobuf (containerd 2)
-// writes a map's entries in Go's random map order, so the same item rarely
-// comes twice in the same bytes. Runtimes write each key once; an item
+// sorted: containerd 1.6 and 2 both write a map's entries in Go's random
+// map order, so the same item rarely comes twice in the same bytes. Runtimes write each key once; an item
 // with a key written twice could decode to either value, and is decoded
 // each time.
 
