@@ -71,6 +71,11 @@ func NewScheme() (*runtime.Scheme, error) {
 // and for the bodies of creates and updates, as kubelet's client does;
 // merge and strategic-merge patches are JSON, as the API requires.
 //
+// What the clients decode comes without metadata.managedFields (an
+// object's, a list's items', a watch event's): nothing in a node reads
+// them, and they are much of a decoded pod. An update sent without them
+// leaves the API server's as they are.
+//
 // Client is the API client: one HTTP client, one rate limiter and one REST
 // client per API group, shared by every resource client it returns.
 type Client struct {
@@ -159,7 +164,7 @@ func NewClientForHTTPClient(cfg *rest.Config, hc *http.Client) (*Client, error) 
 		}
 		base.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 	}
-	base.NegotiatedSerializer = serializer.NewCodecFactory(s).WithoutConversion()
+	base.NegotiatedSerializer = newWithoutManagedFieldsSerializer(serializer.NewCodecFactory(s).WithoutConversion())
 	if c.core, err = restClient(base, hc, "/api", corev1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}

@@ -298,7 +298,7 @@ func (sharedStore) Resync() error { return nil }
 
 // withoutManagedFields returns pod without its managed fields (nothing here
 // reads them, and they are much of a pod's size): a shallow copy, as the
-// watch's object may be shared.
+// watch's object may be shared. Client's pods come without them: no copy.
 func withoutManagedFields(pod *corev1.Pod) *corev1.Pod {
 	if pod == nil || len(pod.ManagedFields) == 0 {
 		return pod
