@@ -369,7 +369,12 @@ func (e *Engine) applyLocked(op podsource.Op, pod *corev1.Pod, now time.Time) {
 		// kubelet's pod manager, the engine keeps the new copy for
 		// the pod's next sync without making it due (a pod with
 		// readiness gates excepted: conditions others set decide
-		// its readiness).
+		// its readiness). A writer that keeps the API's status
+		// (apiPodSeer) is handed the copy, to keep it instead of
+		// its own.
+		if sw, ok := e.o.Writer.(apiPodSeer); ok && !w.orphan {
+			sw.SeeAPIPod(pod)
+		}
 		return
 	}
 	switch {

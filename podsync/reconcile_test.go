@@ -17,6 +17,7 @@ import (
 // API's copy of a status the node wrote) replaces the engine's copy of the
 // pod without syncing it, as the kubelet's pod manager takes it; the next
 // sync sees the new copy. A pod with readiness gates is synced at once.
+// A status writer that keeps the API's status is handed the new copy.
 func TestReconcileDoesNotSync(t *testing.T) {
 	ctx := context.Background()
 	clock := clocktesting.NewFakeClock(t0)
@@ -29,7 +30,8 @@ func TestReconcileDoesNotSync(t *testing.T) {
 		return SyncResult{}, nil
 	}}
 	relister := relisterFunc(func(context.Context) (map[types.UID]*PodState, error) { return nil, nil })
-	eng, err := New(Options{Syncer: syncer, Relister: relister, Clock: clock})
+	writer := &seeingWriter{}
+	eng, err := New(Options{Syncer: syncer, Relister: relister, Clock: clock, Writer: writer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +71,11 @@ func TestReconcileDoesNotSync(t *testing.T) {
 	if pods, n := count("gated"); n != 2 || pods[1] != gated2 {
 		t.Errorf("gated pod synced %d times after a RECONCILE, want 2 with the new copy", n)
 	}
+	writer.mu.Lock()
+	if len(writer.seen) != 1 || writer.seen[0] != plain2 {
+		t.Errorf("writer was handed %v, want the plain pod's new copy alone", writer.seen)
+	}
+	writer.mu.Unlock()
 
 	// The next sync of the plain pod (its resync) works on the new copy.
 	clock.Step(2 * DefaultResyncPeriod)
@@ -78,4 +85,16 @@ func TestReconcileDoesNotSync(t *testing.T) {
 	if pods, n := count("plain"); n != 2 || pods[1] != plain2 {
 		t.Errorf("plain pod's resync: %d syncs, want 2 with the RECONCILE's copy", n)
 	}
+}
+
+// seeingWriter is a recordingWriter that also takes the API's copies.
+type seeingWriter struct {
+	recordingWriter
+	seen []*corev1.Pod
+}
+
+func (w *seeingWriter) SeeAPIPod(pod *corev1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, pod)
 }

@@ -127,7 +127,9 @@ func (f SyncerFuncs) SyncTerminatedPod(ctx context.Context, pod *corev1.Pod, obs
 var _ PodSyncer = SyncerFuncs{}
 
 // StatusWriter receives the statuses podsync computes. podsync/status.Writer
-// implements it; nil: standalone, nothing is written. The engine calls it
+// implements it; nil: standalone, nothing is written. A writer with a
+// method SeeAPIPod(*corev1.Pod) (status.Writer has one) is also handed each
+// newer copy of an API pod whose status alone changed. The engine calls it
 // from its pod workers' goroutines: concurrently for different pods, in
 // order for one pod, and SetPodStatus only when the status changed.
 type StatusWriter interface {
@@ -136,6 +138,13 @@ type StatusWriter interface {
 	// writer performs the final DELETE.
 	PodTerminated(pod *corev1.Pod)
 	RemovePod(uid types.UID)
+}
+
+// apiPodSeer is what a StatusWriter may have besides: SeeAPIPod takes a
+// newer copy of an API pod whose status alone changed in its source (no
+// status follows for it). podsync/status.Writer has it.
+type apiPodSeer interface {
+	SeeAPIPod(pod *corev1.Pod)
 }
 
 // PodGracePeriod is the kubelet's grace period for stopping a whole pod:

@@ -157,7 +157,10 @@ func (w *Writer) state(pod *corev1.Pod) *podState {
 
 // see takes what the caller's copy of an API pod says of the API: its
 // deletion, and its status when the copy is newer than the one held. It
-// reports whether the API view changed.
+// reports whether the API view changed. A copy of the very version held
+// (the same resource version: the watch's echo of the writer's own patch)
+// replaces it too, changing nothing, so that one copy of the pod's API
+// status is kept, not two.
 func (st *podState) see(pod *corev1.Pod) bool {
 	if st.static {
 		return false
@@ -165,11 +168,22 @@ func (st *podState) see(pod *corev1.Pod) bool {
 	if pod.DeletionTimestamp != nil {
 		st.deleting = true
 	}
-	if st.api == nil || newer(pod.ResourceVersion, st.api.ResourceVersion) {
+	switch {
+	case st.api == nil || newer(pod.ResourceVersion, st.api.ResourceVersion):
 		st.api = pod
 		return true
+	case st.api != pod && sameVersion(pod, st.api):
+		if st.synced.api == st.api {
+			st.synced.api = pod
+		}
+		st.api = pod
 	}
 	return false
+}
+
+// sameVersion reports whether a and b are copies of one version of one pod.
+func sameVersion(a, b *corev1.Pod) bool {
+	return a.UID == b.UID && a.ResourceVersion != "" && a.ResourceVersion == b.ResourceVersion
 }
 
 // settle settles the node's new status s against what came before: the
@@ -299,6 +313,27 @@ func (w *Writer) SetMirrorPod(mirror *corev1.Pod) {
 		case w.wake <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// SeeAPIPod hands the writer a newer copy of an API pod whose status alone
+// changed (the node's pod workers have nothing to do for it, so no
+// SetPodStatus follows): its status and deletion are taken as the API's as
+// SetPodStatus takes them. A pod the writer has no status for, a static or
+// mirror pod, and a copy older than the one held are ignored. The writer
+// keeps pod: the caller must not modify it afterwards. It never blocks.
+func (w *Writer) SeeAPIPod(pod *corev1.Pod) {
+	if pod == nil || isMirror(pod) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st, ok := w.pods[pod.UID]
+	if !ok || st.finished || st.version == 0 {
+		return
+	}
+	if st.see(pod) {
+		w.set(pod.UID, st, st.status, true)
 	}
 }
 
@@ -703,8 +738,16 @@ func (w *Writer) record(snap snapshot, api *corev1.Pod, out outcome) {
 		}
 		st.api = nil
 	default:
-		// Keep a newer copy the caller handed in meanwhile.
-		if api != nil && (st.api == snap.api || st.api == nil || !newer(st.api.ResourceVersion, api.ResourceVersion)) {
+		// Keep a newer copy the caller handed in meanwhile, and one of
+		// the version written (shared with the caller's, where the reply
+		// is the writer's alone).
+		switch {
+		case api == nil:
+		case st.api == snap.api || st.api == nil:
+			st.api = api
+		case sameVersion(st.api, api):
+			api = st.api
+		case !newer(st.api.ResourceVersion, api.ResourceVersion):
 			st.api = api
 		}
 	}
