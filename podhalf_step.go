@@ -76,10 +76,10 @@ func (p *PodHalf) mergeShared(ctx context.Context) error {
 	if p.shared == nil || p.registered != nil && !p.registered() {
 		return nil
 	}
-	pods, gen, synced := p.shared.NodePods(p.name)
-	if !synced || p.merged && gen == p.sharedGen {
+	if gen, synced := p.shared.nodeGen(p.name); !synced || p.merged && gen == p.sharedGen {
 		return nil
 	}
+	pods, gen, _ := p.shared.NodePods(p.name)
 	p.sharedGen, p.merged = gen, true
 	return p.merger.Merge(ctx, podsource.Update{Op: podsource.OpSet, Source: podsource.APISource, Pods: pods})
 }

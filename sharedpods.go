@@ -106,6 +106,17 @@ func (s *SharedPods) NodePods(node string) (pods []*corev1.Pod, gen uint64, sync
 	return pods, b.gen, s.synced
 }
 
+// nodeGen is NodePods's number and first-list flag alone, without the
+// list: a pod half's step asks it first and lists only after a change.
+func (s *SharedPods) nodeGen(node string) (gen uint64, synced bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.nodes[node]; b != nil {
+		gen = b.gen
+	}
+	return gen, s.synced
+}
+
 // Synced reports whether the first list is done.
 func (s *SharedPods) Synced() bool {
 	s.mu.Lock()
