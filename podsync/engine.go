@@ -782,7 +782,7 @@ func (e *Engine) updateGauges(pods map[types.UID]*PodState) {
 }
 
 func stateEqual(a, b *PodState) bool {
-	if a == nil || b == nil {
+	if a == b || a == nil || b == nil {
 		return a == b
 	}
 	if len(a.Sandboxes) != len(b.Sandboxes) || len(a.Containers) != len(b.Containers) {

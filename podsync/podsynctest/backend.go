@@ -74,6 +74,11 @@ type simPod struct {
 	// gen counts the pod's changes; seen is gen as the last relist saw it,
 	// so that a sync can tell the engine of changes it has not observed.
 	gen, seen uint64
+	// snap is the pod's last snapshot, taken at gen snapGen: a relist that
+	// finds no change returns it again (PodStates are never modified), so
+	// that an idle node's relist neither builds nor compares anything.
+	snap    *podsync.PodState
+	snapGen uint64
 }
 
 // Backend is a simulated podsync.PodSyncer and podsync.Relister: pods go
@@ -211,7 +216,11 @@ func (b *Backend) RelistPod(_ context.Context, uid types.UID) (*podsync.PodState
 }
 
 func (p *simPod) snapshot(uid types.UID) *podsync.PodState {
+	if p.snap != nil && p.snapGen == p.gen {
+		return p.snap
+	}
 	st := &podsync.PodState{UID: uid, Name: p.name, Namespace: p.namespace}
+	defer func() { p.snap, p.snapGen = st, p.gen }()
 	for i := len(p.sandboxes) - 1; i >= 0; i-- {
 		s := p.sandboxes[i].SandboxState
 		st.Sandboxes = append(st.Sandboxes, &s)

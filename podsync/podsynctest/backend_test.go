@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/podsource"
@@ -111,5 +112,51 @@ func TestSyncPodFollowsTheStages(t *testing.T) {
 	clock.Step(5 * time.Second)
 	if res, _ = b.SyncPod(ctx, pod, st); !res.Changed || res.RequeueAfter != 0 {
 		t.Fatalf("at the exit: %+v, want changed and nothing more due", res)
+	}
+}
+
+// A relist that finds a pod unchanged returns the PodState the last one
+// returned; a change (a start, an exit, a stage reached on the clock) makes
+// a new one, and the old one is left as it was.
+func TestRelistReusesUnchangedState(t *testing.T) {
+	ctx := context.Background()
+	clock, b, e, steps := setup(t, func(*corev1.Pod, string) podsynctest.Stages {
+		return podsynctest.Stages{StartDelay: time.Second}
+	})
+	pod := simPod(corev1.RestartPolicyNever)
+	e.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	steps(2)
+	relist := func() *podsync.PodState {
+		t.Helper()
+		m, err := b.Relist(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[pod.UID]
+	}
+	created := relist()
+	if again := relist(); again != created {
+		t.Fatal("an unchanged pod relisted as a new PodState")
+	}
+	if len(created.Containers) != 0 {
+		t.Fatalf("container in the runtime during its start delay: %+v", created.Containers)
+	}
+	clock.Step(time.Second)
+	running := relist()
+	if running == created || len(running.Containers) != 1 || running.Containers[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("after the start delay: %+v", running)
+	}
+	if one, _ := b.RelistPod(ctx, pod.UID); one != running {
+		t.Error("RelistPod of an unchanged pod made a new PodState")
+	}
+	if !b.Exit(pod.UID, "c", 3) {
+		t.Fatal("nothing running")
+	}
+	exited := relist()
+	if exited == running || exited.Containers[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || exited.Containers[0].ExitCode != 3 {
+		t.Fatalf("after the exit: %+v", exited.Containers[0])
+	}
+	if running.Containers[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING || len(created.Containers) != 0 {
+		t.Error("an earlier PodState was modified")
 	}
 }
