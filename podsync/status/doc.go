@@ -23,9 +23,12 @@
 // conditions the node does not own are left alone), with metadata.uid as a
 // precondition and no other metadata. The API's copy is the newest of the
 // pod handed to SetPodStatus and the pod each write returns, so a write
-// needs no read before it. A static pod's status goes to its mirror pod
-// (the pod whose kubernetes.io/config.mirror holds the static pod's config
-// hash), found by a LIST of the node's pods or handed in by SetMirrorPod.
+// needs no read before it; SeeAPIPod hands in a newer copy whose status
+// alone changed (podsync's engine gives it the watch's echo of each write),
+// which the writer keeps instead of its own copy of the reply. A static
+// pod's status goes to its mirror pod (the pod whose
+// kubernetes.io/config.mirror holds the static pod's config hash), found
+// by a LIST of the node's pods or handed in by SetMirrorPod.
 // A phase never moves back from Succeeded or Failed; PodTerminated makes a
 // status final when the caller's was not. Once an API pod being deleted has
 // its terminal phase, the writer deletes it with grace period 0 and a UID
