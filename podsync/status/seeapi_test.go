@@ -70,3 +70,33 @@ func TestSeeAPIPod(t *testing.T) {
 		t.Error("a status recorded for a pod only seen")
 	}
 }
+
+// A newer copy handed in by SeeAPIPod whose phase another writer made
+// terminal is settled as SetPodStatus settles it: the phase is kept and
+// never written back to Running.
+func TestSeeAPIPodKeepsTerminalPhase(t *testing.T) {
+	pod := apiPod("job", "uid-1")
+	pod.ResourceVersion = "1"
+	e := newEnv(t, pod)
+	e.w.SetPodStatus(pod, runningStatus(true))
+	e.sync()
+	done := e.get("job")
+	done.Status = succeededStatus()
+	done.ResourceVersion = "2"
+	done, err := e.client.CoreV1().Pods("default").UpdateStatus(context.Background(), done, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.w.SeeAPIPod(done)
+	if s, _ := e.w.Status("uid-1"); s.Phase != corev1.PodSucceeded {
+		t.Errorf("Status phase %q, want Succeeded from the API", s.Phase)
+	}
+	for _, a := range e.sync() {
+		if st := patchOf(t, a)["status"].(map[string]any); st["phase"] != nil {
+			t.Errorf("phase written: %v", st["phase"])
+		}
+	}
+	if got := e.get("job").Status.Phase; got != corev1.PodSucceeded {
+		t.Errorf("API phase %q", got)
+	}
+}

@@ -333,7 +333,11 @@ func (w *Writer) SeeAPIPod(pod *corev1.Pod) {
 		return
 	}
 	if st.see(pod) {
-		w.set(pod.UID, st, st.status, true)
+		// Settled again against the new copy, as SetPodStatus would: a
+		// terminal phase it shows is kept.
+		s := *st.status.DeepCopy()
+		st.settle(&s, w.clock.Now())
+		w.set(pod.UID, st, s, true)
 	}
 }
 
