@@ -156,6 +156,24 @@ func (e *env) sync() []clienttesting.Action {
 	return e.client.Actions()
 }
 
+// succeededKept checks that the writer's status of pod name (uid) is
+// Succeeded, as the API's copy said, that the next sync writes no phase,
+// and that the API's copy is still Succeeded after it.
+func (e *env) succeededKept(name string, uid types.UID) {
+	e.t.Helper()
+	if s, _ := e.w.Status(uid); s.Phase != corev1.PodSucceeded {
+		e.t.Errorf("Status phase %q, want Succeeded from the API", s.Phase)
+	}
+	for _, a := range e.sync() {
+		if st := patchOf(e.t, a)["status"].(map[string]any); st["phase"] != nil {
+			e.t.Errorf("phase written: %v", st["phase"])
+		}
+	}
+	if got := e.get(name).Status.Phase; got != corev1.PodSucceeded {
+		e.t.Errorf("API phase %q", got)
+	}
+}
+
 // syncErr runs one SyncOnce expecting an error.
 func (e *env) syncErr() []clienttesting.Action {
 	e.t.Helper()
