@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/nodekit/nodekit"
@@ -22,7 +23,7 @@ func managedPod(name string) *corev1.Pod {
 	t := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "ns", UID: "uid-" + "name", ResourceVersion: "42", Generation: 1, CreationTimestamp: t,
+			Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: "42", Generation: 1, CreationTimestamp: t,
 			Labels: map[string]string{"app": "a"}, Annotations: map[string]string{"note": "n"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid"}},
 			Finalizers:      []string{"f"},

@@ -142,7 +142,9 @@ type StatusWriter interface {
 
 // apiPodSeer is what a StatusWriter may have besides: SeeAPIPod takes a
 // newer copy of an API pod whose status alone changed in its source (no
-// status follows for it). podsync/status.Writer has it.
+// status follows for it). podsync/status.Writer has it. The engine calls
+// it while it applies a source's update, under its own lock: it must not
+// block or call the engine.
 type apiPodSeer interface {
 	SeeAPIPod(pod *corev1.Pod)
 }

@@ -220,7 +220,6 @@ func (p *simPod) snapshot(uid types.UID) *podsync.PodState {
 		return p.snap
 	}
 	st := &podsync.PodState{UID: uid, Name: p.name, Namespace: p.namespace}
-	defer func() { p.snap, p.snapGen = st, p.gen }()
 	for i := len(p.sandboxes) - 1; i >= 0; i-- {
 		s := p.sandboxes[i].SandboxState
 		st.Sandboxes = append(st.Sandboxes, &s)
@@ -229,6 +228,7 @@ func (p *simPod) snapshot(uid types.UID) *podsync.PodState {
 		c := p.containers[i].ContainerState
 		st.Containers = append(st.Containers, &c)
 	}
+	p.snap, p.snapGen = st, p.gen
 	return st
 }
 

@@ -23,9 +23,9 @@ import (
 //
 // "Unchanged" is decided on the item's encoding with its map entries
 // sorted: containerd 1.6 and 2 both write a map's entries in Go's random
-// map order, so the same item rarely comes twice in the same bytes. Runtimes write each key once; an item
-// with a key written twice could decode to either value, and is decoded
-// each time.
+// map order, so the same item rarely comes twice in the same bytes.
+// Runtimes write each key once; an item with a key written twice could
+// decode to either value, and is decoded each time.
 
 // listed is what a listCache keeps of one item.
 type listed[T proto.Message] struct {
