@@ -857,7 +857,7 @@ func (f *Fleet) SyncOnce(ctx context.Context) error {
 			// Steps are running and none is due: wait for one to finish (it
 			// may have made another due), for the next to fall due, or for
 			// a node's Trigger.
-			if !loop.Wait(ctx, f.clock, wait, loop.Signal(f.syncKick), loop.Signal(finished)) {
+			if !loop.Wait(ctx, f.clock, time.Unix(0, now), wait, loop.Signal(f.syncKick), loop.Signal(finished)) {
 				return ctx.Err()
 			}
 			continue

@@ -104,11 +104,12 @@ func Sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 }
 
 // Wait is Run's wait between two steps, for a loop that cannot hand its
-// whole body to Run: it waits d (Never: no timer) on clk, handling the clock
-// moved before the timer was armed as Run does, until the timer fires or one
-// of wakes delivers (true) or ctx ends (false).
-func Wait(ctx context.Context, clk clock.Clock, d time.Duration, wakes ...Wake) bool {
-	return newWaiter(ctx, wakes).wait(clk, clk.Now(), d)
+// whole body to Run: it waits d (Never: no timer) on clk from the clock's
+// reading from, the one d was worked out from, so that a clock moved since
+// (a stepped fake one) shortens the wait as Run's does, until the timer
+// fires or one of wakes delivers (true) or ctx ends (false).
+func Wait(ctx context.Context, clk clock.Clock, from time.Time, d time.Duration, wakes ...Wake) bool {
+	return newWaiter(ctx, wakes).wait(clk, from, d)
 }
 
 // The cases of a waiter: ctx, the timer, then the wakes.

@@ -242,7 +242,7 @@ func TestRunClockSteppedDuringTheStep(t *testing.T) {
 
 // Wait and Sleep, each as a func(ctx, clk, d).
 var waits = map[string]func(context.Context, clock.Clock, time.Duration) bool{
-	"Wait":  func(ctx context.Context, clk clock.Clock, d time.Duration) bool { return Wait(ctx, clk, d) },
+	"Wait":  func(ctx context.Context, clk clock.Clock, d time.Duration) bool { return Wait(ctx, clk, clk.Now(), d) },
 	"Sleep": Sleep,
 }
 
@@ -283,9 +283,32 @@ func TestWaitAndSleep(t *testing.T) {
 		t.Fatal("Sleep(-1s) = false")
 	}
 	done := make(chan bool)
-	go func() { done <- Wait(ctx, fc, Never) }()
+	go func() { done <- Wait(ctx, fc, fc.Now(), Never) }()
 	cancel()
 	if <-done {
 		t.Fatal("Wait(Never) = true after ctx ended")
+	}
+}
+
+// A wait worked out from an earlier reading of the clock ends at that
+// reading plus the wait: a clock stepped past it in between makes it due at
+// once, and one stepped part of the way shortens it.
+func TestWaitFromAnEarlierReading(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ctx := context.Background()
+	fc := testingclock.NewFakeClock(t0)
+	from := fc.Now()
+	fc.Step(time.Second)
+	if !Wait(ctx, fc, from, time.Second) {
+		t.Fatal("a wait already over = false")
+	}
+	from = fc.Now()
+	fc.Step(time.Second)
+	done := make(chan bool)
+	go func() { done <- Wait(ctx, fc, from, 3*time.Second) }()
+	waitTimer(t, fc)
+	fc.Step(2 * time.Second) // from + 3s
+	if !<-done {
+		t.Fatal("false after the timer")
 	}
 }
