@@ -3,6 +3,7 @@ package nodekit_test
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"net/http"
 	"os"
@@ -51,14 +52,16 @@ var ctrd *containerdtest.Containerd
 // namespace (the status writer, and mirror pods when there are static
 // pods), and the node's own (registration, heartbeat, lease, events).
 type podHalf struct {
-	t        testing.TB
-	node     string
-	c        *containerdtest.Containerd
-	admin    kubernetes.Interface
-	rt       *remote.Client
-	pods     *nodekit.PodHalf
-	static   string  // the file source's manifest directory
-	trace    *tracer // with podHalfOptions.trace
+	t      testing.TB
+	node   string
+	c      *containerdtest.Containerd
+	admin  kubernetes.Interface
+	rt     *remote.Client
+	pods   *nodekit.PodHalf
+	static string  // the file source's manifest directory
+	trace  *tracer // with podHalfOptions.trace
+	// criOps has the runtime client's kubelet_runtime_operations_duration_seconds.
+	criOps   *prometheus.Registry
 	source   *testenv.APICounter
 	writes   *testenv.APICounter
 	own      *testenv.APICounter
@@ -77,6 +80,11 @@ type podHalfOptions struct {
 	trace bool
 	// maxParallel is the engine's MaxParallel (default its default).
 	maxParallel int
+	// maxPods is the node's pods capacity (default nodestatus's).
+	maxPods int
+	// cgroupsPerQOS makes pod cgroups as the agent does (its default and
+	// the kubelet's), which the usage collector then reads.
+	cgroupsPerQOS bool
 }
 
 // startPodHalf builds the node's pod half and node half as an agent does
@@ -135,14 +143,15 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 	ctx := context.Background()
 	t.Cleanup(func() { _ = h.admin.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}) })
 
-	h.rt, err = remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second})
+	h.criOps = prometheus.NewRegistry()
+	h.rt, err = remote.New(remote.Options{Endpoint: c.Endpoint, ConnectionTimeout: 30 * time.Second, Registerer: h.criOps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	podRoot := t.TempDir()
 	b := backend.New(backend.Options{
 		Syncer: cri.Options{Runtime: h.rt, PodLogRoot: c.PodLogRoot, PodRoot: podRoot, CgroupRoot: c.CgroupRoot,
-			ResolvConf: "-", CrashLoopInitial: o.crashLoopInitial},
+			ResolvConf: "-", CrashLoopInitial: o.crashLoopInitial, CgroupsPerQOS: o.cgroupsPerQOS},
 		Volume: volume.WithClients(volume.Options{}, nodeClient),
 		Usage:  usage.Options{RootDir: podRoot},
 	})
@@ -159,7 +168,7 @@ func startPodHalf(t testing.TB, node string, o podHalfOptions) *podHalf {
 			return be, nil
 		}
 	}
-	status := nodestatus.Options{Runtime: h.rt}
+	status := nodestatus.Options{Runtime: h.rt, MaxPods: o.maxPods}
 	tmpl := nodekit.NodeTemplate(node, nil)
 	h.pods, err = nodekit.NewPodHalf(nodekit.PodHalfOptions{NodeName: node, API: api, Backend: build,
 		ManifestPath: h.static, HostIPs: []string{"127.0.0.1"}, LocalNode: nodekit.LocalNode(tmpl, status), Execer: h.rt,
@@ -214,11 +223,15 @@ func (h *podHalf) stop() {
 }
 
 // runtimeEmpty reports whether containerd holds no sandbox and no container.
-func (h *podHalf) runtimeEmpty() bool {
+func (h *podHalf) runtimeEmpty() bool { return h.runtimeHolds(0) }
+
+// runtimeHolds reports whether containerd holds n sandboxes and n
+// containers (n one-container pods), no more.
+func (h *podHalf) runtimeHolds(n int) bool {
 	ctx := context.Background()
 	sbs, err1 := h.rt.ListPodSandbox(ctx, nil)
 	cs, err2 := h.rt.ListContainers(ctx, nil)
-	return err1 == nil && err2 == nil && len(sbs) == 0 && len(cs) == 0
+	return err1 == nil && err2 == nil && len(sbs) == n && len(cs) == n
 }
 
 // pod is a host-network busybox pod bound to the node running command.

@@ -3,7 +3,9 @@ package nodekit_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -92,7 +94,11 @@ func (r *readySeen) deletedAt(name string) (time.Time, bool) {
 //   - the node's API requests, request bytes and response bytes per pod
 //     lifecycle (create, Running, Ready, graceful delete, final delete) over
 //     the one-at-a-time pods, split into the status writer (the pods of a
-//     namespace) and the pod source (the pods of all namespaces).
+//     namespace) and the pod source (the pods of all namespaces), and the
+//     CRI calls per pod by operation with their mean;
+//   - with MEASURE_RUNNING=N, all of it with N more pods running (created
+//     at once and Ready first; every other one with an exec liveness
+//     probe), as on a full node.
 func TestMeasurePods(t *testing.T) {
 	if os.Getenv("NODEKIT_MEASURE") != "1" {
 		t.Skip("set NODEKIT_MEASURE=1 (hack/measure-pods.sh) to measure the pod half")
@@ -103,7 +109,13 @@ func TestMeasurePods(t *testing.T) {
 			t.Fatalf("MEASURE_PODS=%q", s)
 		}
 	}
-	o := podHalfOptions{trace: true}
+	running := 0
+	if s := os.Getenv("MEASURE_RUNNING"); s != "" {
+		if _, err := fmt.Sscan(s, &running); err != nil || running < 0 {
+			t.Fatalf("MEASURE_RUNNING=%q", s)
+		}
+	}
+	o := podHalfOptions{trace: true, maxPods: max(110, running+n+1), cgroupsPerQOS: true}
 	if s := os.Getenv("MEASURE_MAX_PARALLEL"); s != "" {
 		if _, err := fmt.Sscan(s, &o.maxParallel); err != nil {
 			t.Fatalf("MEASURE_MAX_PARALLEL=%q", s)
@@ -122,8 +134,33 @@ func TestMeasurePods(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, 5*time.Millisecond, "warm-up pod ready", func() bool { _, ok := seen.readyAt("warm"); return ok })
 	h.deleteAndWaitGone(warm, 30)
 
+	// MEASURE_RUNNING pods keep running through the rest, every other one
+	// with an exec liveness probe, as a full node's are.
+	if running > 0 {
+		for i := range running {
+			p := h.pod(fmt.Sprintf("running-%d", i), cmd)
+			if i%2 == 0 {
+				p.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+					PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
+			}
+			h.create(p)
+		}
+		for i := range running {
+			name := fmt.Sprintf("running-%d", i)
+			testenv.Eventually(t, 10*time.Minute, 20*time.Millisecond, name+" ready", func() bool { _, ok := seen.readyAt(name); return ok })
+		}
+		defer func() {
+			zero := int64(0)
+			for i := range running {
+				_ = pods.Delete(ctx, fmt.Sprintf("running-%d", i), metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			}
+			testenv.Eventually(t, 5*time.Minute, 50*time.Millisecond, "containerd empty", h.runtimeEmpty)
+		}()
+	}
+
 	// One at a time.
-	beforeW, beforeS := h.writes.Count(), h.source.Count()
+	const criOps, criOp = "kubelet_runtime_operations_duration_seconds", "operation_type"
+	beforeW, beforeS, beforeOps := h.writes.Count(), h.source.Count(), testenv.Histograms(t, h.criOps, criOps, criOp)
 	var seq []time.Duration
 	seqStarts := map[string]time.Time{}
 	grace := int64(30)
@@ -140,8 +177,9 @@ func TestMeasurePods(t *testing.T) {
 		}
 		testenv.Eventually(t, 60*time.Second, 5*time.Millisecond, name+" gone", func() bool { _, ok := seen.deletedAt(name); return ok })
 	}
-	testenv.Eventually(t, 60*time.Second, 20*time.Millisecond, "containerd empty", h.runtimeEmpty)
+	testenv.Eventually(t, 60*time.Second, 20*time.Millisecond, "containerd holding the running pods alone", func() bool { return h.runtimeHolds(running) })
 	writes, source := h.writes.Count().Sub(beforeW), h.source.Count().Sub(beforeS)
+	seqOps := testenv.Histograms(t, h.criOps, criOps, criOp)
 
 	// At once.
 	var par []time.Duration
@@ -177,13 +215,13 @@ func TestMeasurePods(t *testing.T) {
 	var clean time.Duration
 	testenv.Eventually(t, 120*time.Second, 5*time.Millisecond, "no sandboxes", func() bool {
 		sbs, err := h.rt.ListPodSandbox(ctx, nil)
-		if err == nil && len(sbs) == 0 {
+		if err == nil && len(sbs) == running {
 			clean = time.Since(delStart)
 			return true
 		}
 		return false
 	})
-	testenv.Eventually(t, 60*time.Second, 20*time.Millisecond, "containerd empty", h.runtimeEmpty)
+	testenv.Eventually(t, 60*time.Second, 20*time.Millisecond, "containerd holding the running pods alone", func() bool { return h.runtimeHolds(running) })
 
 	per := func(v int64) string { return fmt.Sprintf("%.1f", float64(v)/float64(n)) }
 	verbs := func(c testenv.APICount) string {
@@ -209,6 +247,7 @@ func TestMeasurePods(t *testing.T) {
 	fmt.Fprintf(&b, "| per lifecycle, pod source: watch bytes received | %s |\n", per(source.ResponseBytes))
 	fmt.Fprintf(&b, "| per lifecycle, node total: requests, request bytes | %s, %s |\n",
 		per(writes.Requests+source.Requests), per(writes.RequestBytes+source.RequestBytes))
+	fmt.Fprintf(&b, "| per lifecycle, CRI calls by operation: count (mean) | %s |\n", criPerPod(beforeOps, seqOps, n))
 	fmt.Print(b.String())
 	fmt.Print(h.trace.breakdown(seen, "seq-", seqStarts), h.trace.breakdown(seen, "par-", parStarts))
 	t.Logf("one at a time: %v", seq)
@@ -341,4 +380,18 @@ func (p tracedPods) Patch(ctx context.Context, name string, pt types.PatchType, 
 		p.tr.mu.Unlock()
 	}
 	return pod, err
+}
+
+// criPerPod gives, for each CRI operation called between two readings of
+// the runtime client's histograms, its calls per pod and their mean.
+func criPerPod(a, b map[string]testenv.Histogram, pods int) string {
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(b)) {
+		n := float64(b[op].Count) - float64(a[op].Count)
+		if n <= 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f (%.1f ms)", op, n/float64(pods), 1000*(b[op].Sum-a[op].Sum)/n))
+	}
+	return strings.Join(parts, ", ")
 }

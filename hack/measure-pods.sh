@@ -11,6 +11,9 @@
 #   MEASURE_PODS=10 hack/measure-pods.sh
 #   MEASURE_PARALLEL=4,16,30 hack/measure-pods.sh   # containerd alone at
 #                                     # several parallelisms (default 16)
+#   MEASURE_RUNNING=250 hack/measure-pods.sh   # the pod half's figures with
+#                                     # 250 more pods running (every other
+#                                     # one probed), as on a full node
 #
 # It prints a Markdown table and the load average before and after: on a
 # shared machine the times are only as good as the machine is quiet.
@@ -24,10 +27,12 @@ fi
 export KUBEBUILDER_ASSETS
 [ "$(id -u)" = 0 ] || { echo "measure-pods: needs root (the containerd harness)" >&2; exit 1; }
 
+# -p 1: the pod half's figures and containerd's alone one after the other,
+# never on the same two CPUs at once.
 out=$(mktemp /tmp/nodekit-measure-pods.XXXXXX.log)
 echo "measure-pods: full output in $out" >&2
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-NODEKIT_MEASURE=1 NODEKIT_REQUIRE_ALL=1 go test -count=1 -timeout 20m \
+NODEKIT_MEASURE=1 NODEKIT_REQUIRE_ALL=1 go test -p 1 -count=1 -timeout 20m \
   -run '^(TestMeasureRuntime|TestMeasurePods)$' -v . ./podsync/cri/ >"$out" 2>&1 || {
   tail -n 40 "$out" >&2
   exit 1

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -34,6 +36,55 @@ type RuntimePod struct {
 	// pod's time runs until it returns (a wait for its server to
 	// answer, as a readiness probe would), and its error is the pod's.
 	Started func(ctx context.Context, containerIDs []string) error
+}
+
+// AsNodesSend gives a floor pod's configs what the kubelet's and the
+// agent's configs of the same BestEffort host-network pod carry and the
+// runtime spends time on, so that the floor makes the nodes' CRI calls:
+// the sandbox runs with the runtime's default seccomp profile (both nodes
+// ask for it whatever the pod's, RunPodSandbox about 10 ms slower here);
+// each container shares the sandbox's namespaces, runs unconfined by
+// seccomp (both nodes' default), has BestEffort's CPU
+// shares and OOM score, and gets the pod's hosts file at /etc/hosts and an
+// empty termination-message file at /dev/termination-log, bind mounts of
+// files it writes below podDir (<podDir>/etc-hosts, a copy of hostsFile,
+// and <podDir>/containers/<name>/0), which the caller removes.
+func AsNodesSend(p *RuntimePod, podDir, hostsFile string) error {
+	lx := p.Sandbox.GetLinux()
+	if lx == nil || lx.SecurityContext == nil {
+		return fmt.Errorf("sidebyside: AsNodesSend: sandbox %q has no Linux security context", p.Sandbox.GetMetadata().GetName())
+	}
+	lx.SecurityContext.Seccomp = &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	hosts, err := os.ReadFile(hostsFile)
+	if err != nil {
+		return fmt.Errorf("sidebyside: AsNodesSend: %w", err)
+	}
+	podHosts := filepath.Join(podDir, "etc-hosts")
+	if err := os.MkdirAll(podDir, 0o755); err != nil {
+		return fmt.Errorf("sidebyside: AsNodesSend: %w", err)
+	}
+	if err := os.WriteFile(podHosts, hosts, 0o644); err != nil {
+		return fmt.Errorf("sidebyside: AsNodesSend: %w", err)
+	}
+	for _, c := range p.Containers {
+		term := filepath.Join(podDir, "containers", c.GetMetadata().GetName(), "0")
+		if err := os.MkdirAll(filepath.Dir(term), 0o755); err != nil {
+			return fmt.Errorf("sidebyside: AsNodesSend: %w", err)
+		}
+		if err := os.WriteFile(term, nil, 0o666); err != nil {
+			return fmt.Errorf("sidebyside: AsNodesSend: %w", err)
+		}
+		c.Mounts = append(c.Mounts,
+			&runtimeapi.Mount{ContainerPath: "/etc/hosts", HostPath: podHosts},
+			&runtimeapi.Mount{ContainerPath: "/dev/termination-log", HostPath: term})
+		if c.Linux == nil {
+			c.Linux = &runtimeapi.LinuxContainerConfig{}
+		}
+		c.Linux.Resources = &runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000}
+		c.Linux.SecurityContext = &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: lx.SecurityContext.NamespaceOptions,
+			Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}}
+	}
+	return nil
 }
 
 // StartPods starts pods straight over CRI, with no agent: RunPodSandbox,

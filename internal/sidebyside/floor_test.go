@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -187,7 +188,8 @@ func (b *bench) apiFloor(f *floors) {
 
 // runtimeFloor makes the pod phases' runtime work straight over CRI with
 // runtime/remote (the agent's client), no agent: the same containerd,
-// image, host-network busybox pods and command, without probes; pods
+// image, host-network busybox pods and command, the configs as both nodes
+// send them (AsNodesSend), without probes; pods
 // started podsync.DefaultMaxParallel at a time (the agent's engine's
 // bound), stopped and removed all at once (the engine does not bound
 // stopping). Their sandboxes, cgroups and logs are removed before it
@@ -203,6 +205,11 @@ func (b *bench) runtimeFloor(f *floors) {
 	}
 	defer rt.Close()
 	var logDirs []string
+	podRoot, err := os.MkdirTemp("", "nodekit-floor-pods-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logDirs = append(logDirs, podRoot)
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -214,7 +221,7 @@ func (b *bench) runtimeFloor(f *floors) {
 		}
 		for _, d := range logDirs {
 			if err := os.RemoveAll(d); err != nil {
-				t.Errorf("removing the floor's logs: %v", err)
+				t.Errorf("removing the floor's logs and pod files: %v", err)
 			}
 		}
 	}()
@@ -229,6 +236,9 @@ func (b *bench) runtimeFloor(f *floors) {
 			sb.Linux.CgroupParent = path.Join(b.c.CgroupRoot, "kubepods", "besteffort", "pod"+uid)
 			logDirs = append(logDirs, sb.LogDirectory)
 			pods[i] = RuntimePod{Sandbox: sb, Containers: []*runtimeapi.ContainerConfig{b.c.BusyboxContainer("app", "sh", "-c", podCommand)}}
+			if err := AsNodesSend(&pods[i], filepath.Join(podRoot, uid), "/etc/hosts"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return pods
 	}

@@ -2,6 +2,9 @@ package sidebyside
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -9,8 +12,12 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodekit/nodekit/podsync/cri"
 	"github.com/nodekit/nodekit/runtime/runtimetest"
 )
 
@@ -105,5 +112,96 @@ func TestRemovePodsRetriesAStopOutOfTime(t *testing.T) {
 	}
 	if calls[ids[0]] != 3 || calls[ids[1]] != 1 {
 		t.Errorf("stops asked %d and %d times; want 3 (twice out of time) and 1", calls[ids[0]], calls[ids[1]])
+	}
+}
+
+// The floor's configs carry what podsync/cri's configs of the same pod
+// (the agent's, which are the kubelet's) carry that the runtime acts on:
+// the sandbox's seccomp profile, the containers' mounts, resources,
+// namespaces and seccomp profile.
+func TestAsNodesSendMatchesTheNodesConfigs(t *testing.T) {
+	var mu sync.Mutex
+	var nodeSB *runtimeapi.PodSandboxConfig
+	var nodeC *runtimeapi.ContainerConfig
+	rt := runtimetest.New(runtimetest.Options{})
+	rt.SetHooks(runtimetest.Hooks{
+		RunPodSandbox: func(_ context.Context, c *runtimeapi.PodSandboxConfig, _ string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			nodeSB = proto.Clone(c).(*runtimeapi.PodSandboxConfig)
+			return nil
+		},
+		CreateContainer: func(_ context.Context, _ string, c *runtimeapi.ContainerConfig, _ *runtimeapi.PodSandboxConfig) error {
+			mu.Lock()
+			defer mu.Unlock()
+			nodeC = proto.Clone(c).(*runtimeapi.ContainerConfig)
+			return nil
+		},
+	})
+	root := t.TempDir()
+	syncer, err := cri.New(cri.Options{Runtime: rt, PodLogRoot: filepath.Join(root, "logs"), PodRoot: filepath.Join(root, "pods"), ResolvConf: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-p"},
+		Spec: corev1.PodSpec{HostNetwork: true, DNSPolicy: corev1.DNSDefault,
+			Containers: []corev1.Container{{Name: "app", Image: runtimetest.BusyboxImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", podCommand}, TerminationMessagePath: corev1.TerminationMessagePathDefault}}}}
+	if _, err := syncer.SyncPod(context.Background(), pod, nil); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if nodeSB == nil || nodeC == nil {
+		t.Fatalf("the agent's syncer made no sandbox or container: %v, %v", nodeSB, nodeC)
+	}
+
+	fp := RuntimePod{
+		Sandbox: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Namespace: "default", Uid: "uid-p"},
+			Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_CONTAINER,
+					UsernsOptions: &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_NODE}}}}},
+		Containers: []*runtimeapi.ContainerConfig{{Metadata: &runtimeapi.ContainerMetadata{Name: "app"},
+			Image: &runtimeapi.ImageSpec{Image: runtimetest.BusyboxImage}}},
+	}
+	podDir := filepath.Join(root, "floor", "uid-p")
+	if err := AsNodesSend(&fp, podDir, "/etc/hosts"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fp.Sandbox.Linux.SecurityContext.Seccomp, nodeSB.GetLinux().GetSecurityContext().GetSeccomp(); !proto.Equal(got, want) {
+		t.Errorf("sandbox seccomp: floor %v, nodes %v", got, want)
+	}
+	fc := fp.Containers[0]
+	paths := func(ms []*runtimeapi.Mount) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.ContainerPath)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got, want := paths(fc.Mounts), paths(nodeC.Mounts); !slices.Equal(got, want) {
+		t.Errorf("container mounts: floor %v, nodes %v", got, want)
+	}
+	for _, m := range fc.Mounts {
+		if _, err := os.Stat(m.HostPath); err != nil {
+			t.Errorf("mount %s: %v", m.ContainerPath, err)
+		}
+	}
+	nr := nodeC.GetLinux().GetResources()
+	if got := fc.Linux.Resources; got.CpuShares != nr.GetCpuShares() || got.OomScoreAdj != nr.GetOomScoreAdj() {
+		t.Errorf("container resources: floor %v, nodes %v", got, nr)
+	}
+	nsc := nodeC.GetLinux().GetSecurityContext()
+	if got := fc.Linux.SecurityContext; !proto.Equal(got.NamespaceOptions, nsc.GetNamespaceOptions()) || !proto.Equal(got.Seccomp, nsc.GetSeccomp()) {
+		t.Errorf("container namespaces and seccomp: floor %v / %v, nodes %v / %v", got.NamespaceOptions, got.Seccomp, nsc.GetNamespaceOptions(), nsc.GetSeccomp())
+	}
+}
+
+func TestAsNodesSendNeedsALinuxSandbox(t *testing.T) {
+	p := RuntimePod{Sandbox: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "bare"}}}
+	err := AsNodesSend(&p, t.TempDir(), "/etc/hosts")
+	if err == nil || !strings.Contains(err.Error(), `"bare"`) {
+		t.Fatalf("got %v, want an error naming the sandbox", err)
 	}
 }

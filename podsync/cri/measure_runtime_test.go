@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,15 +32,19 @@ func selfCPU() time.Duration {
 }
 
 // runtimePods starts n host-network pods of k busybox containers each
-// directly over CRI (sidebyside.StartPods), par at a time, and returns
-// their sandbox IDs.
+// directly over CRI (sidebyside.StartPods), par at a time, with the configs
+// the nodes send (sidebyside.AsNodesSend), and returns their sandbox IDs.
 func runtimePods(t *testing.T, c *containerdtest.Containerd, rt runtime.Runtime, prefix string, n, k, par int) []string {
 	pods := make([]sidebyside.RuntimePod, n)
+	podRoot := t.TempDir()
 	for i := range pods {
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		pods[i].Sandbox = c.SandboxConfig(name, "default", "uid-"+name)
 		for j := range k {
 			pods[i].Containers = append(pods[i].Containers, c.BusyboxContainer(fmt.Sprintf("c%d", j), "sh", "-c", sleeper))
+		}
+		if err := sidebyside.AsNodesSend(&pods[i], filepath.Join(podRoot, name), "/etc/hosts"); err != nil {
+			t.Fatal(err)
 		}
 	}
 	ids, _, err := sidebyside.StartPods(context.Background(), rt, pods, par)
