@@ -97,7 +97,10 @@
 // beat, printed as the floor column with nodekit/floor (empty where a row
 // has none). The runtime rows (one at a time, BENCH_PODS at once, density,
 // deletions with grace 0): the same pods (busybox, host network, the
-// command; no probes but in the density rows) straight over CRI with
+// command; no probes but in the density rows), their configs carrying
+// what both nodes' carry (AsNodesSend: the sandbox's RuntimeDefault
+// seccomp profile, the containers' /etc/hosts and termination-log mounts,
+// BestEffort's resources), straight over CRI with
 // runtime/remote, no agent, by StartPods (RunPodSandbox, CreateContainer,
 // StartContainer, then the pod's Started) and
 // RemovePods (StopPodSandbox, RemovePodSandbox), this package's exported

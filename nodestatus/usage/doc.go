@@ -29,8 +29,16 @@
 // start time.
 //
 // The pods: one per pod UID with a ready sandbox (the newest), with its
-// running containers (the newest per name). Containers' CPU, memory and
-// writable layer come from CRI ListContainerStats; their log usage is the
+// running containers (the newest per name). A container's CPU and memory
+// come from its cgroup, the directory named by its ID below its pod's
+// (where containerd puts it with the cgroupfs driver), as cAdvisor reads
+// them; its writable layer from CRI ListContainerStats, asked every
+// VolumeInterval (and the figures reported with their time in between);
+// a container without such a cgroup (its pod has none, or another
+// runtime's layout) takes all three from ListContainerStats, then asked
+// at every sample. containerd answers ListContainerStats by asking every
+// container's shim: with 110 containers, a call every 10 s added about
+// 40 ms to the p99 start of the next pod (BENCHMARKS.md). Their log usage is the
 // size of <PodLogRoot>/<namespace>_<name>_<uid>/<container>/, rotated files
 // included. A pod's CPU, memory and process count come from its cgroup
 // (Options.PodCgroupDirs, cgroup v1 or v2 files) and its network counters

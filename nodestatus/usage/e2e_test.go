@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,7 +30,15 @@ func TestMain(m *testing.M) { os.Exit(containerdtest.MainBoth(m.Run, &ctrd, &ctr
 
 // noSandboxStats is a runtime without sandbox stats, as containerd 1.6
 // can be, so that the collector reads the pod's cgroup.
-type noSandboxStats struct{ *remote.Client }
+type noSandboxStats struct {
+	*remote.Client
+	containerStats *atomic.Int32 // ListContainerStats calls
+}
+
+func (r noSandboxStats) ListContainerStats(ctx context.Context, filter *runtimeapi.ContainerStatsFilter) ([]*runtimeapi.ContainerStats, error) {
+	r.containerStats.Add(1)
+	return r.Client.ListContainerStats(ctx, filter)
+}
 
 func (noSandboxStats) ListPodSandboxStats(context.Context, *runtimeapi.PodSandboxStatsFilter) ([]*runtimeapi.PodSandboxStats, error) {
 	return nil, status.Error(codes.Unimplemented, "no sandbox stats")
@@ -37,8 +46,9 @@ func (noSandboxStats) ListPodSandboxStats(context.Context, *runtimeapi.PodSandbo
 
 // TestE2EMemoryWorkingSet runs a busybox container that holds 32 MiB on
 // containerd and checks that the collected working set is within 20% of
-// what its cgroup says it uses, for the container (CRI stats) and for the
-// pod (sandbox stats, and the pod cgroup when the runtime has none).
+// what its cgroup says it uses, for the container (CRI stats, or its
+// cgroup when the pod's is read) and for the pod (sandbox stats, and the
+// pod cgroup when the runtime has none).
 func TestE2EMemoryWorkingSet(t *testing.T) { memoryWorkingSet(t, containerdtest.Need(t, ctrd), false) }
 
 // TestE2EMemoryWorkingSetContainerd2 is TestE2EMemoryWorkingSet on
@@ -123,7 +133,7 @@ func memoryWorkingSet(t *testing.T, c *containerdtest.Containerd, wantSandboxSta
 		name    string
 		rt      usage.Runtime
 		cgroups bool
-	}{{"sandbox stats", client, false}, {"pod cgroup", noSandboxStats{client}, true}} {
+	}{{"sandbox stats", client, false}, {"pod cgroup", noSandboxStats{client, new(atomic.Int32)}, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := usage.Options{NodeName: "e2e", Runtime: tc.rt, RootDir: t.TempDir(), PodLogRoot: c.PodLogRoot}
 			if tc.cgroups || sbErr != nil { // with pod cgroups to read, sandbox stats are not asked for
@@ -175,6 +185,16 @@ func memoryWorkingSet(t *testing.T, c *containerdtest.Containerd, wantSandboxSta
 			}
 			if !found {
 				t.Fatalf("pod %s not in the summary", uid)
+			}
+			// With the container's cgroup read, a second sample within
+			// VolumeInterval asks the runtime for no container stats.
+			if r, ok := tc.rt.(noSandboxStats); ok {
+				if err := coll.SyncOnce(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if n := r.containerStats.Load(); n != 1 {
+					t.Errorf("ListContainerStats called %d times over two samples, want once (the writable layers)", n)
+				}
 			}
 		})
 	}

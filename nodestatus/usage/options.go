@@ -69,10 +69,17 @@ type Options struct {
 	// mounted cgroup hierarchy (absolute paths), or none when it has no
 	// cgroup. A pod's CPU, memory and process count are read from them, and
 	// its network counters from the network namespace of a process in them,
-	// as the kubelet's cAdvisor reads them. Pods without (all pods when
-	// nil) take theirs from CRI ListPodSandboxStats, asked only for them,
-	// or, where the runtime does not have it, the sums of their
-	// containers'. cri.Syncer's PodCgroupDirs is one.
+	// as the kubelet's cAdvisor reads them; its containers' CPU and memory
+	// from the directory named by each container's ID below them (where
+	// containerd puts a container's cgroup with the cgroupfs driver), so
+	// that CRI ListContainerStats, which has the runtime ask every
+	// container's shim, is needed only for the writable layers, every
+	// VolumeInterval, and for containers without such a directory. Pods
+	// without (all pods when nil) take theirs from CRI
+	// ListPodSandboxStats, asked only for them, or, where the runtime does
+	// not have it, the sums of their containers'; their containers take
+	// theirs from ListContainerStats at every sample. cri.Syncer's
+	// PodCgroupDirs is one.
 	PodCgroupDirs func(podUID string) []string
 	// PodVolumeDirs returns a pod's volumes kept on the node's disk, by
 	// volume name (emptyDir not backed by memory, configMap, downward API,
@@ -84,6 +91,8 @@ type Options struct {
 	// looked up and measured again (a walk of each directory); the samples
 	// in between report the last figures, with the time they were taken,
 	// as the kubelet caches its volume stats for volumeStatsAggPeriod.
+	// Containers read from their cgroups (PodCgroupDirs) have their
+	// writable layers asked of the runtime at the same period.
 	// Default DefaultVolumeInterval (1m); between MinInterval and
 	// MaxInterval.
 	VolumeInterval time.Duration

@@ -17,10 +17,12 @@ import (
 )
 
 // pods adds the pods of the ready sandboxes, with their running containers,
-// to s. Containers' CPU, memory and writable layers come from
-// ListContainerStats; pods' from the pod's cgroup with Options.PodCgroupDirs,
-// else from ListPodSandboxStats where the runtime has it, or else the sums
-// of the containers'.
+// to s. Pods' CPU and memory come from the pod's cgroup with
+// Options.PodCgroupDirs, else from ListPodSandboxStats where the runtime has
+// it, or else the sums of the containers'; containers' from their cgroups
+// below their pod's, else from ListContainerStats, which is asked every
+// VolumeInterval anyway for the writable layers (and at every sample a
+// container has no cgroup figures).
 func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary, nodeFs fsInfo, haveNodeFs bool, next map[string]cpuPoint) error {
 	logger := klog.FromContext(ctx)
 	rt := c.opts.Runtime
@@ -31,14 +33,6 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 	containers, err := rt.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
 	if err != nil {
 		return fmt.Errorf("pods: %w", err)
-	}
-	cstatsList, err := rt.ListContainerStats(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("pods: %w", err)
-	}
-	cstats := make(map[string]*runtimeapi.ContainerStats, len(cstatsList))
-	for _, cs := range cstatsList {
-		cstats[cs.GetAttributes().GetId()] = cs
 	}
 	// The image file system, which holds the writable layers too.
 	var imageFs fsInfo
@@ -118,6 +112,43 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 	for k, ctr := range byName {
 		perSandbox[k.sandbox] = append(perSandbox[k.sandbox], ctr)
 	}
+	// A container of a pod with a cgroup: its CPU and memory from its own
+	// cgroup, below the pod's; CRI container stats only for containers
+	// without, and for the writable layers every VolumeInterval.
+	ctrCgroups := make(map[string]cgroupUsage, len(byName))
+	needStats := c.layersAt.IsZero() || now.Sub(c.layersAt) >= c.opts.VolumeInterval
+	for _, sb := range byUID {
+		pf := c.files[sb.GetMetadata().GetUid()]
+		for _, ctr := range perSandbox[sb.Id] {
+			if cg, ok := c.containerCgroup(ctx, ctr.Id, pf); ok {
+				ctrCgroups[ctr.Id] = cg
+			} else {
+				needStats = true
+			}
+		}
+	}
+	for id := range c.ctrs {
+		if _, ok := ctrCgroups[id]; !ok {
+			delete(c.ctrs, id)
+		}
+	}
+	var cstats map[string]*runtimeapi.ContainerStats
+	if needStats {
+		list, err := rt.ListContainerStats(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("pods: %w", err)
+		}
+		cstats = make(map[string]*runtimeapi.ContainerStats, len(list))
+		c.layers = make(map[string]*runtimeapi.FilesystemUsage, len(list))
+		for _, cs := range list {
+			id := cs.GetAttributes().GetId()
+			cstats[id] = cs
+			if wl := cs.GetWritableLayer(); wl != nil {
+				c.layers[id] = wl
+			}
+		}
+		c.layersAt = now
+	}
 
 	for _, sb := range byUID {
 		md := sb.GetMetadata()
@@ -136,25 +167,43 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 		})
 		for _, ctr := range ctrs {
 			cs := statsapi.ContainerStats{Name: ctr.GetMetadata().GetName(), StartTime: metav1.NewTime(time.Unix(0, ctr.CreatedAt))}
-			st := cstats[ctr.Id]
-			if cpu := st.GetCpu(); cpu != nil {
-				t := nanoTime(cpu.Timestamp, now)
-				cum := cpu.GetUsageCoreNanoSeconds().GetValue()
-				cs.CPU = c.cpu("container/"+ctr.Id, t, cum, cpu.GetUsageNanoCores().GetValue(), next)
-				sum.cpuNanos += cum
-				sum.hasCPU = true
-				sumTime = later(sumTime, t)
+			if cg, ok := ctrCgroups[ctr.Id]; ok {
+				if cg.hasCPU {
+					cs.CPU = c.cpu("container/"+ctr.Id, now, cg.cpuNanos, 0, next)
+					sum.cpuNanos += cg.cpuNanos
+					sum.hasCPU = true
+					sumTime = later(sumTime, now)
+				}
+				if cg.hasMemory {
+					cs.Memory = memory(now, cg, cg.limit)
+					sum.usage += cg.usage
+					sum.inactiveFile += cg.inactiveFile
+					sum.rss += cg.rss
+					sum.pgfault += cg.pgfault
+					sum.pgmajf += cg.pgmajf
+					sum.hasMemory = true
+				}
+			} else {
+				st := cstats[ctr.Id]
+				if cpu := st.GetCpu(); cpu != nil {
+					t := nanoTime(cpu.Timestamp, now)
+					cum := cpu.GetUsageCoreNanoSeconds().GetValue()
+					cs.CPU = c.cpu("container/"+ctr.Id, t, cum, cpu.GetUsageNanoCores().GetValue(), next)
+					sum.cpuNanos += cum
+					sum.hasCPU = true
+					sumTime = later(sumTime, t)
+				}
+				if mem := st.GetMemory(); mem != nil {
+					cs.Memory = criMemory(mem, now)
+					sum.usage += mem.GetUsageBytes().GetValue()
+					sum.inactiveFile += mem.GetUsageBytes().GetValue() - min(mem.GetWorkingSetBytes().GetValue(), mem.GetUsageBytes().GetValue())
+					sum.rss += mem.GetRssBytes().GetValue()
+					sum.pgfault += mem.GetPageFaults().GetValue()
+					sum.pgmajf += mem.GetMajorPageFaults().GetValue()
+					sum.hasMemory = true
+				}
 			}
-			if mem := st.GetMemory(); mem != nil {
-				cs.Memory = criMemory(mem, now)
-				sum.usage += mem.GetUsageBytes().GetValue()
-				sum.inactiveFile += mem.GetUsageBytes().GetValue() - min(mem.GetWorkingSetBytes().GetValue(), mem.GetUsageBytes().GetValue())
-				sum.rss += mem.GetRssBytes().GetValue()
-				sum.pgfault += mem.GetPageFaults().GetValue()
-				sum.pgmajf += mem.GetMajorPageFaults().GetValue()
-				sum.hasMemory = true
-			}
-			if wl := st.GetWritableLayer(); wl != nil {
+			if wl := c.layers[ctr.Id]; wl != nil {
 				fs := &statsapi.FsStats{Time: metav1.NewTime(nanoTime(wl.Timestamp, now)),
 					UsedBytes: u64p(wl.GetUsedBytes().GetValue()), InodesUsed: u64p(wl.GetInodesUsed().GetValue())}
 				if haveImageFs {
@@ -287,6 +336,41 @@ func (c *Collector) podVolumes(uid string, now time.Time) ([]volumeUsage, time.T
 		pf.vols, pf.volsAt = vols, now
 	}
 	return vols, now
+}
+
+// ctrFiles is where a container's figures are read from, kept between
+// samples.
+type ctrFiles struct {
+	dirs []string      // its cgroup's directories
+	ver  cgroupVersion // which version's files dirs hold (0: not known yet)
+}
+
+// containerCgroup reads the cgroup of a container of a pod with a cgroup
+// (pf), the directory named by the container's ID below each of the pod's
+// (where containerd puts it with the cgroupfs driver), and reports whether
+// it had CPU or memory figures. A container without any is looked for
+// again at the next sample, and its figures asked of the runtime.
+func (c *Collector) containerCgroup(ctx context.Context, id string, pf *podFiles) (cgroupUsage, bool) {
+	if pf == nil || len(pf.dirs) == 0 {
+		return cgroupUsage{}, false
+	}
+	cf := c.ctrs[id]
+	if cf == nil {
+		cf = &ctrFiles{dirs: make([]string, len(pf.dirs))}
+		for i, d := range pf.dirs {
+			cf.dirs[i] = filepath.Join(d, id)
+		}
+	}
+	cg, err := c.host.cgroup(cf.dirs, &cf.ver)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Reading a container cgroup", "containerID", id, "err", err)
+	}
+	if !cg.hasCPU && !cg.hasMemory {
+		delete(c.ctrs, id)
+		return cg, false
+	}
+	c.ctrs[id] = cf
+	return cg, true
 }
 
 // podCgroup reads a pod's cgroup and reports whether it had CPU or memory

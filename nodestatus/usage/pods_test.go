@@ -389,3 +389,106 @@ func TestPodVolumeStats(t *testing.T) {
 		t.Errorf("VolumeInterval 1h: %v; want an error naming it", err)
 	}
 }
+
+// A container of a pod with a cgroup has its CPU and memory read from its
+// own cgroup, the directory of its ID below the pod's; the runtime's
+// container stats are asked for the writable layers every VolumeInterval
+// (the samples between report the last ones, with their time), and at
+// every sample where a running container has no cgroup figures.
+func TestContainersFromTheirCgroups(t *testing.T) {
+	root := t.TempDir()
+	testenv.WriteTree(t, root, merge(procFiles, v2Files))
+	cg := t.TempDir()
+	clk := clocktesting.NewFakeClock(t0)
+	f := runtimetest.New(runtimetest.Options{Clock: clk})
+	_, ids := runPod(t, f, "ns", "a", "uid-a", "app")
+	podDir := filepath.Join(cg, "kubepods/podA")
+	ctrFiles := func(usec, current string) map[string]string {
+		return map[string]string{
+			"kubepods/podA/cpu.stat":                          "usage_usec 9000000\n",
+			"kubepods/podA/memory.current":                    "104857600\n",
+			"kubepods/podA/memory.stat":                       "anon 1048576\ninactive_file 0\n",
+			"kubepods/podA/" + ids["app"] + "/cpu.stat":       "usage_usec " + usec + "\n",
+			"kubepods/podA/" + ids["app"] + "/memory.current": current + "\n",
+			"kubepods/podA/" + ids["app"] + "/memory.stat":    "anon 1048576\ninactive_file 1048576\npgfault 5\npgmajfault 1\n",
+		}
+	}
+	testenv.WriteTree(t, cg, ctrFiles("2000000", "8388608"))
+	must(t, f.SetContainerUsage(ids["app"], runtimetest.Usage{CPUCoreNanoSeconds: 7e9, MemoryWorkingSetBytes: 50 << 20, WritableLayerBytes: 4096, WritableLayerInodes: 2}))
+	dirs := map[string][]string{"uid-a": {podDir}}
+	c := newCollector(t, clk, root, func(o *usage.Options) {
+		o.Runtime = f
+		o.PodCgroupDirs = func(uid string) []string { return dirs[uid] }
+	})
+	sample := func() *statsapi.Summary {
+		t.Helper()
+		if err := c.SyncOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return c.Latest().Summary
+	}
+	statsCalls := func() int { return f.CallCount("ListContainerStats") }
+
+	s := sample()
+	app := findContainer(findPod(s, "a"), "app")
+	if val(app.CPU.UsageCoreNanoSeconds) != 2e9 || val(app.Memory.WorkingSetBytes) != 7<<20 || val(app.Memory.PageFaults) != 5 {
+		t.Errorf("first sample: app cpu %d ws %d faults %d, want its cgroup's 2e9, 7Mi, 5", val(app.CPU.UsageCoreNanoSeconds), val(app.Memory.WorkingSetBytes), val(app.Memory.PageFaults))
+	}
+	if app.Rootfs == nil || val(app.Rootfs.UsedBytes) != 4096 || !app.Rootfs.Time.Time.Equal(t0) {
+		t.Errorf("first sample: app rootfs %+v, want the runtime's 4096 bytes at %v", app.Rootfs, t0)
+	}
+	if n := statsCalls(); n != 1 {
+		t.Fatalf("first sample: ListContainerStats called %d times, want once (the writable layers)", n)
+	}
+
+	// A sample later: no container stats asked; the layer as before.
+	testenv.WriteTree(t, cg, ctrFiles("3000000", "8388608"))
+	clk.Step(usage.DefaultInterval)
+	s = sample()
+	app = findContainer(findPod(s, "a"), "app")
+	if n := statsCalls(); n != 1 {
+		t.Errorf("second sample: ListContainerStats called %d times in all, want still once", n)
+	}
+	if val(app.CPU.UsageCoreNanoSeconds) != 3e9 || app.CPU.UsageNanoCores == nil || val(app.CPU.UsageNanoCores) != 1e8 {
+		t.Errorf("second sample: app cpu %d, rate %d, want 3e9 and 1e8 (1 s over 10 s)", val(app.CPU.UsageCoreNanoSeconds), val(app.CPU.UsageNanoCores))
+	}
+	if app.Rootfs == nil || val(app.Rootfs.UsedBytes) != 4096 || !app.Rootfs.Time.Time.Equal(t0) {
+		t.Errorf("second sample: app rootfs %+v, want the last listed, of %v", app.Rootfs, t0)
+	}
+
+	// VolumeInterval after the first: the layers are listed again.
+	clk.SetTime(t0.Add(usage.DefaultVolumeInterval))
+	s = sample()
+	if n := statsCalls(); n != 2 {
+		t.Errorf("a VolumeInterval on: ListContainerStats called %d times in all, want twice", n)
+	}
+	if app = findContainer(findPod(s, "a"), "app"); app.Rootfs == nil || !app.Rootfs.Time.Time.Equal(t0.Add(usage.DefaultVolumeInterval)) {
+		t.Errorf("a VolumeInterval on: app rootfs %+v, want one of this sample", app.Rootfs)
+	}
+
+	// A container without a cgroup (its pod has none): container stats at
+	// every sample, its figures the runtime's.
+	_, ids2 := runPod(t, f, "ns", "b", "uid-b", "web")
+	must(t, f.SetContainerUsage(ids2["web"], runtimetest.Usage{CPUCoreNanoSeconds: 4e9, MemoryWorkingSetBytes: 3 << 20}))
+	clk.Step(usage.DefaultInterval)
+	s = sample()
+	if n := statsCalls(); n != 3 {
+		t.Errorf("with a container without a cgroup: ListContainerStats called %d times in all, want 3", n)
+	}
+	if web := findContainer(findPod(s, "b"), "web"); val(web.CPU.UsageCoreNanoSeconds) != 4e9 || val(web.Memory.WorkingSetBytes) != 3<<20 {
+		t.Errorf("web cpu %d ws %d, want the runtime's 4e9, 3Mi", val(web.CPU.UsageCoreNanoSeconds), val(web.Memory.WorkingSetBytes))
+	}
+	if app = findContainer(findPod(s, "a"), "app"); val(app.CPU.UsageCoreNanoSeconds) != 3e9 {
+		t.Errorf("app cpu %d beside web, want its cgroup's 3e9", val(app.CPU.UsageCoreNanoSeconds))
+	}
+
+	// A container whose cgroup is gone: the runtime's figures.
+	if err := os.RemoveAll(filepath.Join(podDir, ids["app"])); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(usage.DefaultInterval)
+	s = sample()
+	if app = findContainer(findPod(s, "a"), "app"); val(app.CPU.UsageCoreNanoSeconds) != 7e9 || val(app.Memory.WorkingSetBytes) != 50<<20 {
+		t.Errorf("app without its cgroup: cpu %d ws %d, want the runtime's 7e9, 50Mi", val(app.CPU.UsageCoreNanoSeconds), val(app.Memory.WorkingSetBytes))
+	}
+}

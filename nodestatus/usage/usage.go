@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sync/atomic"
 	"time"
 
@@ -40,7 +42,10 @@ type Collector struct {
 	prev           map[string]cpuPoint
 	noSandboxStats bool // the runtime answered Unimplemented
 	bootTime       time.Time
-	files          map[string]*podFiles // by pod UID, the pods of the last sample
+	files          map[string]*podFiles                   // by pod UID, the pods of the last sample
+	ctrs           map[string]*ctrFiles                   // by container ID, the running containers of pods with a cgroup
+	layers         map[string]*runtimeapi.FilesystemUsage // writable layers by container ID, as last listed
+	layersAt       time.Time                              // when (zero: never)
 
 	latest atomic.Pointer[Snapshot]
 }
@@ -58,7 +63,8 @@ func New(opts Options) (*Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}
-	return &Collector{opts: opts, host: newHost(opts.HostRoot), prev: map[string]cpuPoint{}, files: map[string]*podFiles{}}, nil
+	return &Collector{opts: opts, host: newHost(opts.HostRoot), prev: map[string]cpuPoint{}, files: map[string]*podFiles{},
+		ctrs: map[string]*ctrFiles{}}, nil
 }
 
 // Latest returns the last sample, or nil before the first one. It never
