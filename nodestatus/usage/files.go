@@ -3,19 +3,21 @@ package usage
 import (
 	"bytes"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // reader reads the small kernel files a sample reads by the hundred
 // (cgroup and proc files, whose size stat does not tell) whole into one
-// buffer it keeps: an open, two reads and a close each, where os.ReadFile
-// also stats the file and grows a new buffer from 512 bytes. Not safe for
-// concurrent use; what read returns is valid until the next read.
+// buffer it keeps, with the system calls alone: an open, the reads and a
+// close each, where an os.File also tries to register the file with the
+// network poller and os.ReadFile stats it and grows a new buffer from 512
+// bytes. Not safe for concurrent use; what read returns is valid until the
+// next read.
 type reader struct{ buf []byte }
 
 const (
@@ -25,11 +27,18 @@ const (
 
 // read returns the content of the file at path.
 func (r *reader) read(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			break
+		}
 	}
-	defer f.Close()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
 	if r.buf == nil {
 		r.buf = make([]byte, readerBuf)
 	}
@@ -38,18 +47,21 @@ func (r *reader) read(path string) ([]byte, error) {
 		if n == len(r.buf) {
 			r.buf = append(r.buf, make([]byte, len(r.buf))...)
 		}
-		m, err := f.Read(r.buf[n:])
-		n += m
-		if err == io.EOF {
+		m, err := syscall.Read(fd, r.buf[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
 			b := r.buf[:n]
 			if len(r.buf) > readerMaxKept {
 				r.buf = nil // b is the caller's alone
 			}
 			return b, nil
 		}
-		if err != nil {
-			return nil, err
-		}
+		n += m
 	}
 }
 

@@ -20,7 +20,7 @@ type host struct {
 	root    string
 	v2      bool // the unified hierarchy is mounted at <root>/sys/fs/cgroup
 	r       reader
-	rootVer cgroupVersion // the root cgroup's
+	rootLoc cgroupLoc // where the root cgroup's figures are
 }
 
 func newHost(root string) *host {

@@ -295,10 +295,10 @@ func (c *Collector) pods(ctx context.Context, now time.Time, s *statsapi.Summary
 
 // podFiles is where a pod's figures are read from, kept between samples.
 type podFiles struct {
-	dirs        []string      // its cgroup's directories (none: no cgroup)
-	pid         string        // a process in it, for its network namespace ("": look again)
-	hostNetwork bool          // pid was in the host's network namespace: the pod has no network figures of its own
-	ver         cgroupVersion // which version's files dirs hold (0: not known yet)
+	dirs        []string  // its cgroup's directories (none: no cgroup)
+	pid         string    // a process in it, for its network namespace ("": look again)
+	hostNetwork bool      // pid was in the host's network namespace: the pod has no network figures of its own
+	loc         cgroupLoc // where in dirs its figures are
 	vols        []volumeUsage
 	volsAt      time.Time // when vols were measured (zero: not yet)
 }
@@ -341,8 +341,8 @@ func (c *Collector) podVolumes(uid string, now time.Time) ([]volumeUsage, time.T
 // ctrFiles is where a container's figures are read from, kept between
 // samples.
 type ctrFiles struct {
-	dirs []string      // its cgroup's directories
-	ver  cgroupVersion // which version's files dirs hold (0: not known yet)
+	dirs []string  // its cgroup's directories
+	loc  cgroupLoc // where in dirs its figures are
 }
 
 // containerCgroup reads the cgroup of a container of a pod with a cgroup
@@ -361,7 +361,7 @@ func (c *Collector) containerCgroup(ctx context.Context, id string, pf *podFiles
 			cf.dirs[i] = filepath.Join(d, id)
 		}
 	}
-	cg, err := c.host.cgroup(cf.dirs, &cf.ver)
+	cg, err := c.host.cgroup(cf.dirs, &cf.loc)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Reading a container cgroup", "containerID", id, "err", err)
 	}
@@ -380,7 +380,7 @@ func (c *Collector) podCgroup(ctx context.Context, uid string, pf *podFiles) (cg
 	if pf == nil || len(pf.dirs) == 0 {
 		return cgroupUsage{}, false
 	}
-	cg, err := c.host.cgroup(pf.dirs, &pf.ver)
+	cg, err := c.host.cgroup(pf.dirs, &pf.loc)
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Reading a pod cgroup", "podUID", uid, "err", err)
 	}

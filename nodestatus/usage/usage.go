@@ -148,7 +148,7 @@ func (c *Collector) SyncOnce(ctx context.Context) error {
 	var errs []error
 
 	// CPU and memory.
-	root, err := c.host.cgroup(c.host.rootCgroupDirs(), &c.host.rootVer)
+	root, err := c.host.cgroup(c.host.rootCgroupDirs(), &c.host.rootLoc)
 	if err != nil {
 		logger.V(4).Info("Reading the root cgroup", "err", err)
 	}
