@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/nodekit/nodekit/internal/containerdtest"
 	"github.com/nodekit/nodekit/internal/sidebyside"
 	"github.com/nodekit/nodekit/internal/testenv"
@@ -33,8 +35,9 @@ func selfCPU() time.Duration {
 
 // runtimePods starts n host-network pods of k busybox containers each
 // directly over CRI (sidebyside.StartPods), par at a time, with the configs
-// the nodes send (sidebyside.AsNodesSend), and returns their sandbox IDs.
-func runtimePods(t *testing.T, c *containerdtest.Containerd, rt runtime.Runtime, prefix string, n, k, par int) []string {
+// the nodes send (sidebyside.AsNodesSend), and returns their sandbox IDs and
+// the times from the first call to each one started.
+func runtimePods(t *testing.T, c *containerdtest.Containerd, rt runtime.Runtime, prefix string, n, k, par int) ([]string, []time.Duration) {
 	pods := make([]sidebyside.RuntimePod, n)
 	podRoot := t.TempDir()
 	for i := range pods {
@@ -47,11 +50,11 @@ func runtimePods(t *testing.T, c *containerdtest.Containerd, rt runtime.Runtime,
 			t.Fatal(err)
 		}
 	}
-	ids, _, err := sidebyside.StartPods(context.Background(), rt, pods, par)
+	ids, took, err := sidebyside.StartPods(context.Background(), rt, pods, par)
 	if err != nil {
 		t.Error(err)
 	}
-	return ids
+	return ids, took
 }
 
 func removeRuntimePods(rt runtime.Runtime, ids []string, par int) {
@@ -64,7 +67,10 @@ func removeRuntimePods(rt runtime.Runtime, ids []string, par int) {
 // create, start; 16 at a time, the engine's default parallelism) and
 // stopped and removed again — the floor under the pod half's figures on
 // this machine, by the workload internal/sidebyside's floor column runs
-// too — and the cost of the CRI syncer's relist with 100 pods of 3
+// too; MEASURE_PODS pods one at a time, straight over CRI and through the
+// CRI syncer's SyncPod alone, taking turns (what the syncer's own calls and
+// configs cost over the floor, without the engine and the API); and the
+// cost of the CRI syncer's relist with 100 pods of 3
 // containers: wall time and CPU of this process and of containerd per
 // relist (the engine relists once a second).
 func TestMeasureRuntime(t *testing.T) {
@@ -84,7 +90,8 @@ func TestMeasureRuntime(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| containerd alone (no agent) | value |\n|---|---|\n")
 	// Warm-up: the first sandbox pays for the pause image's snapshot.
-	removeRuntimePods(rt, runtimePods(t, c, rt, "warm", 1, 1, 1), 1)
+	warm, _ := runtimePods(t, c, rt, "warm", 1, 1, 1)
+	removeRuntimePods(rt, warm, 1)
 
 	// MEASURE_PARALLEL (the engine's default, 16) lists the parallelisms
 	// to try, comma-separated, one after the other.
@@ -101,7 +108,7 @@ func TestMeasureRuntime(t *testing.T) {
 	}
 	for _, p := range parallel {
 		start := time.Now()
-		ids := runtimePods(t, c, rt, "floor", n, 1, p)
+		ids, _ := runtimePods(t, c, rt, "floor", n, 1, p)
 		started := time.Since(start)
 		start = time.Now()
 		removeRuntimePods(rt, ids, p)
@@ -110,8 +117,14 @@ func TestMeasureRuntime(t *testing.T) {
 		fmt.Fprintf(&b, "| %d pods stopped and removed at once over CRI, %d at a time | %.3f s |\n", n, p, removed.Seconds())
 	}
 
+	seqFloor, seqSyncer := oneAtATime(t, c, rt, n)
+	fmt.Fprintf(&b, "| %d pods one at a time over CRI, first call to started, p50 / p99 | %.3f / %.3f s |\n", n,
+		testenv.Percentile(seqFloor, 0.5).Seconds(), testenv.Percentile(seqFloor, 0.99).Seconds())
+	fmt.Fprintf(&b, "| the same pods through the CRI syncer's SyncPod (pod cgroups as the agent makes them), taking turns with them, p50 / p99 | %.3f / %.3f s |\n",
+		testenv.Percentile(seqSyncer, 0.5).Seconds(), testenv.Percentile(seqSyncer, 0.99).Seconds())
+
 	const pods, per, relists = 100, 3, 50
-	ids := runtimePods(t, c, rt, "relist", pods, per, 8)
+	ids, _ := runtimePods(t, c, rt, "relist", pods, per, 8)
 	defer removeRuntimePods(rt, ids, 8)
 	cri, err := New(Options{Runtime: rt, ResolvConf: "-"})
 	if err != nil {
@@ -133,4 +146,48 @@ func TestMeasureRuntime(t *testing.T) {
 	fmt.Fprintf(&b, "| relist: CPU of the syncer's process per relist (= %% of a core at 1 relist/s ÷ 10) | %.1f ms |\n", float64(self.Microseconds())/1000)
 	fmt.Fprintf(&b, "| relist: containerd's CPU per relist | %.1f ms |\n", float64(ctrdCPU.Microseconds())/1000)
 	fmt.Print(b.String())
+}
+
+// oneAtATime starts n pods one at a time straight over CRI (the floor's
+// calls and configs) and n through a Syncer's SyncPod alone (no engine, no
+// API: the library's own CRI calls and their configs, with pod cgroups),
+// taking turns, each removed before the next starts; it returns the times
+// from the first call to the pod started, the floor's and the syncer's.
+func oneAtATime(t *testing.T, c *containerdtest.Containerd, rt runtime.Runtime, n int) (floor, syncer []time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := New(Options{Runtime: rt, PodLogRoot: c.PodLogRoot, PodRoot: t.TempDir(), CgroupRoot: c.CgroupRoot, ResolvConf: "-", CgroupsPerQOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		ids, took := runtimePods(t, c, rt, fmt.Sprintf("seq-floor-%d", i), 1, 1, 1)
+		floor = append(floor, took[0])
+		removeRuntimePods(rt, ids, 1)
+
+		pod := e2ePod(c, fmt.Sprintf("seq-syncer-%d", i), corev1.RestartPolicyAlways, "sh", "-c", sleeper)
+		start := time.Now()
+		if _, err := s.SyncPod(ctx, pod, nil); err != nil {
+			t.Fatalf("syncing %s: %v", pod.Name, err)
+		}
+		syncer = append(syncer, time.Since(start))
+		// Torn down as the engine tears a pod down, grace 0.
+		obs, err := s.RelistPod(ctx, pod.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SyncTerminatingPod(ctx, pod, obs, 0); err != nil {
+			t.Fatal(err)
+		}
+		if obs, err = s.RelistPod(ctx, pod.UID); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SyncTerminatedPod(ctx, pod, obs); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CleanupPod(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return floor, syncer
 }
