@@ -132,3 +132,34 @@ func BenchmarkCgroupRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCgroupReadHost is BenchmarkCgroupRead on this machine's cgroup
+// file system: its root cgroup, through every hierarchy mounted below
+// /sys/fs/cgroup (cgroup v1), or the unified one.
+func BenchmarkCgroupReadHost(b *testing.B) {
+	const mnt = "/sys/fs/cgroup"
+	dirs := []string{mnt}
+	if !exists(filepath.Join(mnt, "cgroup.controllers")) {
+		ents, err := os.ReadDir(mnt)
+		if err != nil {
+			b.Skip(err)
+		}
+		dirs = nil
+		for _, e := range ents {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(mnt, e.Name()))
+			}
+		}
+	}
+	h := newHost("/")
+	var loc cgroupLoc
+	if u, err := h.cgroup(dirs, &loc); err != nil || !u.hasCPU || !u.hasMemory {
+		b.Skipf("no CPU and memory figures in %v: %+v, %v", dirs, u, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := h.cgroup(dirs, &loc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
