@@ -88,9 +88,10 @@ func (s *SharedPods) OnChange(node string, fn func()) {
 	s.mu.Unlock()
 }
 
-// NodePods returns the pods bound to node (the watch's objects: not to be
-// modified), a number that changes whenever they do, and whether the first
-// list is done.
+// NodePods returns the pods bound to node (the store's: not to be
+// modified; without managed fields, and with the config.source and
+// config.seen annotations a node's merger adds), a number that changes
+// whenever they do, and whether the first list is done.
 func (s *SharedPods) NodePods(node string) (pods []*corev1.Pod, gen uint64, synced bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -205,13 +206,13 @@ func (st sharedStore) upsert(obj any, remove bool) error {
 	if err != nil {
 		return err
 	}
+	calls := map[string]func(){}
+	st.s.mu.Lock()
 	if remove {
 		pod = nil
 	} else {
-		pod = withoutManagedFields(pod)
+		pod = st.s.storedLocked(key, pod)
 	}
-	calls := map[string]func(){}
-	st.s.mu.Lock()
 	st.s.applyLocked(key, pod, calls)
 	st.s.mu.Unlock()
 	callAll(calls)
@@ -276,9 +277,8 @@ func (st sharedStore) Replace(objs []any, _ string) error {
 			return err
 		}
 		keep[key] = true
-		pod = withoutManagedFields(pod)
-		if old := s.podLocked(key); old != pod {
-			s.applyLocked(key, pod, calls)
+		if old := s.podLocked(key); old == nil || old.UID != pod.UID || old.ResourceVersion != pod.ResourceVersion {
+			s.applyLocked(key, s.storedLocked(key, pod), calls)
 		}
 	}
 	for key := range s.where {
@@ -307,14 +307,33 @@ func (s *SharedPods) podLocked(key string) *corev1.Pod {
 
 func (sharedStore) Resync() error { return nil }
 
-// withoutManagedFields returns pod without its managed fields (nothing here
-// reads them, and they are much of a pod's size): a shallow copy, as the
-// watch's object may be shared. Client's pods come without them: no copy.
-func withoutManagedFields(pod *corev1.Pod) *corev1.Pod {
-	if pod == nil || len(pod.ManagedFields) == 0 {
+// storedLocked is what the store keeps of pod, the newest copy of the pod
+// under key: a shallow copy (the watch's object may be shared) without
+// managed fields (nothing here reads them, and they are much of a pod's
+// size), with the annotations a node's podsource.Merger would add to it:
+// kubernetes.io/config.source "api" and config.seen, when this store first
+// saw the pod (kept across its updates). The merger then sends the store's
+// pod as it is, not a copy of its own, so a node holds one Pod per pod. A
+// pod of a node the store does not keep is returned as it is: it is
+// dropped.
+func (s *SharedPods) storedLocked(key string, pod *corev1.Pod) *corev1.Pod {
+	if pod.Spec.NodeName == "" || s.o.Nodes != nil && !s.o.Nodes(pod.Spec.NodeName) {
 		return pod
+	}
+	var seen string
+	if old := s.podLocked(key); old != nil && old.UID == pod.UID {
+		seen = old.Annotations[podsource.ConfigSeenAnnotation]
+	}
+	if seen == "" {
+		seen = s.o.Clock.Now().Format(time.RFC3339Nano)
 	}
 	cp := *pod
 	cp.ManagedFields = nil
+	cp.Annotations = make(map[string]string, len(pod.Annotations)+2)
+	for k, v := range pod.Annotations {
+		cp.Annotations[k] = v
+	}
+	cp.Annotations[podsource.ConfigSourceAnnotation] = podsource.APISource
+	cp.Annotations[podsource.ConfigSeenAnnotation] = seen
 	return &cp
 }

@@ -31,7 +31,13 @@
 //
 // The Merger compares each set, by UID, with the source's previous one and
 // sends REMOVE, ADD, UPDATE, DELETE, RECONCILE in that order; a full pod
-// name is held by one pod at a time. MirrorPods.SyncOnce makes the API
+// name is held by one pod at a time. Every pod it sends carries the
+// kubernetes.io/config.source annotation (its source's name) and
+// config.seen (when the pod was first seen); it adds them to a copy of the
+// source's pod, sharing all but the annotations, unless that pod already
+// carries them with the values the merger holds (a source may stamp its
+// pods, as nodekit.SharedPods does): then the pod is sent as it is, and a
+// node keeps one Pod per pod, not two. MirrorPods.SyncOnce makes the API
 // server's mirror pods match the static pods, with a controller owner
 // reference to the Node, as the Node authorizer and NodeRestriction allow;
 // it deletes a mirror pod without a static pod only once

@@ -323,10 +323,13 @@ func (m *Merger) mergeLocked(logger klog.Logger, source string, pods []*v1.Pod) 
 			continue
 		}
 		if !found {
-			p := annotated(ref, 2)
-			p.Annotations[ConfigSourceAnnotation] = source
-			if _, ok := p.Annotations[ConfigSeenAnnotation]; !ok {
-				p.Annotations[ConfigSeenAnnotation] = m.clock.Now().Format(time.RFC3339Nano)
+			p := ref
+			if _, seen := ref.Annotations[ConfigSeenAnnotation]; !seen || ref.Annotations[ConfigSourceAnnotation] != source {
+				p = annotated(ref, 2)
+				p.Annotations[ConfigSourceAnnotation] = source
+				if _, ok := p.Annotations[ConfigSeenAnnotation]; !ok {
+					p.Annotations[ConfigSeenAnnotation] = m.clock.Now().Format(time.RFC3339Nano)
+				}
 			}
 			next[ref.UID] = p
 			adds = append(adds, p)
@@ -337,24 +340,31 @@ func (m *Merger) mergeLocked(logger klog.Logger, source string, pods []*v1.Pod) 
 				// What the source sent, with the annotations held (the
 				// same but for the local ones): the copy sent before
 				// and what it shares with its source can go.
-				p := *ref
-				p.Annotations = existing.Annotations
-				next[ref.UID] = &p
-				reconciles = append(reconciles, &p)
+				p := ref
+				if !carriesLocal(ref, existing, source) {
+					cp := *ref
+					cp.Annotations = existing.Annotations
+					p = &cp
+				}
+				next[ref.UID] = p
+				reconciles = append(reconciles, p)
 				continue
 			}
 			next[ref.UID] = existing
 			continue
 		}
-		p := annotated(ref, 3)
-		for _, k := range localAnnotations {
-			if v, ok := existing.Annotations[k]; ok {
-				p.Annotations[k] = v
-			} else {
-				delete(p.Annotations, k)
+		p := ref
+		if !carriesLocal(ref, existing, source) {
+			p = annotated(ref, 3)
+			for _, k := range localAnnotations {
+				if v, ok := existing.Annotations[k]; ok {
+					p.Annotations[k] = v
+				} else {
+					delete(p.Annotations, k)
+				}
 			}
+			p.Annotations[ConfigSourceAnnotation] = source
 		}
-		p.Annotations[ConfigSourceAnnotation] = source
 		next[ref.UID] = p
 		if ref.DeletionTimestamp != nil {
 			deletes = append(deletes, p)
@@ -407,6 +417,22 @@ var localAnnotations = []string{ConfigSourceAnnotation, ConfigMirrorAnnotation, 
 
 func isLocalAnnotation(k string) bool {
 	return k == ConfigSourceAnnotation || k == ConfigMirrorAnnotation || k == ConfigSeenAnnotation
+}
+
+// carriesLocal reports whether ref, a newer copy of existing from source,
+// already carries the local annotations existing holds (source's name
+// among them): then it is stored and sent as it is, not copied.
+func carriesLocal(ref, existing *v1.Pod, source string) bool {
+	if ref.Annotations[ConfigSourceAnnotation] != source {
+		return false
+	}
+	for _, k := range localAnnotations {
+		v, ok := existing.Annotations[k]
+		if rv, rok := ref.Annotations[k]; ok != rok || rv != v {
+			return false
+		}
+	}
+	return true
 }
 
 func annotationsEqual(a, b map[string]string) bool {

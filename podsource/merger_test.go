@@ -282,3 +282,57 @@ func TestMergerRun(t *testing.T) {
 		t.Errorf("Run with a failing source: %v", err)
 	}
 }
+
+// A source whose pods carry the local annotations the merger holds has
+// them stored and sent as they are; one whose pods do not gets copies, and
+// its pods are not modified.
+func TestMergerSendsStampedPodsAsTheyAre(t *testing.T) {
+	m := newTestMerger(t, nil, "api")
+	ch := m.Updates()
+	stamp := func(p *v1.Pod, seen string) *v1.Pod {
+		p.Annotations = map[string]string{ConfigSourceAnnotation: "api", ConfigSeenAnnotation: seen}
+		return p
+	}
+	a := stamp(testPod("a", "uid-a"), "earlier")
+	b := testPod("b", "uid-b")
+	set(t, m, "api", a, b)
+	add := expectUpdate(t, ch, "ADD api [a/uid-a b/uid-b]")
+	if add.Pods[0] != a {
+		t.Errorf("a stamped pod was copied on ADD")
+	}
+	if add.Pods[1] == b || b.Annotations != nil {
+		t.Errorf("an unstamped pod was sent as it is, or modified")
+	}
+
+	// Status only: RECONCILE with the source's pod itself.
+	a2 := stamp(a.DeepCopy(), "earlier")
+	a2.Status.Phase = v1.PodRunning
+	set(t, m, "api", a2, b)
+	if u := expectUpdate(t, ch, "RECONCILE api [a/uid-a]"); u.Pods[0] != a2 {
+		t.Errorf("a stamped pod was copied on RECONCILE")
+	}
+	// Spec: UPDATE with it too.
+	a3 := stamp(a2.DeepCopy(), "earlier")
+	a3.Spec.Containers[0].Image = "app:2"
+	set(t, m, "api", a3, b)
+	if u := expectUpdate(t, ch, "UPDATE api [a/uid-a]"); u.Pods[0] != a3 {
+		t.Errorf("a stamped pod was copied on UPDATE")
+	}
+	// A stamp that disagrees with what the merger holds (another seen
+	// time) is not taken: a copy with the held one.
+	a4 := stamp(a3.DeepCopy(), "later")
+	a4.Status.Phase = v1.PodSucceeded
+	set(t, m, "api", a4, b)
+	u := expectUpdate(t, ch, "RECONCILE api [a/uid-a]")
+	if u.Pods[0] == a4 || u.Pods[0].Annotations[ConfigSeenAnnotation] != "earlier" || a4.Annotations[ConfigSeenAnnotation] != "later" {
+		t.Errorf("reconciled %p (sent %p) with config.seen %q; the source's pod now says %q",
+			u.Pods[0], a4, u.Pods[0].Annotations[ConfigSeenAnnotation], a4.Annotations[ConfigSeenAnnotation])
+	}
+	// Another source's name is not taken either.
+	c := testPod("c", "uid-c")
+	c.Annotations = map[string]string{ConfigSourceAnnotation: "file", ConfigSeenAnnotation: "earlier"}
+	set(t, m, "api", a4, b, c)
+	if add := expectUpdate(t, ch, "ADD api [c/uid-c]"); add.Pods[0] == c || add.Pods[0].Annotations[ConfigSourceAnnotation] != "api" {
+		t.Errorf("a pod stamped with another source was sent as it is")
+	}
+}

@@ -491,7 +491,15 @@ func regularStarted(s *corev1.PodStatus) bool {
 
 func conditions(in StatusInput, s *corev1.PodStatus, st *PodState) []corev1.PodCondition {
 	pod := in.Pod
-	var conds []corev1.PodCondition
+	// The five the node owns and those others own, in an array of their
+	// length: a node holds one of these per pod.
+	others := 0
+	for _, c := range pod.Status.Conditions {
+		if !generatedCondition(c.Type) {
+			others++
+		}
+	}
+	conds := make([]corev1.PodCondition, 0, 5+others)
 	// add adds condition t, True when ok; reason and message are kept as
 	// given either way.
 	add := func(t corev1.PodConditionType, ok bool, reason, msg string) {
@@ -587,13 +595,21 @@ func conditions(in StatusInput, s *corev1.PodStatus, st *PodState) []corev1.PodC
 	// gates, DisruptionTarget, …) are kept.
 	add(corev1.PodScheduled, true, "", "")
 	for _, c := range pod.Status.Conditions {
-		switch c.Type {
-		case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled:
-		default:
+		if !generatedCondition(c.Type) {
 			conds = append(conds, c)
 		}
 	}
 	return conds
+}
+
+// generatedCondition reports whether conditions makes condition t (the
+// API's copy of it is replaced).
+func generatedCondition(t corev1.PodConditionType) bool {
+	switch t {
+	case corev1.PodReadyToStartContainers, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady, corev1.PodScheduled:
+		return true
+	}
+	return false
 }
 
 // unreadyMessage lists names in the pod spec's order (sidecars first), as

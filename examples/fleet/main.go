@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -94,6 +95,7 @@ type config struct {
 	http1          bool
 	leanLeases     bool
 	procs          int
+	memoryLimit    string
 }
 
 func main() {
@@ -127,6 +129,7 @@ func main() {
 	flag.BoolVar(&c.http1, "http1", false, "use HTTP/1.1 connections instead of one HTTP/2 connection")
 	flag.BoolVar(&c.leanLeases, "lean-leases", true, "send lease reads and writes through fleet.LeanLeases (protobuf, no REST request builder) instead of the REST client")
 	flag.IntVar(&c.procs, "gomaxprocs", 1, "Go's GOMAXPROCS for the simulator (0: Go's default, one per core); one keeps its request hand-offs on one thread, which costs about a sixth less CPU than two")
+	flag.StringVar(&c.memoryLimit, "memory-limit", "0", "soft memory limit of the Go runtime (debug.SetMemoryLimit) unless GOMEMLIMIT is set, as the agent's flag of the same name; 0: none (GOGC alone)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&c.debugAddr, "debug-addr", "", "serve net/http/pprof on this address (for example localhost:6060)")
 	klog.InitFlags(nil)
@@ -139,6 +142,16 @@ func main() {
 	}
 	if c.procs > 0 {
 		runtime.GOMAXPROCS(c.procs)
+	}
+	if c.memoryLimit != "0" && c.memoryLimit != "" {
+		q, err := resource.ParseQuantity(c.memoryLimit)
+		if err != nil || q.Value() < 0 {
+			fmt.Fprintf(os.Stderr, "fleet: --memory-limit=%q: want a size such as 160Mi, or 0 for none\n", c.memoryLimit)
+			os.Exit(2)
+		}
+		if os.Getenv("GOMEMLIMIT") == "" && q.Value() > 0 {
+			debug.SetMemoryLimit(q.Value())
+		}
 	}
 	if c.debugAddr != "" {
 		go func() { fmt.Fprintln(os.Stderr, "fleet: debug server:", http.ListenAndServe(c.debugAddr, nil)) }()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -171,14 +172,30 @@ func (st *podState) see(pod *corev1.Pod) bool {
 	switch {
 	case st.api == nil || newer(pod.ResourceVersion, st.api.ResourceVersion):
 		st.api = pod
+		st.share()
 		return true
 	case st.api != pod && sameVersion(pod, st.api):
 		if st.synced.api == st.api {
 			st.synced.api = pod
 		}
 		st.api = pod
+		st.share()
 	}
 	return false
+}
+
+// share makes the node's status the API copy's own when the two are equal,
+// as they are once the API shows what the writer wrote: both are replaced
+// whole and never changed in place, so the writer's copy can go, and a
+// pod's status is held once, not twice.
+func (st *podState) share() {
+	if st.version == 0 || st.api == nil || len(st.status.Conditions) > 0 && len(st.api.Status.Conditions) > 0 &&
+		&st.status.Conditions[0] == &st.api.Status.Conditions[0] {
+		return
+	}
+	if apiequality.Semantic.DeepEqual(st.status, st.api.Status) {
+		st.status = st.api.Status
+	}
 }
 
 // sameVersion reports whether a and b are copies of one version of one pod.
@@ -756,6 +773,7 @@ func (w *Writer) record(snap snapshot, api *corev1.Pod, out outcome) {
 		}
 	}
 	if out == synced {
+		st.share()
 		w.backoffs.Forget(snap.uid)
 		// Only what this sync worked from (or wrote) counts: a status, copy
 		// or deletion handed in meanwhile is synced next time.
