@@ -375,6 +375,11 @@ func (e *Engine) applyLocked(op podsource.Op, pod *corev1.Pod, now time.Time) {
 		if sw, ok := e.o.Writer.(apiPodSeer); ok && !w.orphan {
 			sw.SeeAPIPod(pod)
 		}
+		if w.status != nil && equality.Semantic.DeepEqual(*w.status, pod.Status) {
+			// The API shows the status last published: its copy is
+			// held, not the engine's own (see publishHeld).
+			w.status = &pod.Status
+		}
 		return
 	}
 	switch {
@@ -981,9 +986,15 @@ func (e *Engine) publish(j job, s corev1.PodStatus) {
 
 // publishHeld is publish with j.w.publishing held.
 func (e *Engine) publishHeld(j job, s corev1.PodStatus) {
+	held := &s
+	if api := &j.pod.Status; equality.Semantic.DeepEqual(*api, s) {
+		// The API shows this status: its copy is held, not one of the
+		// engine's own (neither is changed in place).
+		held = api
+	}
 	e.mu.Lock()
 	changed := j.w.status == nil || !equality.Semantic.DeepEqual(*j.w.status, s)
-	j.w.status = &s
+	j.w.status = held
 	if !j.w.started && s.Phase == corev1.PodRunning {
 		j.w.started = true
 		e.metrics.podStart.Observe(e.o.Clock.Since(j.w.firstSeen).Seconds())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,4 +98,58 @@ func (w *seeingWriter) SeeAPIPod(pod *corev1.Pod) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seen = append(w.seen, pod)
+}
+
+// Once the API's copy of a pod shows the status the engine last published
+// (a RECONCILE), the engine holds that copy's status instead of its own, and
+// keeps holding it through a resync that publishes the same; a copy that
+// differs leaves the engine's own.
+func TestEngineHoldsTheAPIStatus(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktesting.NewFakeClock(t0.Add(1500 * time.Millisecond))
+	syncer := SyncerFuncs{Sync: func(context.Context, *corev1.Pod, *PodState) (SyncResult, error) { return SyncResult{}, nil }}
+	relister := relisterFunc(func(context.Context) (map[types.UID]*PodState, error) { return nil, nil })
+	writer := &recordingWriter{}
+	eng, err := New(Options{Syncer: syncer, Relister: relister, Clock: clock, Writer: writer, Rand: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := testPod(corev1.RestartPolicyAlways, "app")
+	eng.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{pod}})
+	if _, err := eng.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	published := writer.last(pod.UID)
+	if published.StartTime == nil || published.StartTime.Time != t0.Add(time.Second) {
+		t.Errorf("start time %v, want %v (whole seconds)", published.StartTime, t0.Add(time.Second))
+	}
+	held := func() *corev1.PodStatus {
+		eng.mu.Lock()
+		defer eng.mu.Unlock()
+		return eng.workers[pod.UID].status
+	}
+
+	api := pod.DeepCopy()
+	api.Status = *published.DeepCopy()
+	eng.HandleUpdate(podsource.Update{Op: podsource.OpReconcile, Source: podsource.APISource, Pods: []*corev1.Pod{api}})
+	if held() != &api.Status {
+		t.Errorf("after the API's copy of the published status, the engine holds its own")
+	}
+	clock.Step(DefaultResyncPeriod)
+	if _, err := eng.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(writer.statuses[pod.UID]); n != 1 {
+		t.Errorf("%d statuses published, want the first alone", n)
+	}
+	if held() != &api.Status {
+		t.Errorf("after a resync publishing the same status, the engine holds its own")
+	}
+
+	other := api.DeepCopy()
+	other.Status.Message = "another writer's"
+	eng.HandleUpdate(podsource.Update{Op: podsource.OpReconcile, Source: podsource.APISource, Pods: []*corev1.Pod{other}})
+	if held() == &other.Status {
+		t.Errorf("the engine holds an API status that differs from what it published")
+	}
 }

@@ -58,7 +58,8 @@ func isTerminal(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p =
 
 // GeneratePodStatus computes the pod's status as the kubelet does: phase,
 // conditions, container and init container statuses, IPs, start time and
-// QoS class. It does no I/O.
+// QoS class. Its times are whole seconds, as the API keeps them (and the
+// kubelet's status manager reports them). It does no I/O.
 func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	pod, old := in.Pod, &in.Pod.Status
 	st := in.State
@@ -70,7 +71,7 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 	s := corev1.PodStatus{QOSClass: admission.QOSClass(pod), StartTime: old.StartTime, ObservedGeneration: pod.Generation}
 	s.Resources, s.AllocatedResources = podResources(pod)
 	if s.StartTime == nil {
-		t := metav1.NewTime(in.Now)
+		t := second(in.Now)
 		s.StartTime = &t
 	}
 	for _, ip := range in.HostIPs {
@@ -270,7 +271,7 @@ func (in *StatusInput) terminated(c *ContainerState) *corev1.ContainerStateTermi
 		}
 	}
 	return &corev1.ContainerStateTerminated{ExitCode: c.ExitCode, Reason: reason, Message: c.Message,
-		StartedAt: metav1.NewTime(c.StartedAt), FinishedAt: metav1.NewTime(c.FinishedAt), ContainerID: in.containerID(c)}
+		StartedAt: second(c.StartedAt), FinishedAt: second(c.FinishedAt), ContainerID: in.containerID(c)}
 }
 
 // containerStatuses: restarts tells whether the pod restarts a container
@@ -309,7 +310,7 @@ func containerStatuses(in StatusInput, st *PodState, specs []corev1.Container, d
 		}
 		switch c.State {
 		case runtimeapi.ContainerState_CONTAINER_RUNNING:
-			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: second(c.StartedAt)}
 		case runtimeapi.ContainerState_CONTAINER_EXITED:
 			if c.CutShort && restarts && c.Hash == HashContainer(spec) {
 				// To be replaced at the same restart count: not an
@@ -507,7 +508,7 @@ func conditions(in StatusInput, s *corev1.PodStatus, st *PodState) []corev1.PodC
 		if ok {
 			c.Status = corev1.ConditionTrue
 		}
-		c.LastTransitionTime = metav1.NewTime(in.Now)
+		c.LastTransitionTime = second(in.Now)
 		for _, o := range pod.Status.Conditions {
 			if o.Type == t && o.Status == c.Status {
 				c.LastTransitionTime = o.LastTransitionTime
@@ -619,4 +620,13 @@ func unreadyMessage(prefix string, names []string) string {
 		return ""
 	}
 	return prefix + ": [" + strings.Join(names, " ") + "]"
+}
+
+// second is t to the second, as the API keeps a time (metav1.Time's
+// RFC 3339): a zero t stays zero.
+func second(t time.Time) metav1.Time {
+	if t.IsZero() {
+		return metav1.Time{}
+	}
+	return metav1.NewTime(t.Truncate(time.Second))
 }
