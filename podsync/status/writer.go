@@ -178,8 +178,14 @@ func (st *podState) see(pod *corev1.Pod) bool {
 		if st.synced.api == st.api {
 			st.synced.api = pod
 		}
+		shared := st.sharesAPI()
 		st.api = pod
-		st.share()
+		if shared {
+			// Another copy of the same version: the same status.
+			st.status = pod.Status
+		} else {
+			st.share()
+		}
 	}
 	return false
 }
@@ -189,13 +195,35 @@ func (st *podState) see(pod *corev1.Pod) bool {
 // whole and never changed in place, so the writer's copy can go, and a
 // pod's status is held once, not twice.
 func (st *podState) share() {
-	if st.version == 0 || st.api == nil || len(st.status.Conditions) > 0 && len(st.api.Status.Conditions) > 0 &&
-		&st.status.Conditions[0] == &st.api.Status.Conditions[0] {
+	if st.version == 0 || st.api == nil || st.sharesAPI() {
 		return
 	}
-	if apiequality.Semantic.DeepEqual(st.status, st.api.Status) {
-		st.status = st.api.Status
+	a, b := &st.status, &st.api.Status
+	// What tells most statuses apart, before the whole comparison.
+	if a.Phase != b.Phase || a.PodIP != b.PodIP || len(a.Conditions) != len(b.Conditions) ||
+		len(a.ContainerStatuses) != len(b.ContainerStatuses) || len(a.InitContainerStatuses) != len(b.InitContainerStatuses) {
+		return
 	}
+	for i := range a.ContainerStatuses {
+		if a.ContainerStatuses[i].Ready != b.ContainerStatuses[i].Ready || a.ContainerStatuses[i].ContainerID != b.ContainerStatuses[i].ContainerID {
+			return
+		}
+	}
+	if apiequality.Semantic.DeepEqual(*a, *b) {
+		st.status = *b
+	}
+}
+
+// sharesAPI reports whether the node's status is the API copy's own.
+func (st *podState) sharesAPI() bool {
+	a, b := &st.status, &st.api.Status
+	switch {
+	case len(a.Conditions) > 0 && len(b.Conditions) > 0:
+		return &a.Conditions[0] == &b.Conditions[0]
+	case len(a.ContainerStatuses) > 0 && len(b.ContainerStatuses) > 0:
+		return &a.ContainerStatuses[0] == &b.ContainerStatuses[0]
+	}
+	return false
 }
 
 // sameVersion reports whether a and b are copies of one version of one pod.
