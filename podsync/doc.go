@@ -11,7 +11,8 @@
 //   - ComputePodActions, the pure planner: desired pod + observed PodState +
 //     probe results + clock and crash-loop back-off → PodActions. No I/O.
 //   - GeneratePodStatus, the pure status generator: phase, conditions,
-//     container statuses, IPs, start time, QoS class.
+//     container statuses, IPs, start time, QoS class; times in whole
+//     seconds, as the API keeps them.
 //   - PodSyncer, the pod-level seam with the kubelet's three calls (SyncPod,
 //     SyncTerminatingPod, SyncTerminatedPod), and Relister, which observes a
 //     backend. podsync/cri implements both on a runtime.Runtime;
@@ -74,7 +75,8 @@
 // relist, not two calls a pod. A RECONCILE update (the pod's status
 // alone changed in its source) only replaces the engine's copy of the pod,
 // as the kubelet's pod manager takes it, unless the pod has readiness
-// gates. Figures are in BENCHMARKS.md. A pod with activeDeadlineSeconds
+// gates; once that copy shows the status the engine published, the engine
+// holds the copy's status, not its own. Figures are in BENCHMARKS.md. A pod with activeDeadlineSeconds
 // is synced again when that long has passed since its start time (by
 // Options.Clock) and stopped as the kubelet stops it:
 // Failed, ReasonDeadlineExceeded, MessageDeadlineExceeded.

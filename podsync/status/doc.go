@@ -25,7 +25,9 @@
 // pod handed to SetPodStatus and the pod each write returns, so a write
 // needs no read before it; SeeAPIPod hands in a newer copy whose status
 // alone changed (podsync's engine gives it the watch's echo of each write),
-// which the writer keeps instead of its own copy of the reply. A static
+// which the writer keeps instead of its own copy of the reply. Once the
+// API's copy shows the node's status, the writer holds that copy's status
+// instead of its own: a node keeps one status per pod, not two. A static
 // pod's status goes to its mirror pod (the pod whose
 // kubernetes.io/config.mirror holds the static pod's config hash), found
 // by a LIST of the node's pods or handed in by SetMirrorPod.
