@@ -986,15 +986,16 @@ func (e *Engine) publish(j job, s corev1.PodStatus) {
 
 // publishHeld is publish with j.w.publishing held.
 func (e *Engine) publishHeld(j job, s corev1.PodStatus) {
-	held := &s
-	if api := &j.pod.Status; equality.Semantic.DeepEqual(*api, s) {
-		// The API shows this status: its copy is held, not one of the
-		// engine's own (neither is changed in place).
-		held = api
-	}
 	e.mu.Lock()
 	changed := j.w.status == nil || !equality.Semantic.DeepEqual(*j.w.status, s)
-	j.w.status = held
+	if changed {
+		j.w.status = &s
+		if api := &j.pod.Status; equality.Semantic.DeepEqual(*api, s) {
+			// The API shows this status already: its copy is held, not
+			// one of the engine's own (neither is changed in place).
+			j.w.status = api
+		}
+	}
 	if !j.w.started && s.Phase == corev1.PodRunning {
 		j.w.started = true
 		e.metrics.podStart.Observe(e.o.Clock.Since(j.w.firstSeen).Seconds())

@@ -152,4 +152,21 @@ func TestEngineHoldsTheAPIStatus(t *testing.T) {
 	if held() == &other.Status {
 		t.Errorf("the engine holds an API status that differs from what it published")
 	}
+
+	// A new engine (a restarted node) whose first status for a pod is the
+	// one the API shows holds the API's from the start.
+	eng2, err := New(Options{Syncer: syncer, Relister: relister, Clock: clock, Writer: &recordingWriter{}, Rand: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := api.DeepCopy()
+	eng2.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Source: podsource.APISource, Pods: []*corev1.Pod{again}})
+	if _, err := eng2.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eng2.mu.Lock()
+	if eng2.workers[pod.UID].status != &again.Status {
+		t.Errorf("a restarted engine holds its own copy of the status the API shows")
+	}
+	eng2.mu.Unlock()
 }
