@@ -43,7 +43,10 @@
 // container is younger than the period, is due again when the container's
 // age has doubled (at least 250ms later): a container started at 0 and
 // probed at once is probed at 250ms, 500ms, 1s, 2s, … until Ready or a
-// period old. The failures of these extra rounds record no event.
+// period old. The container's age counts from its status's start time, or,
+// as that may be whole seconds (as the API keeps it), from when a status
+// first showed it running if that is sooner than a second after it. The
+// failures of these extra rounds record no event.
 // All workers sit in one timer heap on Options.Clock: Run sleeps until the
 // earliest is due, then hands every worker due within Options.Batch
 // (100ms) to at most Options.MaxConcurrentProbes (256) probe goroutines,

@@ -139,13 +139,18 @@ type podEntry struct {
 	ip        string
 	phase     corev1.PodPhase
 	cs        map[string]containerState
-	workers   []*worker
+	// seen holds, by container ID, when a status first showed the
+	// container running (the manager's clock).
+	seen    map[string]time.Time
+	workers []*worker
 }
 
 type containerState struct {
-	id         string
-	running    bool
-	startedAt  time.Time
+	id        string
+	running   bool
+	startedAt time.Time
+	// seenAt is when a status first showed the container running.
+	seenAt     time.Time
 	started    bool // ContainerStatus.Started was true
 	terminated bool
 	exitCode   int32
@@ -226,7 +231,7 @@ func (m *Manager) AddPod(pod *corev1.Pod) {
 	}
 	pe.pod = pod
 	if !pe.hasStatus && (pod.Status.PodIP != "" || len(pod.Status.ContainerStatuses) > 0 || len(pod.Status.InitContainerStatuses) > 0) {
-		pe.setStatus(&pod.Status)
+		pe.setStatus(&pod.Status, m.clock.Now())
 	}
 	add := func(c *corev1.Container, init bool) {
 		for _, t := range [...]Type{Startup, Readiness, Liveness} {
@@ -283,10 +288,10 @@ func (m *Manager) SetPodStatus(uid types.UID, status *corev1.PodStatus) {
 	if pe.probeless {
 		return
 	}
-	pe.setStatus(status)
+	now := m.clock.Now()
+	pe.setStatus(status, now)
 	// As kubelet: a running container whose readiness probe has no result
 	// yet is probed at once, not at the worker's next period.
-	now := m.clock.Now()
 	for _, w := range pe.workers {
 		if w.key.typ != Readiness {
 			continue
@@ -297,7 +302,7 @@ func (m *Manager) SetPodStatus(uid types.UID, status *corev1.PodStatus) {
 	}
 }
 
-func (pe *podEntry) setStatus(s *corev1.PodStatus) {
+func (pe *podEntry) setStatus(s *corev1.PodStatus, now time.Time) {
 	pe.hasStatus = true
 	pe.ip = s.PodIP
 	pe.phase = s.Phase
@@ -318,6 +323,15 @@ func (pe *podEntry) setStatus(s *corev1.PodStatus) {
 			if r := c.State.Running; r != nil {
 				st.running = true
 				st.startedAt = r.StartedAt.Time
+				if c.ContainerID != "" {
+					if pe.seen == nil {
+						pe.seen = map[string]time.Time{}
+					}
+					if _, ok := pe.seen[c.ContainerID]; !ok {
+						pe.seen[c.ContainerID] = now
+					}
+					st.seenAt = pe.seen[c.ContainerID]
+				}
 			}
 			if t := c.State.Terminated; t != nil {
 				st.terminated = true
@@ -328,6 +342,35 @@ func (pe *podEntry) setStatus(s *corev1.PodStatus) {
 	}
 	put(s.ContainerStatuses, false)
 	put(s.InitContainerStatuses, true)
+	for id := range pe.seen {
+		if !pe.hasContainer(id) {
+			delete(pe.seen, id)
+		}
+	}
+}
+
+func (pe *podEntry) hasContainer(id string) bool {
+	for _, c := range pe.cs {
+		if c.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// age is how long the container has run, at the least: a status's start
+// time may be whole seconds (as the API keeps it), so the start is taken
+// as no later than a second after it and no later than when a status
+// first showed the container running.
+func (c *containerState) age(now time.Time) time.Duration {
+	start := c.startedAt
+	if !c.seenAt.IsZero() {
+		start = c.startedAt.Add(time.Second)
+		if c.seenAt.Before(start) {
+			start = c.seenAt
+		}
+	}
+	return now.Sub(start)
 }
 
 // RemovePod stops every worker of the pod, cancels its probes in flight and

@@ -454,6 +454,24 @@ func TestReadinessRetriedWhileStarting(t *testing.T) {
 	h3.wantCalls("c", Readiness, 1)
 	h3.step(100 * time.Millisecond)
 	h3.wantCalls("c", Readiness, 2)
+
+	// A start time in whole seconds (as the API keeps it) of a container
+	// that started 900ms into its second: its age is taken from when a
+	// status first showed it running, so the retry comes 250ms after the
+	// first probe, not a second later.
+	h4 := newHarness(t, nil)
+	h4.p.set("c", Readiness, Failure)
+	h4.m.AddPod(testPod("x", ctr("c", Readiness)))
+	h4.step(900 * time.Millisecond)
+	whole := h4.running("c", "1")
+	whole.State.Running.StartedAt = metav1.NewTime(h4.clock.Now().Truncate(time.Second))
+	h4.status("x", whole)
+	h4.sync()
+	h4.wantCalls("c", Readiness, 1)
+	h4.step(200 * time.Millisecond)
+	h4.wantCalls("c", Readiness, 1)
+	h4.step(50 * time.Millisecond)
+	h4.wantCalls("c", Readiness, 2)
 }
 
 func TestWorkerRemoval(t *testing.T) {

@@ -197,7 +197,7 @@ func (m *Manager) doProbe(ctx context.Context, w *worker) (keep bool) {
 	if w.key.typ == Readiness && r == Failure && !w.everReady && !c.startedAt.IsZero() {
 		// Not ready yet, and the container started less than a period ago:
 		// probe again when its age has doubled (at least readinessRetry).
-		if age := m.clock.Since(c.startedAt); age < w.period {
+		if age := c.age(m.clock.Now()); age < w.period {
 			w.soon = max(readinessRetry, age)
 		}
 	}
