@@ -422,9 +422,7 @@ func TestReadinessRetriedWhileStarting(t *testing.T) {
 	h.want("u", "c", Readiness, Failure, true)
 
 	// Ready at the third probe (500ms); a later failure waits a period.
-	h2 := newHarness(t, nil)
-	h2.p.set("c", Readiness, Failure)
-	h2.m.AddPod(testPod("v", ctr("c", Readiness)))
+	h2 := readinessFailing(t, "v")
 	h2.status("v", h2.running("c", "1"))
 	h2.sync()
 	h2.step(250 * time.Millisecond)
@@ -441,37 +439,45 @@ func TestReadinessRetriedWhileStarting(t *testing.T) {
 	h2.wantCalls("c", Readiness, 5)
 
 	// A container older than the period when first probed: the period.
-	h3 := newHarness(t, nil)
-	h3.p.set("c", Readiness, Failure)
-	h3.m.AddPod(testPod("w", ctr("c", Readiness)))
+	h3 := readinessFailing(t, "w")
 	old := h3.running("c", "1")
 	h3.sync()                 // no status yet
 	h3.step(11 * time.Second) // still none
 	h3.status("w", old)
 	h3.sync()
 	h3.wantCalls("c", Readiness, 1)
-	h3.step(9900 * time.Millisecond)
-	h3.wantCalls("c", Readiness, 1)
-	h3.step(100 * time.Millisecond)
-	h3.wantCalls("c", Readiness, 2)
+	h3.stepReadiness(9900*time.Millisecond, 1)
+	h3.stepReadiness(100*time.Millisecond, 2)
 
 	// A start time in whole seconds (as the API keeps it) of a container
 	// that started 900ms into its second: its age is taken from when a
 	// status first showed it running, so the retry comes 250ms after the
 	// first probe, not a second later.
-	h4 := newHarness(t, nil)
-	h4.p.set("c", Readiness, Failure)
-	h4.m.AddPod(testPod("x", ctr("c", Readiness)))
+	h4 := readinessFailing(t, "x")
 	h4.step(900 * time.Millisecond)
 	whole := h4.running("c", "1")
 	whole.State.Running.StartedAt = metav1.NewTime(h4.clock.Now().Truncate(time.Second))
 	h4.status("x", whole)
-	h4.sync()
-	h4.wantCalls("c", Readiness, 1)
-	h4.step(200 * time.Millisecond)
-	h4.wantCalls("c", Readiness, 1)
-	h4.step(50 * time.Millisecond)
-	h4.wantCalls("c", Readiness, 2)
+	h4.stepReadiness(0, 1)
+	h4.stepReadiness(200*time.Millisecond, 1)
+	h4.stepReadiness(50*time.Millisecond, 2)
+}
+
+// readinessFailing is a harness with one pod, uid, whose container c has
+// a readiness probe that fails.
+func readinessFailing(t *testing.T, uid string) *harness {
+	h := newHarness(t, nil)
+	h.p.set("c", Readiness, Failure)
+	h.m.AddPod(testPod(uid, ctr("c", Readiness)))
+	return h
+}
+
+// stepReadiness steps the clock by d and checks that container c's
+// readiness probe has run n times.
+func (h *harness) stepReadiness(d time.Duration, n int) {
+	h.t.Helper()
+	h.step(d)
+	h.wantCalls("c", Readiness, n)
 }
 
 func TestWorkerRemoval(t *testing.T) {
