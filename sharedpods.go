@@ -277,7 +277,7 @@ func (st sharedStore) Replace(objs []any, _ string) error {
 			return err
 		}
 		keep[key] = true
-		if old := s.podLocked(key); old == nil || old.UID != pod.UID || old.ResourceVersion != pod.ResourceVersion {
+		if old := s.podLocked(key); old == nil || old.UID != pod.UID || pod.ResourceVersion == "" || old.ResourceVersion != pod.ResourceVersion {
 			s.applyLocked(key, s.storedLocked(key, pod), calls)
 		}
 	}

@@ -94,6 +94,16 @@ func TestSharedPodsStampsWhatTheMergerAdds(t *testing.T) {
 	if now, gen2, _ := s.NodePods("n1"); gen2 != gen || now[0] != got {
 		t.Errorf("an unchanged pod in a new list was filed again (gen %d → %d)", gen, gen2)
 	}
+	// Without a resource version nothing says a pod is unchanged: it is
+	// filed again.
+	noVersion := pod("u1", "")
+	noVersion.Status.Phase = corev1.PodSucceeded
+	if err := st.Replace([]any{noVersion}, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if now := only(); now.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("a pod without a resource version in a new list was not filed again: phase %q", now.Status.Phase)
+	}
 	if err := st.Replace([]any{pod("u2", "3")}, "3"); err != nil {
 		t.Fatal(err)
 	}

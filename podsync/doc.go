@@ -76,8 +76,9 @@
 // alone changed in its source) only replaces the engine's copy of the pod,
 // as the kubelet's pod manager takes it, unless the pod has readiness
 // gates; once that copy shows the status the engine published, the engine
-// holds the copy's status, not its own. Figures are in BENCHMARKS.md. A pod with activeDeadlineSeconds
-// is synced again when that long has passed since its start time (by
+// holds the copy's status, not its own. Figures are in BENCHMARKS.md. A
+// pod with activeDeadlineSeconds is synced again when that long has passed
+// since its start time (by
 // Options.Clock) and stopped as the kubelet stops it:
 // Failed, ReasonDeadlineExceeded, MessageDeadlineExceeded.
 //

@@ -375,10 +375,8 @@ func (e *Engine) applyLocked(op podsource.Op, pod *corev1.Pod, now time.Time) {
 		if sw, ok := e.o.Writer.(apiPodSeer); ok && !w.orphan {
 			sw.SeeAPIPod(pod)
 		}
-		if w.status != nil && equality.Semantic.DeepEqual(*w.status, pod.Status) {
-			// The API shows the status last published: its copy is
-			// held, not the engine's own (see publishHeld).
-			w.status = &pod.Status
+		if w.status != nil {
+			w.status = heldStatus(w.status, pod)
 		}
 		return
 	}
@@ -984,17 +982,22 @@ func (e *Engine) publish(j job, s corev1.PodStatus) {
 	e.publishHeld(j, s)
 }
 
+// heldStatus is the status the engine holds for a pod whose status it
+// computed as s: the API copy's, when pod (the API's copy) shows s, so
+// that a pod's status is held once; else s. Neither is changed in place.
+func heldStatus(s *corev1.PodStatus, pod *corev1.Pod) *corev1.PodStatus {
+	if equality.Semantic.DeepEqual(*s, pod.Status) {
+		return &pod.Status
+	}
+	return s
+}
+
 // publishHeld is publish with j.w.publishing held.
 func (e *Engine) publishHeld(j job, s corev1.PodStatus) {
 	e.mu.Lock()
 	changed := j.w.status == nil || !equality.Semantic.DeepEqual(*j.w.status, s)
 	if changed {
-		j.w.status = &s
-		if api := &j.pod.Status; equality.Semantic.DeepEqual(*api, s) {
-			// The API shows this status already: its copy is held, not
-			// one of the engine's own (neither is changed in place).
-			j.w.status = api
-		}
+		j.w.status = heldStatus(&s, j.pod)
 	}
 	if !j.w.started && s.Phase == corev1.PodRunning {
 		j.w.started = true

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodekit/nodekit/internal/memlimit"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/nodestatus/usage"
 	"github.com/nodekit/nodekit/podsync/admission"
@@ -328,11 +329,8 @@ func parseFlags(args []string, stderr io.Writer) (_ *config, err error) {
 	c.leaseDuration = time.Duration(leaseSeconds) * time.Second
 	c.registerWithTaints, e = parseTaints(taints)
 	keep(e)
-	if memLimit != "0" && memLimit != "" {
-		q, e = resource.ParseQuantity(memLimit)
-		fail(e != nil, "--memory-limit: %w", e)
-		c.memoryLimit = q.Value()
-	}
+	c.memoryLimit, e = memlimit.Parse(memLimit)
+	fail(e != nil, "--memory-limit: %w", e)
 	if err != nil {
 		return nil, err
 	}

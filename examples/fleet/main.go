@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -44,6 +43,7 @@ import (
 	"github.com/nodekit/nodekit/heartbeat"
 	"github.com/nodekit/nodekit/heartbeat/fleet"
 	"github.com/nodekit/nodekit/heartbeat/fleet/fleetapi"
+	"github.com/nodekit/nodekit/internal/memlimit"
 	"github.com/nodekit/nodekit/lease"
 	"github.com/nodekit/nodekit/nodestatus"
 	"github.com/nodekit/nodekit/podsync"
@@ -143,16 +143,12 @@ func main() {
 	if c.procs > 0 {
 		runtime.GOMAXPROCS(c.procs)
 	}
-	if c.memoryLimit != "0" && c.memoryLimit != "" {
-		q, err := resource.ParseQuantity(c.memoryLimit)
-		if err != nil || q.Value() < 0 {
-			fmt.Fprintf(os.Stderr, "fleet: --memory-limit=%q: want a size such as 160Mi, or 0 for none\n", c.memoryLimit)
-			os.Exit(2)
-		}
-		if os.Getenv("GOMEMLIMIT") == "" && q.Value() > 0 {
-			debug.SetMemoryLimit(q.Value())
-		}
+	limit, err := memlimit.Parse(c.memoryLimit)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fleet: --memory-limit:", err)
+		os.Exit(2)
 	}
+	memlimit.Apply(limit)
 	if c.debugAddr != "" {
 		go func() { fmt.Fprintln(os.Stderr, "fleet: debug server:", http.ListenAndServe(c.debugAddr, nil)) }()
 	}
