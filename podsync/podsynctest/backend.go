@@ -52,14 +52,16 @@ type Options struct {
 	Probes *probe.Manager
 }
 
+// simSandbox and simContainer hold their state by pointer, copied on every
+// change and never changed in place, so that a snapshot shares it.
 type simSandbox struct {
-	podsync.SandboxState
+	*podsync.SandboxState
 	readyAt time.Time
 	stopped bool
 }
 
 type simContainer struct {
-	podsync.ContainerState
+	*podsync.ContainerState
 	stages  Stages
 	startAt time.Time
 }
@@ -128,7 +130,7 @@ func (b *Backend) id(kind string) string {
 func (p *simPod) advance(now time.Time) {
 	for _, s := range p.sandboxes {
 		if !s.stopped && s.State == runtimeapi.PodSandboxState_SANDBOX_NOTREADY && !now.Before(s.readyAt) {
-			s.State = runtimeapi.PodSandboxState_SANDBOX_READY
+			s.setState(runtimeapi.PodSandboxState_SANDBOX_READY)
 			p.gen++
 		}
 	}
@@ -138,7 +140,9 @@ func (p *simPod) advance(now time.Time) {
 			kept = append(kept, c)
 			continue
 		}
-		c.State, c.CreatedAt, c.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, c.startAt, c.startAt
+		st := *c.ContainerState
+		st.State, st.CreatedAt, st.StartedAt = runtimeapi.ContainerState_CONTAINER_RUNNING, c.startAt, c.startAt
+		c.ContainerState = &st
 		p.containers = append(p.containers, c)
 		p.gen++
 	}
@@ -146,7 +150,7 @@ func (p *simPod) advance(now time.Time) {
 	for _, c := range p.containers {
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING && c.stages.RunFor > 0 {
 			if end := c.StartedAt.Add(c.stages.RunFor); !now.Before(end) {
-				exit(&c.ContainerState, end, c.stages.ExitCode)
+				c.exit(end, c.stages.ExitCode)
 				p.gen++
 			}
 		}
@@ -178,12 +182,22 @@ func (p *simPod) nextChange(now time.Time) time.Duration {
 	return next
 }
 
-func exit(c *podsync.ContainerState, at time.Time, code int32) {
-	c.State, c.FinishedAt, c.ExitCode = runtimeapi.ContainerState_CONTAINER_EXITED, at, code
-	c.Reason = "Completed"
+// exit makes the container exited at at with code.
+func (c *simContainer) exit(at time.Time, code int32) {
+	st := *c.ContainerState
+	st.State, st.FinishedAt, st.ExitCode = runtimeapi.ContainerState_CONTAINER_EXITED, at, code
+	st.Reason = "Completed"
 	if code != 0 {
-		c.Reason = "Error"
+		st.Reason = "Error"
 	}
+	c.ContainerState = &st
+}
+
+// setState gives the sandbox state to.
+func (s *simSandbox) setState(to runtimeapi.PodSandboxState) {
+	st := *s.SandboxState
+	st.State = to
+	s.SandboxState = &st
 }
 
 // Relist reports every simulated pod as it is at the clock's now.
@@ -221,12 +235,10 @@ func (p *simPod) snapshot(uid types.UID) *podsync.PodState {
 	}
 	st := &podsync.PodState{UID: uid, Name: p.name, Namespace: p.namespace}
 	for i := len(p.sandboxes) - 1; i >= 0; i-- {
-		s := p.sandboxes[i].SandboxState
-		st.Sandboxes = append(st.Sandboxes, &s)
+		st.Sandboxes = append(st.Sandboxes, p.sandboxes[i].SandboxState)
 	}
 	for i := len(p.containers) - 1; i >= 0; i-- {
-		c := p.containers[i].ContainerState
-		st.Containers = append(st.Containers, &c)
+		st.Containers = append(st.Containers, p.containers[i].ContainerState)
 	}
 	p.snap, p.snapGen = st, p.gen
 	return st
@@ -244,7 +256,7 @@ func (b *Backend) Exit(uid types.UID, name string, code int32) bool {
 	p.advance(b.o.Clock.Now())
 	for i := len(p.containers) - 1; i >= 0; i-- {
 		if c := p.containers[i]; c.Name == name && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			exit(&c.ContainerState, b.o.Clock.Now(), code)
+			c.exit(b.o.Clock.Now(), code)
 			p.gen++
 			return true
 		}
@@ -296,18 +308,19 @@ func (b *Backend) syncPodLocked(pod *corev1.Pod, p *simPod, now time.Time) (pods
 		}
 	}
 	if a.CreateSandbox {
-		s := &simSandbox{SandboxState: podsync.SandboxState{ID: b.id("sandbox"), Attempt: a.Attempt, CreatedAt: now,
-			HostNetwork: pod.Spec.HostNetwork, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}, readyAt: now.Add(b.o.SandboxDelay)}
+		st := &podsync.SandboxState{ID: b.id("sandbox"), Attempt: a.Attempt, CreatedAt: now,
+			HostNetwork: pod.Spec.HostNetwork, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}
 		if !pod.Spec.HostNetwork {
 			ip := fmt.Sprintf("10.88.%d.%d", (b.seq/250)%250, b.seq%250+1)
 			if b.o.PodIP != nil {
 				ip = b.o.PodIP(pod)
 			}
-			s.IPs = []string{ip}
+			st.IPs = []string{ip}
 		}
 		if b.o.SandboxDelay == 0 {
-			s.State = runtimeapi.PodSandboxState_SANDBOX_READY
+			st.State = runtimeapi.PodSandboxState_SANDBOX_READY
 		}
+		s := &simSandbox{SandboxState: st, readyAt: now.Add(b.o.SandboxDelay)}
 		p.sandboxes = append(p.sandboxes, s)
 		p.gen++
 		a.SandboxID = s.ID
@@ -315,7 +328,7 @@ func (b *Backend) syncPodLocked(pod *corev1.Pod, p *simPod, now time.Time) (pods
 	for _, k := range a.Kill {
 		for _, c := range p.containers {
 			if c.ID == k.ID && c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
-				exit(&c.ContainerState, now, c.stages.StopExitCode)
+				c.exit(now, c.stages.StopExitCode)
 				p.gen++
 			}
 		}
@@ -340,7 +353,7 @@ func (b *Backend) syncPodLocked(pod *corev1.Pod, p *simPod, now time.Time) (pods
 			}
 		}
 		c := &simContainer{stages: stages, startAt: now.Add(stages.StartDelay)}
-		c.ContainerState = podsync.ContainerState{ID: b.id("container"), SandboxID: a.SandboxID, Name: spec.Name, Image: spec.Image,
+		c.ContainerState = &podsync.ContainerState{ID: b.id("container"), SandboxID: a.SandboxID, Name: spec.Name, Image: spec.Image,
 			ImageRef: "sim://" + spec.Image, State: runtimeapi.ContainerState_CONTAINER_CREATED, Hash: podsync.HashContainer(spec),
 			RestartCount: restarts, CreatedAt: now}
 		p.starting = append(p.starting, c)
@@ -374,11 +387,14 @@ func (p *simPod) stopAll(now time.Time) {
 	p.starting = nil
 	for _, c := range p.containers {
 		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
-			exit(&c.ContainerState, now, c.stages.StopExitCode)
+			c.exit(now, c.stages.StopExitCode)
 		}
 	}
 	for _, s := range p.sandboxes {
-		s.State, s.stopped = runtimeapi.PodSandboxState_SANDBOX_NOTREADY, true
+		if s.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			s.setState(runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
+		}
+		s.stopped = true
 	}
 }
 

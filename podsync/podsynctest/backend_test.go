@@ -160,3 +160,42 @@ func TestRelistReusesUnchangedState(t *testing.T) {
 		t.Error("an earlier PodState was modified")
 	}
 }
+
+// A relist's states are never changed afterwards: a change to the
+// simulation makes new ones, and what did not change is shared.
+func TestRelistStatesAreNotChangedLater(t *testing.T) {
+	_, b, e, steps := setup(t, nil)
+	pod := simPod(corev1.RestartPolicyNever)
+	e.HandleUpdate(podsource.Update{Op: podsource.OpAdd, Pods: []*corev1.Pod{pod}})
+	steps(2)
+	before, err := b.Relist(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := before[pod.UID]
+	if len(old.Containers) != 1 || old.Containers[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING || len(old.Sandboxes) != 1 {
+		t.Fatalf("before: %+v", old)
+	}
+	if !b.Exit(pod.UID, "c", 3) {
+		t.Fatal("nothing running")
+	}
+	after, err := b.Relist(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := after[pod.UID]
+	if c := now.Containers[0]; c.State != runtimeapi.ContainerState_CONTAINER_EXITED || c.ExitCode != 3 {
+		t.Errorf("after the exit: %+v", c)
+	}
+	if c := old.Containers[0]; c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || c.ExitCode != 0 {
+		t.Errorf("the earlier relist's container changed: %+v", c)
+	}
+	if now.Sandboxes[0] != old.Sandboxes[0] {
+		t.Error("an unchanged sandbox's state was copied")
+	}
+	e.HandleUpdate(podsource.Update{Op: podsource.OpRemove, Pods: []*corev1.Pod{pod}})
+	steps(3)
+	if !old.Sandboxes[0].Ready() || now.Sandboxes[0].State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Errorf("stopping the pod changed earlier relists' sandboxes: %+v %+v", old.Sandboxes[0], now.Sandboxes[0])
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -18,10 +17,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/backoff"
+	"github.com/nodekit/nodekit/internal/loop"
+	"github.com/nodekit/nodekit/internal/podequal"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/podsource"
-
-	"github.com/nodekit/nodekit/internal/loop"
 )
 
 // Writer writes the statuses the node computes for its pods to the API
@@ -54,8 +53,10 @@ type podState struct {
 	static          bool
 	hash            string // static pods: the config hash their mirror pod carries
 
-	status  corev1.PodStatus // the node's status; replaced whole, never changed in place
-	version uint64           // bumped by every change of status
+	// status is the node's status, nil until the first: replaced whole,
+	// never changed in place, and once the API shows it, the API copy's own.
+	status  *corev1.PodStatus
+	version uint64 // bumped by every change of status
 
 	// api is the pod as the API showed it last (a static pod's mirror pod),
 	// from the caller or from a response; replaced whole, never changed in
@@ -182,7 +183,7 @@ func (st *podState) see(pod *corev1.Pod) bool {
 		st.api = pod
 		if shared {
 			// Another copy of the same version: the same status.
-			st.status = pod.Status
+			st.status = &pod.Status
 		} else {
 			st.share()
 		}
@@ -198,32 +199,14 @@ func (st *podState) share() {
 	if st.version == 0 || st.api == nil || st.sharesAPI() {
 		return
 	}
-	a, b := &st.status, &st.api.Status
-	// What tells most statuses apart, before the whole comparison.
-	if a.Phase != b.Phase || a.PodIP != b.PodIP || len(a.Conditions) != len(b.Conditions) ||
-		len(a.ContainerStatuses) != len(b.ContainerStatuses) || len(a.InitContainerStatuses) != len(b.InitContainerStatuses) {
-		return
-	}
-	for i := range a.ContainerStatuses {
-		if a.ContainerStatuses[i].Ready != b.ContainerStatuses[i].Ready || a.ContainerStatuses[i].ContainerID != b.ContainerStatuses[i].ContainerID {
-			return
-		}
-	}
-	if apiequality.Semantic.DeepEqual(*a, *b) {
-		st.status = *b
+	if podequal.Status(st.status, &st.api.Status) {
+		st.status = &st.api.Status
 	}
 }
 
 // sharesAPI reports whether the node's status is the API copy's own.
 func (st *podState) sharesAPI() bool {
-	a, b := &st.status, &st.api.Status
-	switch {
-	case len(a.Conditions) > 0 && len(b.Conditions) > 0:
-		return &a.Conditions[0] == &b.Conditions[0]
-	case len(a.ContainerStatuses) > 0 && len(b.ContainerStatuses) > 0:
-		return &a.ContainerStatuses[0] == &b.ContainerStatuses[0]
-	}
-	return false
+	return st.status == &st.api.Status
 }
 
 // sameVersion reports whether a and b are copies of one version of one pod.
@@ -238,7 +221,7 @@ func (st *podState) settle(s *corev1.PodStatus, now time.Time) {
 	var old corev1.PodStatus
 	switch {
 	case st.version > 0:
-		old = st.status
+		old = *st.status
 	case st.api != nil:
 		old = st.api.Status
 	}
@@ -260,12 +243,12 @@ func (st *podState) mayWait() bool {
 // set records s as st's status (when it says something new) and marks the
 // pod for the next sync. The caller holds w.mu.
 func (w *Writer) set(uid types.UID, st *podState, s corev1.PodStatus, apiChanged bool) {
-	if st.version > 0 && sameStatus(&st.status, &s) {
+	if st.version > 0 && sameStatus(st.status, &s) {
 		if !apiChanged {
 			return
 		}
 	} else {
-		st.status = s
+		st.status = &s
 		st.version++
 	}
 	if w.delay > 0 && st.mayWait() {
@@ -420,8 +403,11 @@ func (w *Writer) PodTerminated(pod *corev1.Pod) {
 		return
 	}
 	st.see(pod)
-	old := st.status
-	if st.version == 0 && st.api != nil {
+	var old corev1.PodStatus
+	switch {
+	case st.version > 0:
+		old = *st.status
+	case st.api != nil:
 		old = st.api.Status
 	}
 	s := terminated(pod, old, st.static)
@@ -563,7 +549,7 @@ type snapshot struct {
 	nodeName             string
 	static               bool
 	hash                 string
-	status               corev1.PodStatus // read only
+	status               *corev1.PodStatus // read only
 	version              uint64
 	api                  *corev1.Pod // read only
 	deleting, terminated bool
@@ -618,7 +604,7 @@ func (w *Writer) write(ctx context.Context, snap snapshot) (*corev1.Pod, outcome
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		want := target(&api.Status, &snap.status, w.clock.Now())
+		want := target(&api.Status, snap.status, w.clock.Now())
 		patch, err := statusPatch(api.UID, &api.Status, &want)
 		if err != nil {
 			return api, retryLater, fmt.Errorf("status: pod %s/%s: %w", snap.namespace, snap.name, err)
