@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit/internal/loop"
 	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/podequal"
 	"github.com/nodekit/nodekit/internal/randutil"
 	"github.com/nodekit/nodekit/internal/timerheap"
 	"github.com/nodekit/nodekit/podsource"
@@ -986,7 +986,7 @@ func (e *Engine) publish(j job, s corev1.PodStatus) {
 // computed as s: the API copy's, when pod (the API's copy) shows s, so
 // that a pod's status is held once; else s. Neither is changed in place.
 func heldStatus(s *corev1.PodStatus, pod *corev1.Pod) *corev1.PodStatus {
-	if equality.Semantic.DeepEqual(*s, pod.Status) {
+	if podequal.Status(s, &pod.Status) {
 		return &pod.Status
 	}
 	return s
@@ -995,7 +995,7 @@ func heldStatus(s *corev1.PodStatus, pod *corev1.Pod) *corev1.PodStatus {
 // publishHeld is publish with j.w.publishing held.
 func (e *Engine) publishHeld(j job, s corev1.PodStatus) {
 	e.mu.Lock()
-	changed := j.w.status == nil || !equality.Semantic.DeepEqual(*j.w.status, s)
+	changed := j.w.status == nil || !podequal.Status(j.w.status, &s)
 	if changed {
 		j.w.status = heldStatus(&s, j.pod)
 	}

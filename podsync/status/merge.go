@@ -10,10 +10,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/nodekit/nodekit/internal/podequal"
 )
 
 // Reasons and messages the writer puts into statuses, as kubelet words them.
@@ -205,7 +206,7 @@ func sameStatus(a, b *corev1.PodStatus) bool {
 	}
 	ac, bc := *a, *b
 	ac.Conditions, bc.Conditions = nil, nil
-	return apiequality.Semantic.DeepEqual(ac, bc)
+	return podequal.Status(&ac, &bc)
 }
 
 // target is the status to write over the API's status api, given the
@@ -267,7 +268,7 @@ func target(api, s *corev1.PodStatus, now time.Time) corev1.PodStatus {
 // changed, and it carries no element-order list for them (the API keeps
 // its order; new conditions come last).
 func statusPatch(uid types.UID, api, want *corev1.PodStatus) ([]byte, error) {
-	if apiequality.Semantic.DeepEqual(api, want) {
+	if podequal.Status(api, want) {
 		// The same JSON, so no patch: found without encoding either.
 		return nil, nil
 	}
