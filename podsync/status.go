@@ -136,6 +136,10 @@ func GeneratePodStatus(in StatusInput) corev1.PodStatus {
 // (InPlacePodLevelResourcesVerticalScaling): the pod's effective requests
 // and limits (its containers' and its own), and its requests as allocated.
 func podResources(pod *corev1.Pod) (*corev1.ResourceRequirements, corev1.ResourceList) {
+	if noResources(pod) {
+		// What the sums below come to, without computing them.
+		return &corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}, corev1.ResourceList{}
+	}
 	opts := resourcehelper.PodResourcesOptions{}
 	res := pod.Spec.Resources.DeepCopy()
 	if res == nil {
@@ -144,6 +148,22 @@ func podResources(pod *corev1.Pod) (*corev1.ResourceRequirements, corev1.Resourc
 	res.Requests = podres.Requests(pod, opts)
 	res.Limits = podres.Limits(pod, opts)
 	return res, res.Requests.DeepCopy()
+}
+
+// noResources reports whether neither pod nor any of its containers asks
+// for or limits any resource.
+func noResources(pod *corev1.Pod) bool {
+	if pod.Spec.Resources != nil || len(pod.Spec.Overhead) > 0 {
+		return false
+	}
+	for _, l := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range l {
+			if len(l[i].Resources.Requests) > 0 || len(l[i].Resources.Limits) > 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func anySandboxReady(st *PodState) bool {
