@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/optcheck"
+	"github.com/nodekit/nodekit/internal/podequal"
 )
 
 // ErrUnknownSource is returned by Merge for an update from a source the
@@ -50,7 +51,8 @@ type MergerOptions struct {
 // Each SET from a source is compared, by UID, with what that source sent
 // before: new pods are ADD; pods whose spec, labels, deletion timestamp or
 // grace period, or non-local annotations changed are UPDATE (or DELETE when
-// graceful deletion began); pods whose status alone changed are RECONCILE;
+// graceful deletion began); pods whose status alone changed (semantically: an empty list for none,
+// or a time in another location, is no change) are RECONCILE;
 // pods not in the set any more are REMOVE. Updates go out in the order
 // REMOVE, ADD, UPDATE, DELETE, RECONCILE. A source's first SET, even an
 // empty one, always yields at least one update (an empty ADD when there is
@@ -336,7 +338,9 @@ func (m *Merger) mergeLocked(logger klog.Logger, source string, pods []*v1.Pod) 
 			continue
 		}
 		if !differSemantically(existing, ref) {
-			if !reflect.DeepEqual(existing.Status, ref.Status) {
+			// Semantically: a status that differs only by an empty
+			// list for none, or a time's location, says nothing new.
+			if !podequal.Status(&existing.Status, &ref.Status) {
 				// What the source sent, with the annotations held (the
 				// same but for the local ones): the copy sent before
 				// and what it shares with its source can go.
