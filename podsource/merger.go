@@ -51,10 +51,10 @@ type MergerOptions struct {
 // Each SET from a source is compared, by UID, with what that source sent
 // before: new pods are ADD; pods whose spec, labels, deletion timestamp or
 // grace period, or non-local annotations changed are UPDATE (or DELETE when
-// graceful deletion began); pods whose status alone changed (semantically: an empty list for none,
-// or a time in another location, is no change) are RECONCILE;
-// pods not in the set any more are REMOVE. Updates go out in the order
-// REMOVE, ADD, UPDATE, DELETE, RECONCILE. A source's first SET, even an
+// graceful deletion began); pods whose status alone changed are RECONCILE
+// (semantically: an empty list for none, or a time in another location, is
+// no change); pods not in the set any more are REMOVE. Updates go out in
+// the order REMOVE, ADD, UPDATE, DELETE, RECONCILE. A source's first SET, even an
 // empty one, always yields at least one update (an empty ADD when there is
 // nothing else), so a consumer can tell when every source has been seen.
 //
