@@ -139,9 +139,8 @@ type podEntry struct {
 	ip        string
 	phase     corev1.PodPhase
 	cs        map[string]containerState
-	// seen holds, by container ID, when a status first showed the
-	// container running (the manager's clock).
-	seen    map[string]time.Time
+	// prev is the map cs was before the last status, kept to be reused.
+	prev    map[string]containerState
 	workers []*worker
 }
 
@@ -149,7 +148,8 @@ type containerState struct {
 	id        string
 	running   bool
 	startedAt time.Time
-	// seenAt is when a status first showed the container running.
+	// seenAt is when a status first showed the container running (the
+	// manager's clock), carried from status to status while its ID stays.
 	seenAt     time.Time
 	started    bool // ContainerStatus.Started was true
 	terminated bool
@@ -306,17 +306,18 @@ func (pe *podEntry) setStatus(s *corev1.PodStatus, now time.Time) {
 	pe.hasStatus = true
 	pe.ip = s.PodIP
 	pe.phase = s.Phase
-	if pe.cs == nil {
-		pe.cs = make(map[string]containerState, len(s.ContainerStatuses)+len(s.InitContainerStatuses))
+	prev, cs := pe.cs, pe.prev
+	if cs == nil {
+		cs = make(map[string]containerState, len(s.ContainerStatuses)+len(s.InitContainerStatuses))
 	} else {
-		clear(pe.cs)
+		clear(cs)
 	}
 	put := func(list []corev1.ContainerStatus, init bool) {
 		for i := range list {
 			c := &list[i]
 			// kubelet's lookup: a regular container's status, unless it has
 			// no ID, then an init container's of the same name.
-			if old, ok := pe.cs[c.Name]; ok && init && old.id != "" {
+			if old, ok := cs[c.Name]; ok && init && old.id != "" {
 				continue
 			}
 			st := containerState{id: c.ContainerID, started: c.Started != nil && *c.Started}
@@ -324,38 +325,22 @@ func (pe *podEntry) setStatus(s *corev1.PodStatus, now time.Time) {
 				st.running = true
 				st.startedAt = r.StartedAt.Time
 				if c.ContainerID != "" {
-					if pe.seen == nil {
-						pe.seen = map[string]time.Time{}
+					st.seenAt = now
+					if p, ok := prev[c.Name]; ok && p.id == c.ContainerID && !p.seenAt.IsZero() {
+						st.seenAt = p.seenAt
 					}
-					if _, ok := pe.seen[c.ContainerID]; !ok {
-						pe.seen[c.ContainerID] = now
-					}
-					st.seenAt = pe.seen[c.ContainerID]
 				}
 			}
 			if t := c.State.Terminated; t != nil {
 				st.terminated = true
 				st.exitCode = t.ExitCode
 			}
-			pe.cs[c.Name] = st
+			cs[c.Name] = st
 		}
 	}
 	put(s.ContainerStatuses, false)
 	put(s.InitContainerStatuses, true)
-	for id := range pe.seen {
-		if !pe.hasContainer(id) {
-			delete(pe.seen, id)
-		}
-	}
-}
-
-func (pe *podEntry) hasContainer(id string) bool {
-	for _, c := range pe.cs {
-		if c.id == id {
-			return true
-		}
-	}
-	return false
+	pe.cs, pe.prev = cs, prev
 }
 
 // age is how long the container has run, at the least: a status's start

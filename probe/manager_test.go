@@ -459,8 +459,16 @@ func TestReadinessRetriedWhileStarting(t *testing.T) {
 	whole.State.Running.StartedAt = metav1.NewTime(h4.clock.Now().Truncate(time.Second))
 	h4.status("x", whole)
 	h4.stepReadiness(0, 1)
-	h4.stepReadiness(200*time.Millisecond, 1)
+	// The same container in a later status keeps the age it had: the
+	// retries go on doubling it (probes at 1.15s, 1.4s, 1.9s), not from
+	// the later status.
+	h4.stepReadiness(100*time.Millisecond, 1)
+	h4.status("x", whole)
+	h4.stepReadiness(100*time.Millisecond, 1)
 	h4.stepReadiness(50*time.Millisecond, 2)
+	h4.stepReadiness(250*time.Millisecond, 3)
+	h4.stepReadiness(400*time.Millisecond, 3)
+	h4.stepReadiness(100*time.Millisecond, 4)
 }
 
 // readinessFailing is a harness with one pod, uid, whose container c has
