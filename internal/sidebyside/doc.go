@@ -27,12 +27,17 @@
 //   - start → Node Ready, over BENCH_READY_RUNS (3) fresh nodes; the median.
 //   - VmRSS after MEASURE_IDLE (2m) idle; CPU, API requests and bytes over
 //     MEASURE_WINDOW (5m) idle, extrapolated to an hour. A window of the
-//     status report period (5m) or more runs from just after one of the
-//     node's status reports (seen in a watch of its Node) to just after
-//     the one that ends its whole number of periods, so that it holds one
-//     report per period for both nodes (a fixed 5m window holds one or
-//     none, none for the kubelet when its period, checked every 10s, runs
-//     a few seconds over 5m); a shorter one is taken as it comes.
+//     status report period (5m) or more starts midway between two of the
+//     node's status reports (seen in a watch of its Node) and lasts its
+//     whole number of periods, so that it holds one report per period for
+//     both nodes (a window from an arbitrary point holds one or none, none
+//     for the kubelet when its period, checked every 10s, runs a few
+//     seconds over 5m), each report with everything it sets off (its
+//     answer, the node's own watch event of its Node), far from both ends;
+//     a shorter one is taken as it comes. The idle bytes received are also
+//     listed by arrival (sampled every 50ms) and the node's Lease and Node
+//     sizes given, to tell renewals, reports, watch bookmarks and restarts
+//     apart.
 //   - CPU over MEASURE_WINDOW while the real metrics-server scrapes
 //     /metrics/resource every 15s (n/a when it is missing or its scrapes
 //     cannot be confirmed from the node's kubelet_http_requests_total).
@@ -115,7 +120,8 @@
 // pods are removed, so through the next pods' starts too; the floor's
 // report line gives its all-started time beside the all-ready one. The mirror
 // pod row: a create of an equivalent mirror pod as a node identity with no
-// agent, timed. Idle requests: 3600/(40/4) lease renewals plus 3600/300
+// agent, timed from the call until the bench's watch of the node's pods
+// sees it, as the row is. Idle requests: 3600/(40/4) lease renewals plus 3600/300
 // status reports, 372 an hour, from the configured values. Idle bytes
 // received: a renewal's response on the wire (TLS included; the median of
 // 10 updates of that identity's Lease, protobuf, as both nodes renew) ×

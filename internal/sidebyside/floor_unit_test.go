@@ -205,3 +205,22 @@ func TestAsNodesSendNeedsALinuxSandbox(t *testing.T) {
 		t.Fatalf("got %v, want an error naming the sandbox", err)
 	}
 }
+
+// The arrivals outside the window are left out; the rest are summed and
+// counted by size, smallest first.
+func TestSummarizeArrivals(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 22, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	arrivals := []arrival{
+		{at(-1), 9999}, // before the window
+		{at(0), 623}, {at(10), 4504}, {at(20), 623}, {at(30), 114},
+		{at(301), 7777}, // after it
+	}
+	got := summarizeArrivals(arrivals, at(0), at(300))
+	if want := "5864 bytes: 114×1 623×2 4504×1"; got != want {
+		t.Errorf("summarizeArrivals = %q, want %q", got, want)
+	}
+	if got, want := summarizeArrivals(nil, at(0), at(300)), "0 bytes: "; got != want {
+		t.Errorf("summarizeArrivals(nil) = %q, want %q", got, want)
+	}
+}

@@ -356,11 +356,13 @@ func (b *bench) run(kind string) *result {
 		t.Fatal(err)
 	}
 	r.rssIdle = rss
+	stopReceipts := b.watchReceipts(n)
 	f0, f1, periods := b.idleSamples(n, reports)
 	stopReports()
+	report("%s: idle bytes received, by arrival (50 ms apart): %s", kind, stopReceipts(f0.at, f1.at))
 	r.idleWindow = f1.at.Sub(f0.at)
 	if periods > 0 {
-		report("%s: idle window %v: from just after a status report to just after the one that ended %d report period(s)", kind, r.idleWindow.Round(time.Millisecond), periods)
+		report("%s: idle window %v: %d status report period(s) from midway between two reports", kind, r.idleWindow.Round(time.Millisecond), periods)
 	}
 	r.cpuIdle, r.idleChildCPU = cpuPercent(f0, f1)
 	reqs, detail := b.requests(n.name, f0.at, f1.at)
@@ -370,6 +372,7 @@ func (b *bench) run(kind string) *result {
 	r.recvHour = float64(f1.recv-f0.recv) * hour
 	r.idleDetail = formatDetail(detail, hour)
 	report("%s: idle requests per hour by verb and resource: %s", kind, r.idleDetail)
+	b.objectSizes(kind, n.name)
 
 	// Idle again, scraped by metrics-server every 15s.
 	b.phase(kind, "idle, scraped by metrics-server")
@@ -505,15 +508,20 @@ type figures struct {
 }
 
 // idleSamples takes the idle window's first and last samples. A window
-// of a status report period (5m) or more, MEASURE_WINDOW's default, runs
-// from just after one of the node's status reports to just after the
-// first report at least its whole number of periods (returned, the
-// window's length rounded down to periods) less reportSlack after that
-// one, so that it holds one periodic report per period
-// for both nodes whatever their phase: a fixed 5m window holds one report
-// or none, none for a node whose period runs a few seconds over 5m, as the
-// kubelet's does, when its report falls just outside. A shorter window
-// (the smoke knobs) is taken as it comes, and periods is 0.
+// of a status report period (5m) or more, MEASURE_WINDOW's default, starts
+// midway between two of the node's status reports and lasts its whole
+// number of periods (returned; the window's length rounded down to
+// periods), so that it holds one periodic report per period for both
+// nodes whatever their phase, and each of its ends lies half a period
+// from any report: a report's answer and the watch events it sets off
+// (the node's own watch of its Node gets the whole object again) fall
+// inside the window together or outside it together, whenever they
+// arrive (a window from just after one report to just after another
+// could count them or not by a few milliseconds' order: 4.5 KB of a
+// window's 27 for the agent). The kubelet's period runs a few seconds over 5m, checked every
+// 10s: over the window's periods its reports drift by less than the half
+// period either side. A shorter window (the smoke knobs) is taken as it
+// comes, and periods is 0.
 func (b *bench) idleSamples(n *node, reports <-chan time.Time) (first, last figures, periods int) {
 	if b.window < statusReportFrequency {
 		first = b.sample(n)
@@ -522,28 +530,24 @@ func (b *bench) idleSamples(n *node, reports <-chan time.Time) (first, last figu
 		return first, b.sample(n), 0
 	}
 	periods = int(b.window / statusReportFrequency)
+	var report time.Time
 	for drained := false; !drained; { // reports seen during the pause before
 		select {
-		case <-reports:
+		case report = <-reports:
 		default:
 			drained = true
 		}
 	}
-	b.nextReport(n, reports)
-	first = b.sample(n)
-	// A report the node makes for a change of its own, within the
-	// window, is counted in it and does not end it.
-	end := first.at.Add(time.Duration(periods)*statusReportFrequency - reportSlack)
-	for at := first.at; at.Before(end); {
-		at = b.nextReport(n, reports)
+	if report.IsZero() || time.Since(report) >= statusReportFrequency/2 {
+		report = b.nextReport(n, reports)
 	}
+	b.pause(time.Until(report.Add(statusReportFrequency / 2)))
+	n.alive()
+	first = b.sample(n)
+	b.pause(time.Until(first.at.Add(time.Duration(periods) * statusReportFrequency)))
+	n.alive()
 	return first, b.sample(n), periods
 }
-
-// reportSlack is how much earlier than a whole number of report periods
-// after its start a status report may end the idle window: a node's
-// period runs from its last report, checked every few seconds.
-const reportSlack = 30 * time.Second
 
 // nextReport waits for the node's next status report and returns when it
 // was seen, failing when none comes within a report period and a minute.

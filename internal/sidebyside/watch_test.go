@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -342,4 +343,122 @@ func rewatch(ctx context.Context, open func() (watch.Interface, error)) (watch.I
 		case <-tm.C:
 		}
 	}
+}
+
+// objectSizes reports the encoded sizes of the node's Lease and Node as
+// the API server stores them, whole and without their managed fields, and
+// what each carries most: these are what a renewal's and a status report's
+// answers (and a node watch's events) hold, so they explain the idle bytes
+// received.
+func (b *bench) objectSizes(kind, nodeName string) {
+	ctx := b.ctx
+	lease, err := b.admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		report("%s: object sizes: lease: %v", kind, err)
+		return
+	}
+	node, err := b.admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		report("%s: object sizes: node: %v", kind, err)
+		return
+	}
+	managers := func(m metav1.ObjectMeta) string {
+		var parts []string
+		for _, e := range m.ManagedFields {
+			parts = append(parts, fmt.Sprintf("%s/%s/%s %d", e.Manager, e.Operation, e.Subresource, e.Size()))
+		}
+		return strings.Join(parts, ", ")
+	}
+	leaseAll := lease.Size()
+	nodeAll := node.Size()
+	leaseMF, nodeMF := lease.DeepCopy(), node.DeepCopy()
+	leaseMF.ManagedFields, nodeMF.ManagedFields = nil, nil
+	report("%s: object sizes (protobuf): Lease %d bytes, %d without managed fields (%s); Node %d bytes, %d without managed fields (%s): metadata %d, spec %d, status %d (images %d in %d, conditions %d, node info %d, addresses %d, %d labels, %d annotations)",
+		kind, leaseAll, leaseMF.Size(), managers(lease.ObjectMeta), nodeAll, nodeMF.Size(), managers(node.ObjectMeta),
+		nodeMF.ObjectMeta.Size(), node.Spec.Size(), node.Status.Size(), imagesSize(node.Status.Images), len(node.Status.Images),
+		conditionsSize(node.Status.Conditions), node.Status.NodeInfo.Size(), addressesSize(node.Status.Addresses), len(node.Labels), len(node.Annotations))
+}
+
+func imagesSize(l []corev1.ContainerImage) (n int) {
+	for i := range l {
+		n += l[i].Size()
+	}
+	return n
+}
+
+func conditionsSize(l []corev1.NodeCondition) (n int) {
+	for i := range l {
+		n += l[i].Size()
+	}
+	return n
+}
+
+func addressesSize(l []corev1.NodeAddress) (n int) {
+	for i := range l {
+		n += l[i].Size()
+	}
+	return n
+}
+
+// arrival is a rise of the bytes a node received, seen at one sample.
+type arrival struct {
+	at    time.Time
+	bytes int64
+}
+
+// watchReceipts samples the bytes the node receives from the API server
+// every 50 ms until the returned function is called, and that function
+// summarises the arrivals between from and to (summarizeArrivals), so
+// that what the idle bytes are made of (renewals' answers, status reports'
+// answers, watch events, bookmarks) can be told apart.
+func (b *bench) watchReceipts(n *node) func(from, to time.Time) string {
+	var arrivals []arrival
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		last := n.proxy.BytesReceived()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				if cur := n.proxy.BytesReceived(); cur != last {
+					arrivals = append(arrivals, arrival{now, cur - last})
+					last = cur
+				}
+			}
+		}
+	}()
+	return func(from, to time.Time) string {
+		close(stop)
+		<-done
+		return summarizeArrivals(arrivals, from, to)
+	}
+}
+
+// summarizeArrivals gives the total of the arrivals from from to to
+// (inclusive) and each size with how many times it arrived, smallest
+// first: "26859 bytes: 114×5 623×15 4504×1".
+func summarizeArrivals(arrivals []arrival, from, to time.Time) string {
+	bySize := map[int64]int{}
+	var total int64
+	for _, a := range arrivals {
+		if a.at.Before(from) || a.at.After(to) {
+			continue
+		}
+		bySize[a.bytes]++
+		total += a.bytes
+	}
+	sizes := make([]int64, 0, len(bySize))
+	for s := range bySize {
+		sizes = append(sizes, s)
+	}
+	slices.Sort(sizes)
+	parts := make([]string, 0, len(sizes))
+	for _, s := range sizes {
+		parts = append(parts, fmt.Sprintf("%d×%d", s, bySize[s]))
+	}
+	return fmt.Sprintf("%d bytes: %s", total, strings.Join(parts, " "))
 }
