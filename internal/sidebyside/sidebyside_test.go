@@ -549,16 +549,22 @@ func (b *bench) idleSamples(n *node, reports <-chan time.Time) (first, last figu
 	return first, b.sample(n), periods
 }
 
+// reportWait is how long nextReport waits: the first of the kubelet's
+// reports after its start that the script saw came 7.5 minutes after it
+// (2026-12-07 22:02), not one period, which a short MEASURE_IDLE and a
+// period and a minute to wait did not cover.
+const reportWait = 2 * statusReportFrequency
+
 // nextReport waits for the node's next status report and returns when it
-// was seen, failing when none comes within a report period and a minute.
+// was seen, failing when none comes within reportWait.
 func (b *bench) nextReport(n *node, reports <-chan time.Time) time.Time {
-	tm := time.NewTimer(statusReportFrequency + time.Minute)
+	tm := time.NewTimer(reportWait)
 	defer tm.Stop()
 	var at time.Time
 	select {
 	case at = <-reports:
 	case <-tm.C:
-		b.t.Fatalf("%s: no status report within %v", n.name, statusReportFrequency+time.Minute)
+		b.t.Fatalf("%s: no status report within %v", n.name, reportWait)
 	case <-b.ctx.Done():
 		b.t.Fatalf("stopping (interrupted, or out of time): %v", b.ctx.Err())
 	}
