@@ -518,10 +518,10 @@ type figures struct {
 // inside the window together or outside it together, whenever they
 // arrive (a window from just after one report to just after another
 // could count them or not by a few milliseconds' order: 4.5 KB of a
-// window's 27 for the agent). The kubelet's period runs a few seconds over 5m, checked every
-// 10s: over the window's periods its reports drift by less than the half
-// period either side. A shorter window (the smoke knobs) is taken as it
-// comes, and periods is 0.
+// window's 27 for the agent). The kubelet's period runs a few seconds
+// over 5m, checked every 10s: over the window's periods its reports
+// drift by less than the half period either side. A shorter window (the
+// smoke knobs) is taken as it comes, and periods is 0.
 func (b *bench) idleSamples(n *node, reports <-chan time.Time) (first, last figures, periods int) {
 	if b.window < statusReportFrequency {
 		first = b.sample(n)
@@ -530,18 +530,18 @@ func (b *bench) idleSamples(n *node, reports <-chan time.Time) (first, last figu
 		return first, b.sample(n), 0
 	}
 	periods = int(b.window / statusReportFrequency)
-	var report time.Time
+	var lastReport time.Time
 	for drained := false; !drained; { // reports seen during the pause before
 		select {
-		case report = <-reports:
+		case lastReport = <-reports:
 		default:
 			drained = true
 		}
 	}
-	if report.IsZero() || time.Since(report) >= statusReportFrequency/2 {
-		report = b.nextReport(n, reports)
+	if lastReport.IsZero() || time.Since(lastReport) >= statusReportFrequency/2 {
+		lastReport = b.nextReport(n, reports)
 	}
-	b.pause(time.Until(report.Add(statusReportFrequency / 2)))
+	b.pause(time.Until(lastReport.Add(statusReportFrequency / 2)))
 	n.alive()
 	first = b.sample(n)
 	b.pause(time.Until(first.at.Add(time.Duration(periods) * statusReportFrequency)))
