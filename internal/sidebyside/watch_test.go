@@ -375,27 +375,17 @@ func (b *bench) objectSizes(kind, nodeName string) {
 	leaseMF.ManagedFields, nodeMF.ManagedFields = nil, nil
 	report("%s: object sizes (protobuf): Lease %d bytes, %d without managed fields (%s); Node %d bytes, %d without managed fields (%s): metadata %d, spec %d, status %d (images %d in %d, conditions %d, node info %d, addresses %d, %d labels, %d annotations)",
 		kind, leaseAll, leaseMF.Size(), managers(lease.ObjectMeta), nodeAll, nodeMF.Size(), managers(node.ObjectMeta),
-		nodeMF.ObjectMeta.Size(), node.Spec.Size(), node.Status.Size(), imagesSize(node.Status.Images), len(node.Status.Images),
-		conditionsSize(node.Status.Conditions), node.Status.NodeInfo.Size(), addressesSize(node.Status.Addresses), len(node.Labels), len(node.Annotations))
+		nodeMF.ObjectMeta.Size(), node.Spec.Size(), node.Status.Size(), sizes(node.Status.Images), len(node.Status.Images),
+		sizes(node.Status.Conditions), node.Status.NodeInfo.Size(), sizes(node.Status.Addresses), len(node.Labels), len(node.Annotations))
 }
 
-func imagesSize(l []corev1.ContainerImage) (n int) {
+// sizes sums the encoded sizes of a list's elements.
+func sizes[T any, P interface {
+	*T
+	Size() int
+}](l []T) (n int) {
 	for i := range l {
-		n += l[i].Size()
-	}
-	return n
-}
-
-func conditionsSize(l []corev1.NodeCondition) (n int) {
-	for i := range l {
-		n += l[i].Size()
-	}
-	return n
-}
-
-func addressesSize(l []corev1.NodeAddress) (n int) {
-	for i := range l {
-		n += l[i].Size()
+		n += P(&l[i]).Size()
 	}
 	return n
 }
@@ -411,9 +401,17 @@ type arrival struct {
 // summarises the arrivals between from and to (summarizeArrivals), so
 // that what the idle bytes are made of (renewals' answers, status reports'
 // answers, watch events, bookmarks) can be told apart.
+//
+// The sampling also stops when the test ends first (a phase that fails).
 func (b *bench) watchReceipts(n *node) func(from, to time.Time) string {
 	var arrivals []arrival
 	stop, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	end := func() {
+		once.Do(func() { close(stop) })
+		<-done
+	}
+	b.t.Cleanup(end)
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(50 * time.Millisecond)
@@ -432,8 +430,7 @@ func (b *bench) watchReceipts(n *node) func(from, to time.Time) string {
 		}
 	}()
 	return func(from, to time.Time) string {
-		close(stop)
-		<-done
+		end()
 		return summarizeArrivals(arrivals, from, to)
 	}
 }
